@@ -1,0 +1,66 @@
+# Conflux: the two commands a new user needs on a fresh Debian 12 machine.
+#   make demo   installs missing Debian packages, builds, runs a 4-rank all-reduce benchmark on host memory
+#   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan
+# Other targets: deps, build, check-layers, env-doc, compare (see perf/README.md), clean.
+
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+BUILD ?= build
+# Debian packages the build, the tests and the demo need. `deps` installs only the missing ones.
+DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
+                iproute2 procps
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing missing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	else echo "All Debian packages present."; fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCFX_WERROR=ON
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@echo "== Conflux demo: 4-rank all-reduce on host memory (shared-memory transport) =="
+	$(BUILD)/perf/cfxrun -n 4 --timeout 300 $(BUILD)/perf/all_reduce_perf -b 1K -e 64M -f 4 -n 20 -w 5 -c 1
+
+# The whole suite. Sanitizer runs use CFX_TEST_QUICK=1: the same tests over a smaller sweep.
+test: build
+	$(MAKE) --no-print-directory test-main
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-tsan
+	@echo "make test: all labels passed (main, asan, tsan)"
+
+test-main: check-layers
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+test-asan:
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFX_SANITIZE=address -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && CFX_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
+
+test-tsan:
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCFX_SANITIZE=thread -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && CFX_TEST_QUICK=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
+
+check-layers:
+	python3 tools/check_layers.py
+
+env-doc: build
+	$(BUILD)/tools/cfx_env_doc > docs/ENV.md
+
+clean:
+	rm -rf build build-asan build-tsan

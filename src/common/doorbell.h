@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// Doorbell: the one way a rank waits for "something changed" without burning a core (common layer).
+//
+// A Doorbell is a 32-bit sequence in memory that may be shared between processes (it lives in a shared
+// mapping for shm peers). Whoever makes progress possible for the owner rings it; the owner spins briefly,
+// then sleeps in FUTEX_WAIT on the sequence. It is an event count: read seq(), re-check your condition,
+// then wait(seq) — a ring between the two makes wait() return at once, so no wake-up is ever lost.
+//
+// Threading: any thread of any process may ring(); one or more threads may wait().
+// Lifetime: the memory must stay mapped in every process that rings or waits.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace cfx {
+
+struct Doorbell {
+  std::atomic<uint32_t> seq{0};
+  std::atomic<uint32_t> sleepers{0};
+
+  uint32_t read() const {
+    // Acquire pairs with ring()'s release increment: a waiter that sees the new value also sees the data.
+    return seq.load(std::memory_order_acquire);
+  }
+  void ring();
+  // Sleeps until seq != observed, the timeout passes, or a spurious wake. Never longer than `timeout`.
+  void wait(uint32_t observed, std::chrono::microseconds timeout);
+};
+static_assert(sizeof(Doorbell) == 8, "Doorbell is placed in shared memory; its layout is part of the shm format");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex needs a plain 32-bit word");
+
+// Spin-then-block helper: call spin() when no progress was made; it returns true when the caller should
+// block on its doorbell now. reset() after progress.
+class Backoff {
+ public:
+  explicit Backoff(int spins = 2000) : limit_(spins) {}
+  bool spin();
+  void reset() { count_ = 0; }
+
+ private:
+  int limit_;
+  int count_ = 0;
+};
+
+// A monotonic deadline; the default is "never".
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Deadline() : at_(Clock::time_point::max()) {}
+  explicit Deadline(std::chrono::milliseconds in) : at_(in.count() <= 0 ? Clock::time_point::max() : Clock::now() + in) {}
+  static Deadline never() { return Deadline(); }
+  bool expired() const { return at_ != Clock::time_point::max() && Clock::now() >= at_; }
+  bool isNever() const { return at_ == Clock::time_point::max(); }
+  // Time left, clamped to [0, cap].
+  std::chrono::microseconds remaining(std::chrono::microseconds cap) const;
+  Clock::time_point at() const { return at_; }
+
+ private:
+  Clock::time_point at_;
+};
+
+}  // namespace cfx

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+// The spin-then-block executor (primitives layer).
+#include "primitives/executor.h"
+
+#include "common/log.h"
+
+namespace cfx::prims {
+
+namespace {
+
+// Resumes `w` (or starts it). The coroutine runs until it parks on a verb that cannot finish yet, or ends.
+void resume(Work& w) {
+  std::coroutine_handle<> h = w.resumeAt;
+  w.waiting = nullptr;
+  w.resumeAt = {};
+  h.resume();
+}
+
+Status timeoutError(const std::vector<Work*>& works, std::chrono::milliseconds waited) {
+  std::string what;
+  for (const Work* w : works) {
+    if (w->finished() || !w->waiting) continue;
+    what += strprintf("%s%s: %s", what.empty() ? "" : "; ", w->name.c_str(), w->waiting->describe().c_str());
+  }
+  return Status::error(Errc::Timeout,
+                       strprintf("timeout after %lld ms without progress: %s. The peer named is slow, hung or "
+                                 "was never started; raise CFX_TIMEOUT_MS if it is only slow",
+                                 static_cast<long long>(waited.count()), what.c_str()));
+}
+
+// Asks the ends each parked Work waits on whether their peers still live.
+Status checkPeers(const std::vector<Work*>& works) {
+  for (const Work* w : works) {
+    if (w->finished() || !w->waiting) continue;
+    const Transfer& t = *w->waiting;
+    if (t.needsRecv() && t.recv) CFX_TRY(t.recv->check());
+    if (t.needsSend() && t.send) CFX_TRY(t.send->check());
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status execute(std::vector<Work*>& works, const ExecOptions& options) {
+  for (Work* w : works) {
+    if (!w->started) {
+      w->started = true;
+      w->resumeAt = w->task.handle();
+      resume(*w);
+    }
+  }
+  Backoff backoff(options.spins);
+  auto lastCheck = Deadline::Clock::now();
+  auto lastProgress = lastCheck;
+  Deadline deadline(options.timeout);  // measured from the last progress, not from the start
+  for (;;) {
+    bool progressed = false;
+    bool allDone = true;
+    for (Work* w : works) {
+      // A parked Work whose transfer finished (or failed) resumes; its coroutine sees the verb's Status.
+      while (!w->finished() && w->waiting) {
+        if (w->waiting->progress()) progressed = true;
+        if (!w->waiting->finished()) break;
+        resume(*w);
+        progressed = true;
+      }
+      if (!w->finished()) {
+        allDone = false;
+      } else if (!w->task.status().ok()) {
+        return w->task.status();
+      }
+    }
+    if (allDone) return Status();
+    if (options.abortFlag && options.abortFlag->load(std::memory_order_acquire)) {
+      // Acquire pairs with the release store in Communicator::abort(): no verb is started after it.
+      return Status::error(Errc::RemoteError, "operation aborted by ncclCommAbort/ncclCommRevoke on this communicator");
+    }
+    if (progressed) {
+      backoff.reset();
+      lastProgress = Deadline::Clock::now();
+      deadline = Deadline(options.timeout);
+      continue;
+    }
+    if (!backoff.spin()) continue;
+
+    // Event count: read the doorbell, re-check every parked transfer, then sleep only if nothing changed.
+    const uint32_t seq = options.doorbell->read();
+    bool anyReady = false;
+    for (Work* w : works) {
+      if (!w->finished() && w->waiting && w->waiting->ready()) anyReady = true;
+    }
+    if (anyReady) continue;
+    if (deadline.expired()) {
+      return timeoutError(works, std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::Clock::now() -
+                                                                                        lastProgress));
+    }
+    const auto interval = std::chrono::duration_cast<std::chrono::microseconds>(options.checkInterval);
+    options.doorbell->wait(seq, deadline.remaining(interval));
+    const auto now = Deadline::Clock::now();
+    if (now - lastCheck >= options.checkInterval) {
+      lastCheck = now;
+      CFX_TRY(checkPeers(works));
+    }
+  }
+}
+
+}  // namespace cfx::prims

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// Executor (primitives layer): runs Works — root algorithm coroutines — on the calling thread until they
+// finish, fail, time out or are aborted.
+//
+// Waiting: the executor spins for a short while when no transfer can move, then sleeps on the rank's
+// Doorbell, which every transport rings when it makes progress possible. Users run more ranks than cores,
+// so a waiting rank must give its core to the peer it waits for.
+//
+// Failure: while sleeping, the executor asks the ends it waits on whether their peers are still alive
+// (every checkInterval) and watches the abort flag; past the deadline it fails with Timeout naming the
+// peer and the verb each Work waits on. A failed Work fails the whole run: the communicator is then broken.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <string>
+#include <vector>
+
+#include "common/doorbell.h"
+#include "common/status.h"
+#include "primitives/prims.h"
+#include "primitives/task.h"
+
+namespace cfx::prims {
+
+// One independent stream of algorithm code, e.g. the collectives of one group on one communicator.
+struct Work {
+  Task task;
+  std::string name;  // "AllReduce opCount 12 on rank 3": used in timeout messages
+  Transfer* waiting = nullptr;           // the verb the innermost coroutine is parked on
+  std::coroutine_handle<> resumeAt;      // the coroutine to resume when `waiting` finishes
+  bool started = false;
+
+  bool finished() const { return task.done(); }
+};
+
+struct ExecOptions {
+  Doorbell* doorbell = nullptr;                 // this rank's doorbell
+  const std::atomic<bool>* abortFlag = nullptr; // set by ncclCommAbort/Revoke from any thread
+  int spins = 2000;                             // failed polls before sleeping
+  std::chrono::milliseconds checkInterval{200}; // how often a sleeping rank checks that its peers live
+  std::chrono::milliseconds timeout{0};         // fail after this long without any progress; 0 = never
+};
+
+// Runs `works` to completion. Returns the first failure (Timeout after options.timeout without progress,
+// RemoteError, InvalidUsage for mismatched calls, SystemError) or Ok.
+Status execute(std::vector<Work*>& works, const ExecOptions& options);
+
+}  // namespace cfx::prims

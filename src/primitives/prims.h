@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// Verbs (primitives layer): the only operations algorithms use to move data. Algorithms never see a transport.
+//
+// Every verb moves one message of `bytes` bytes through the FIFO to or from one peer, sliced into
+// sliceBytes() pieces; both ends slice identically, so a message may pass through ranks whose transports
+// differ. Each slice carries a tag made of the operation's sequence number and the message size: a
+// receiver that gets a slice of another operation, or of another size, fails with InvalidUsage naming the
+// peer (mismatched calls across ranks) instead of reading garbage.
+//
+// Deadlock rule for algorithm authors: a verb that both receives and sends can only finish if its
+// upstream peer keeps sending and its downstream peer keeps receiving. Ring and chain algorithms written
+// as "every rank does the same sequence of verbs per step" are safe for any message size, because every
+// FIFO holds at least two slices and each step only waits on its neighbours' previous step.
+//
+// Reductions: `local` is this rank's own input (the op's pre-multiplier is applied to it), `partial` data
+// arriving from a peer is already pre-multiplied. `post` applies the op's final step (integer average's
+// division) and must be set exactly once per element: on the rank that completes the reduction.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/types.h"
+#include "primitives/task.h"
+#include "transport/transport.h"
+
+namespace cfx::prims {
+
+struct Work;
+
+// One verb in flight. progress() never blocks.
+struct Transfer {
+  enum class Kind : uint8_t {
+    Send,                // slot = local
+    SendPre,             // slot = pre(local)
+    Recv,                // dst = slot
+    RecvReduceSend,      // next slot = slot ⊕ pre(local)
+    RecvReduceCopy,      // dst = post?(slot ⊕ pre(local))
+    RecvReduceCopySend,  // dst = post?(slot ⊕ pre(local)); next slot = dst
+    RecvCopySend,        // dst = slot (if dst); next slot = slot
+    RecvCombineSend,     // next slot = slot ⊕ partial(local) — both already pre-multiplied
+    RecvCombineCopy,     // dst = post?(slot ⊕ partial(local))
+  };
+  Kind kind = Kind::Send;
+  transport::RecvEnd* recv = nullptr;
+  transport::SendEnd* send = nullptr;
+  int recvPeer = -1;
+  int sendPeer = -1;
+  const char* local = nullptr;
+  char* dst = nullptr;
+  size_t bytes = 0;
+  size_t sliceBytes = 0;
+  const ReduceOp* op = nullptr;
+  bool post = false;
+  uint64_t tag = 0;
+  size_t offset = 0;
+  Status error;
+
+  bool needsRecv() const { return kind != Kind::Send && kind != Kind::SendPre; }
+  bool needsSend() const {
+    return kind == Kind::Send || kind == Kind::SendPre || kind == Kind::RecvReduceSend ||
+           kind == Kind::RecvReduceCopySend || kind == Kind::RecvCopySend || kind == Kind::RecvCombineSend;
+  }
+  bool finished() const { return offset >= bytes || !error.ok(); }
+  // Moves as many slices as the FIFOs allow. Returns true if anything moved (or an error was found).
+  bool progress();
+  // True if progress() would move at least one slice now (used before sleeping).
+  bool ready();
+  // "recv from rank 3 (shm)" — for timeout and error messages.
+  std::string describe() const;
+};
+
+// co_await-able wrapper: finishes immediately when the FIFOs allow, else parks the coroutine on its Work.
+struct TransferAwaiter {
+  Transfer t;
+  bool await_ready() {
+    t.progress();
+    return t.finished();
+  }
+  void await_suspend(Task::Handle h);
+  Status await_resume() { return std::move(t.error); }
+};
+
+// Verbs for one rank on one channel of one communicator. Cheap to copy; holds no ownership.
+class Prims {
+ public:
+  Prims(transport::Endpoints& endpoints, int channel, int rank, int nRanks, size_t sliceBytes)
+      : ep_(&endpoints), channel_(channel), rank_(rank), nRanks_(nRanks), sliceBytes_(sliceBytes) {}
+
+  int rank() const { return rank_; }
+  int nRanks() const { return nRanks_; }
+  size_t sliceBytes() const { return sliceBytes_; }
+  // Every message sent or received from now on is stamped with this operation number.
+  void setOpSeq(uint32_t seq) { opSeq_ = seq; }
+  uint32_t opSeq() const { return opSeq_; }
+
+  TransferAwaiter send(int peer, const void* src, size_t bytes);
+  TransferAwaiter sendPre(int peer, const void* local, size_t count, const ReduceOp& op);
+  TransferAwaiter recv(int peer, void* dst, size_t bytes);
+  TransferAwaiter recvReduceSend(int from, int to, const void* local, size_t count, const ReduceOp& op);
+  TransferAwaiter recvReduceCopy(int from, const void* local, void* dst, size_t count, const ReduceOp& op,
+                                 bool post);
+  TransferAwaiter recvReduceCopySend(int from, int to, const void* local, void* dst, size_t count,
+                                     const ReduceOp& op, bool post);
+  TransferAwaiter recvCopySend(int from, int to, void* dst, size_t bytes);
+  TransferAwaiter recvCombineSend(int from, int to, const void* partial, size_t count, const ReduceOp& op);
+  TransferAwaiter recvCombineCopy(int from, const void* partial, void* dst, size_t count, const ReduceOp& op,
+                                  bool post);
+
+  // Local, synchronous helpers (no peer involved).
+  static void copy(void* dst, const void* src, size_t bytes);
+  // dst = post?(pre(local)): a rank's contribution when it is the only one (nRanks == 1) or starts a chain.
+  static void prepare(void* dst, const void* local, size_t count, const ReduceOp& op, bool post);
+
+ private:
+  TransferAwaiter make(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t bytes,
+                       const ReduceOp* op, bool post);
+  transport::Endpoints* ep_;
+  int channel_;
+  int rank_;
+  int nRanks_;
+  size_t sliceBytes_;
+  uint32_t opSeq_ = 0;
+};
+
+}  // namespace cfx::prims

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// Task: the coroutine type algorithms are written in (primitives layer).
+//
+// An algorithm is straight-line code over verbs: `CFX_CO_TRY(co_await prims.recvReduceSend(...))`. A verb
+// that cannot move data right now suspends the coroutine; the Executor resumes it once the transfer has
+// finished. So one thread can drive many algorithms at once (several communicators in one group, collectives
+// beside point-to-point), and a rank that waits sleeps on its doorbell instead of burning a core.
+//
+// Tasks start suspended. Awaiting a Task runs it to completion (symmetric transfer, no recursion on the
+// stack) and yields its Status. The root Task of a Work is started by the Executor.
+#pragma once
+
+#include <coroutine>
+#include <exception>
+#include <utility>
+
+#include "common/status.h"
+
+namespace cfx::prims {
+
+struct Work;
+
+class [[nodiscard]] Task {
+ public:
+  struct promise_type {
+    std::coroutine_handle<> continuation;  // the awaiting parent, or null for a root task
+    Work* work = nullptr;                  // the Work this task runs for; children inherit it
+    Status status;
+
+    Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    struct FinalAwaiter {
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        auto next = h.promise().continuation;
+        return next ? next : std::noop_coroutine();
+      }
+      void await_resume() noexcept {}
+    };
+    FinalAwaiter final_suspend() noexcept { return {}; }
+    void return_value(Status s) { status = std::move(s); }
+    void unhandled_exception() noexcept {
+      try {
+        std::rethrow_exception(std::current_exception());
+      } catch (const std::exception& e) {
+        status = Status::error(Errc::InternalError, std::string("exception in algorithm: ") + e.what());
+      } catch (...) {
+        status = Status::error(Errc::InternalError, "unknown exception in algorithm");
+      }
+    }
+  };
+  using Handle = std::coroutine_handle<promise_type>;
+
+  Task() = default;
+  explicit Task(Handle h) : h_(h) {}
+  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  Task& operator=(Task&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, {});
+    }
+    return *this;
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+  ~Task() { reset(); }
+
+  bool valid() const { return static_cast<bool>(h_); }
+  bool done() const { return h_ && h_.done(); }
+  Handle handle() const { return h_; }
+  const Status& status() const { return h_.promise().status; }
+
+  // Awaiting a child task: it inherits the parent's Work and resumes the parent when it completes.
+  bool await_ready() const noexcept { return !h_ || h_.done(); }
+  std::coroutine_handle<> await_suspend(Handle parent) noexcept {
+    h_.promise().continuation = parent;
+    h_.promise().work = parent.promise().work;
+    return h_;
+  }
+  Status await_resume() { return h_ ? std::move(h_.promise().status) : Status(); }
+
+ private:
+  void reset() {
+    if (h_) h_.destroy();
+    h_ = {};
+  }
+  Handle h_;
+};
+
+}  // namespace cfx::prims
+
+// CFX_TRY for coroutines: propagates a failed Status with co_return.
+#define CFX_CO_TRY(expr)                                                      \
+  do {                                                                        \
+    if (::cfx::Status cfxSt_ = (expr); !cfxSt_.ok())                          \
+      co_return std::move(cfxSt_).addFrame(std::source_location::current());  \
+  } while (0)

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bootstrap (transport layer): the out-of-band TCP network that forms a communicator before any data
+// transport exists, and that transports use to exchange their connection descriptors.
+//
+// The unique id (128 bytes, ncclUniqueId) carries the root's address and a random 32-byte session secret.
+// Every bootstrap connection proves knowledge of the secret with an HMAC-SHA256 challenge/response before a
+// single byte of payload is trusted; a stranger or a garbled frame gets one WARN line and a closed socket,
+// and the legitimate ranks carry on.
+//
+// Threading: one Bootstrap is used by one thread at a time (the thread driving its communicator), except
+//            abort(), which any thread may call to make every pending and future call fail quickly. Each
+//            Bootstrap runs one service thread (cfx-bootstrap) that accepts and authenticates incoming
+//            connections and buffers every frame that arrives, so a sender never waits for its receiver to call
+//            recv, and ranks never deadlock on each other's socket buffers.
+// Blocking:  every call blocks, and every call is bounded by options.timeout (counted from the call's start);
+//            a timeout names the peer and the operation.
+// Errors:    Timeout (a deadline passed; names the rank(s) waited for), RemoteError (a peer closed or broke its
+//            connection, or abort was raised; names the rank and its address), InvalidUsage (sizes that do not
+//            match between sender and receiver; names the peer), InvalidArgument (bad rank, id or address),
+//            SystemError (a local failure: no interface, bind, thread creation).
+// Connections: every rank listens on one socket. Rank r sends to rank p over one outgoing connection it opens
+//            to p's listener on first use; frames from p arrive on p's own outgoing connection. allGather is a
+//            ring over these (r sends to r+1), barrier a dissemination (r sends to r+2^k).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cfx::transport {
+
+inline constexpr size_t kSecretBytes = 32;
+using Secret = std::array<uint8_t, kSecretBytes>;
+
+// The decoded form of ncclUniqueId. encode()/decode() give the exact 128-byte wire form.
+//
+// Wire form (big-endian): magic "CFXI" u32 | version u16 | flags u16 | root address (family u16, port u16,
+// IPv6 scope u32, IP 16 bytes) | secret[32] | magic u64 | first 8 bytes of SHA-256 over the preceding 72 bytes
+// | 48 zero bytes. decode() rejects a wrong magic or version, a failed check and an address without a port.
+struct UniqueId {
+  sockaddr_storage root{};  // where the root listener accepts ranks
+  Secret secret{};
+  uint64_t magic = 0;       // random: tells apart two communicators created from the same root address
+  // NCCL_COMM_ID mode: no root runs yet; Bootstrap::init of rank 0 binds `root` and serves it.
+  bool startRootInInit = false;
+  static constexpr size_t kBytes = 128;
+  void encode(uint8_t out[kBytes]) const;
+  static Result<UniqueId> decode(const uint8_t in[kBytes]);
+};
+
+struct BootstrapOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bounds every blocking call (CFX_BOOTSTRAP_TIMEOUT_MS)
+  std::string ifName;        // NCCL_SOCKET_IFNAME syntax: prefixes, ^ excludes, = exact
+  int family = AF_UNSPEC;    // NCCL_SOCKET_FAMILY
+  int connectRetries = 34;   // NCCL_SOCKET_RETRY_CNT
+  std::chrono::milliseconds retrySleep{100};  // NCCL_SOCKET_RETRY_SLEEP_MSEC
+  // How long an incoming connection may take to authenticate before it is dropped, so a silent stranger cannot
+  // hold a listener. Not a knob: tests shorten it.
+  std::chrono::milliseconds handshakeTimeout{5000};
+  // Optional, e.g. the communicator's abort flag: once raised, init and every call fail promptly (RemoteError),
+  // as if abort() had been called. Must outlive the Bootstrap.
+  const std::atomic<bool>* abortFlag = nullptr;
+};
+
+// What core/ reads from the knob registry when it creates a communicator (bootstrap_params.cc owns the knobs).
+struct BootstrapParams {
+  BootstrapOptions options;
+  std::string commId;      // NCCL_COMM_ID, "" when unset
+  std::string secretText;  // CFX_SECRET, "" when unset
+};
+BootstrapParams readBootstrapParams();
+
+// ncclGetUniqueId: picks an interface, opens a root listener served by a background thread in this process
+// (it serves exactly one communicator and then exits, or gives up after options.timeout), and returns the id.
+Result<UniqueId> createUniqueId(const BootstrapOptions& options);
+
+// NCCL_COMM_ID / launcher mode: an id every rank can build locally from "host:port" or "[v6]:port". With
+// `startRoot`, the rank that calls Bootstrap::init with rank 0 starts the root listener on that address itself
+// (the address must be local to it). The secret comes from `secretText` (CFX_SECRET, or a launcher job id)
+// hashed to 32 bytes; empty means an all-zero secret, which still frames and checks every connection but
+// authenticates nothing (logged at INFO). The magic is derived from the address and the text, so every rank
+// computes the same id.
+Result<UniqueId> uniqueIdFromAddress(const std::string& hostPort, const std::string& secretText, bool startRoot);
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  // Joins the communicator: connects to the root, learns every rank's bootstrap address, and links this rank
+  // into the bootstrap network. Collective over all nRanks ranks.
+  static Result<std::unique_ptr<Bootstrap>> init(const UniqueId& id, int rank, int nRanks,
+                                                 const BootstrapOptions& options);
+
+  virtual int rank() const = 0;
+  virtual int nRanks() const = 0;
+  // The secret of this communicator: data transports authenticate their connections with it too.
+  virtual const Secret& secret() const = 0;
+  // This rank's bootstrap listen address family and IP (data transports listen on the same interface).
+  virtual const sockaddr_storage& localAddress() const = 0;
+
+  // Every rank contributes `bytesPerRank` bytes at data + rank * bytesPerRank; afterwards all hold all.
+  // Collective: every rank calls allGather and barrier in the same order. bytesPerRank <= 64 MiB.
+  virtual Status allGather(void* data, size_t bytesPerRank) = 0;
+  virtual Status barrier() = 0;
+  // Point-to-point messages, matched by (peer, tag) in order; peer may be this rank. send returns once the
+  // bytes are handed to the kernel (the receiver buffers them; it need not be in recv). A size that differs
+  // from the sender's makes recv fail with InvalidUsage naming the peer and both sizes (the frame is consumed).
+  // bytes <= 64 MiB.
+  virtual Status send(int peer, uint64_t tag, const void* data, size_t bytes) = 0;
+  virtual Status recv(int peer, uint64_t tag, void* data, size_t bytes) = 0;
+
+  // Makes every blocked and future call return RemoteError promptly. Idempotent, thread-safe, never blocks.
+  virtual void abort() = 0;
+};
+
+}  // namespace cfx::transport
