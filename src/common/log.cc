@@ -123,7 +123,7 @@ void init() {
 }  // namespace detail
 
 void write(Level level, Sys sys, std::source_location where, const char* fmt, ...) {
-  (void)sys;
+  const bool print = enabled(level, sys);  // also runs init, which fills gHost
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -144,7 +144,7 @@ void write(Level level, Sys sys, std::source_location where, const char* fmt, ..
   }
   std::lock_guard<std::mutex> lock(gMutex);
   if (level == Level::Warn) gLastError = msg;
-  if (n > 0) {
+  if (print && n > 0) {
     std::fwrite(line, 1, std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 1), gFile ? gFile : stdout);
     std::fflush(gFile ? gFile : stdout);
   }

@@ -79,7 +79,9 @@ void printVersionOnce();
       ::cfx::log::write(level, sys, std::source_location::current(), __VA_ARGS__);        \
   } while (0)
 
-// WARN: the user must act, or an error is being returned. Also becomes ncclGetLastError().
-#define CFX_WARN(...) CFX_LOG_(::cfx::log::Level::Warn, ::cfx::log::Sys::Init, __VA_ARGS__)
+// WARN: the user must act, or an error is being returned. It always becomes ncclGetLastError(), even when
+// NCCL_DEBUG is unset (PyTorch appends that text to its exceptions), so it is formatted unconditionally:
+// warnings are rare.
+#define CFX_WARN(...) ::cfx::log::write(::cfx::log::Level::Warn, ::cfx::log::Sys::Init, std::source_location::current(), __VA_ARGS__)
 #define CFX_INFO(sys, ...) CFX_LOG_(::cfx::log::Level::Info, sys, __VA_ARGS__)
 #define CFX_TRACE(sys, ...) CFX_LOG_(::cfx::log::Level::Trace, sys, __VA_ARGS__)

@@ -45,6 +45,7 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   for (Work* w : works) {
     if (!w->started) {
       w->started = true;
+      w->task.handle().promise().work = w;  // nested tasks inherit it when awaited
       w->resumeAt = w->task.handle();
       resume(*w);
     }

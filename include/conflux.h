@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Conflux extensions to the NCCL API: everything that NCCL does not have, under the cfx prefix.
+ * Public C99 header (include/). Link with -lnccl or -lconflux (the same library).
+ *
+ * Conventions, as in nccl.h: every function returns ncclResult_t; ncclInProgress is a state, not an error; the
+ * text of the last WARN is available from ncclGetLastError(). No function here throws, aborts the process or
+ * waits without a bound: a wait on a peer ends with ncclRemoteError once the peer is declared dead.
+ */
+#ifndef CONFLUX_H_
+#define CONFLUX_H_
+
+#include "nccl.h"
+
+/* Our release (not the NCCL API version, which is NCCL_VERSION_CODE). Must match the VERSION file; tests/abi
+ * checks it. */
+#define CFX_MAJOR 0
+#define CFX_MINOR 1
+#define CFX_PATCH 0
+#define CFX_VERSION_CODE (CFX_MAJOR * 10000 + CFX_MINOR * 100 + CFX_PATCH)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Stores the release of the loaded library as MAJOR*10000 + MINOR*100 + PATCH. Compare it with
+ * CFX_VERSION_CODE to detect a header/library mismatch. Also a cheap way to tell Conflux from NVIDIA's library
+ * at run time: look the symbol up with dlsym.
+ *
+ * Thread safety: any thread, any time, before or after communicators exist.
+ * Returns:
+ *   ncclSuccess          *release has been written.
+ *   ncclInvalidArgument  release is NULL. */
+ncclResult_t cfxGetVersion(int* release);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Host streams
+ *
+ * With host buffers and a NULL stream, a collective has completed when the call returns (for a group: when
+ * ncclGroupEnd returns). A host stream makes host-buffer operations asynchronous instead: pass it where a
+ * collective expects its cudaStream_t, cast as (cudaStream_t)hostStream. The call then returns once the op is
+ * enqueued; ops on one host stream run in the order they were enqueued, and a per-communicator progress thread
+ * executes them. The buffers must stay valid and unmodified until cfxHostStreamQuery reports ncclSuccess or
+ * cfxHostStreamSynchronize returns.
+ *
+ * A host stream is not a CUDA stream: never pass one to a CUDA function, and never pass it with device buffers
+ * (that returns ncclInvalidArgument). Ops that fail asynchronously report their error through the stream
+ * (cfxHostStreamQuery/Synchronize) and through ncclCommGetAsyncError of their communicator.
+ *
+ * Thread safety: any number of threads may query or synchronize the same stream concurrently. Enqueueing is
+ * governed by the communicator rule of nccl.h (one thread per communicator at a time); enqueues from different
+ * threads onto one stream are ordered by the order in which the calls are made. Destroying a stream while
+ * another thread still uses it is undefined behaviour.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct cfxHostStream* cfxHostStream_t;
+
+/* Creates an empty host stream.
+ * Returns:
+ *   ncclSuccess          *stream holds the new stream.
+ *   ncclInvalidArgument  stream is NULL.
+ *   ncclSystemError      out of memory or another resource. */
+ncclResult_t cfxHostStreamCreate(cfxHostStream_t* stream);
+
+/* Reports, without blocking, whether all ops enqueued on stream so far have finished.
+ * Returns:
+ *   ncclSuccess          every op enqueued before this call has completed successfully (the stream is idle).
+ *   ncclInProgress       some op is still pending.
+ *   ncclInvalidArgument  stream is NULL or not a live host stream.
+ *   any other code       the first error of an op on this stream (for example ncclRemoteError when a peer
+ *                        died). The error is sticky: every later query and synchronize returns it. */
+ncclResult_t cfxHostStreamQuery(cfxHostStream_t stream);
+
+/* Blocks until every op enqueued on stream before this call has completed or failed. The wait spins briefly,
+ * then sleeps; it is bounded by the communicators' failure timeouts.
+ * Returns:
+ *   ncclSuccess          all those ops completed successfully.
+ *   ncclInvalidArgument  stream is NULL or not a live host stream.
+ *   any other code       the first (sticky) error of an op on this stream, as for cfxHostStreamQuery. */
+ncclResult_t cfxHostStreamSynchronize(cfxHostStream_t stream);
+
+/* Waits for the ops still pending on stream (as cfxHostStreamSynchronize), then frees it. The handle is invalid
+ * afterwards whatever the result. NULL is accepted and ignored.
+ * Returns:
+ *   ncclSuccess          the stream is freed and all its ops had succeeded (or stream was NULL).
+ *   ncclInvalidArgument  stream is not a live host stream (for example destroyed twice); nothing is freed.
+ *   any other code       the stream is freed; this is the first error of one of its ops. */
+ncclResult_t cfxHostStreamDestroy(cfxHostStream_t stream);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Bootstrap from a launcher's environment
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Creates this process's rank of a communicator spanning every process of the job, taking rank, size and the
+ * root's address from the environment instead of an ncclUniqueId. Collective: every process of the job calls
+ * it, and it blocks until all have joined (like ncclCommInitRank, with the default configuration).
+ *
+ * Rank and size come from the first launcher found, in this order:
+ *   torchrun / torch.distributed  RANK, WORLD_SIZE
+ *   Open MPI                      OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
+ *   Slurm                         SLURM_PROCID, SLURM_NTASKS
+ * The root (rank 0) listens at, in this order: NCCL_COMM_ID (host:port); MASTER_ADDR and MASTER_PORT;
+ * CFX_MASTER_ADDR (host or host:port). Every process must see the same values.
+ *
+ * Thread safety: as ncclCommInitRank; call it once per process and communicator.
+ * Returns:
+ *   ncclSuccess          *comm holds the new communicator.
+ *   ncclInvalidArgument  comm is NULL.
+ *   ncclInvalidUsage     no supported launcher variables were found, a value is malformed (for example
+ *                        RANK=1x or RANK >= WORLD_SIZE), or no root address is set. The WARN names the variable.
+ *   ncclSystemError      the root address cannot be resolved or bound, or a local resource ran out.
+ *   ncclRemoteError      a peer did not join within the bootstrap timeout, died, or failed authentication.
+ *   ncclInternalError    a bug in the library. */
+ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CONFLUX_H_ */

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// Argument checks and error reporting shared by every exported function (api layer).
+#include "api/api_call.h"
+
+namespace cfx::api {
+
+void report(const char* apiName, const Status& st) {
+  CFX_WARN("%s: %s (%s) [%s]", apiName, st.message().c_str(), errcName(st.code()), st.origin().c_str());
+  const auto& frames = st.frames();
+  for (size_t i = 1; i < frames.size(); ++i) {
+    const char* file = frames[i].file_name();
+    const char* rel = std::strstr(file, "/src/");
+    CFX_INFO(log::Sys::Init, "%s:%u -> %d", rel ? rel + 5 : file, static_cast<unsigned>(frames[i].line()),
+             static_cast<int>(toResult(st.code())));
+  }
+}
+
+Result<core::Communicator*> checkComm(ncclComm_t comm) {
+  if (comm == nullptr) return Status::error(Errc::InvalidArgument, "comm is NULL");
+  if (!core::isLiveComm(comm)) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("comm %p is not a live communicator (already destroyed, or corrupted)",
+                                   static_cast<void*>(comm)));
+  }
+  return unchecked(comm);
+}
+
+Status checkDataType(ncclDataType_t type) {
+  if (static_cast<int>(type) < 0 || static_cast<int>(type) >= ncclNumTypes) {
+    return Status::error(Errc::InvalidArgument, strprintf("invalid datatype %d (valid: 0..%d)", static_cast<int>(type),
+                                                          ncclNumTypes - 1));
+  }
+  return Status();
+}
+
+Result<ReduceOp> checkRedOp(core::Communicator& comm, ncclRedOp_t op, ncclDataType_t type) {
+  const auto dt = static_cast<DataType>(type);
+  const int o = static_cast<int>(op);
+  if (o >= 0 && o < ncclNumOps) return ReduceOp::builtin(dt, static_cast<RedOpKind>(o), comm.nRanks());
+  const core::UserRedOp* user = comm.findRedOp(o);
+  if (user == nullptr) {
+    return Status::error(Errc::InvalidArgument, strprintf("invalid reduction op %d: neither built-in (0..%d) nor a live "
+                                                          "op from ncclRedOpCreatePreMulSum on this communicator",
+                                                          o, ncclNumOps - 1));
+  }
+  if (user->type != dt) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("Data type supplied to user-created ncclRedOp_t does not match type given to "
+                                   "reduction operation (op %d was created for %s, used with %s)",
+                                   o, dataTypeName(user->type), dataTypeName(dt)));
+  }
+  // A device-resident scalar is read while the op runs; on host memory that is now.
+  return ReduceOp::preMulSum(dt, user->deviceScalar ? user->scalarPtr : user->scalar);
+}
+
+Status checkRoot(const core::Communicator& comm, int root, const char* what) {
+  if (root < 0 || root >= comm.nRanks()) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s : invalid root %d (root should be in the 0..%d range)",
+                                                          what, root, comm.nRanks() - 1));
+  }
+  return Status();
+}
+
+Status checkBuffer(const void* p, size_t count, const char* name) {
+  if (p == nullptr && count > 0) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s is NULL with count %zu", name, count));
+  }
+  return Status();
+}
+
+}  // namespace cfx::api

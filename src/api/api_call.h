@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// The boundary between the C ABI and C++ (api layer): every exported function body is api::call(...), so no
+// exception crosses extern "C", every failure is logged once at WARN, and Status maps to ncclResult_t by cast.
+#pragma once
+
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include "api/api_exports.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "core/communicator.h"
+#include "nccl.h"
+
+namespace cfx::api {
+
+static_assert(static_cast<int>(Errc::Ok) == ncclSuccess);
+static_assert(static_cast<int>(Errc::UnhandledCudaError) == ncclUnhandledCudaError);
+static_assert(static_cast<int>(Errc::SystemError) == ncclSystemError);
+static_assert(static_cast<int>(Errc::InternalError) == ncclInternalError);
+static_assert(static_cast<int>(Errc::InvalidArgument) == ncclInvalidArgument);
+static_assert(static_cast<int>(Errc::InvalidUsage) == ncclInvalidUsage);
+static_assert(static_cast<int>(Errc::RemoteError) == ncclRemoteError);
+static_assert(static_cast<int>(Errc::InProgress) == ncclInProgress);
+static_assert(static_cast<int>(DataType::Fp8E5M2) == ncclFloat8e5m2 && kNumDataTypes == ncclNumTypes);
+static_assert(static_cast<int>(RedOpKind::Avg) == ncclAvg && core::Communicator::kFirstUserOp == ncclNumOps);
+
+// Logs a failure once (WARN with the origin, the CFX_TRY trail at INFO). InProgress is a state, not an error.
+void report(const char* apiName, const Status& st);
+
+// 2.28 callers know no ncclTimeout: a timeout is reported as ncclRemoteError (the WARN says "timeout").
+inline ncclResult_t toResult(Errc code) {
+  return code == Errc::Timeout ? ncclRemoteError : static_cast<ncclResult_t>(code);
+}
+
+template <typename Fn>
+ncclResult_t call(const char* apiName, Fn&& body) noexcept {
+  Status st;
+  try {
+    st = body();
+  } catch (const std::bad_alloc&) {
+    st = Status::error(Errc::SystemError, "out of host memory");
+  } catch (const std::exception& e) {
+    st = Status::error(Errc::InternalError, std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    st = Status::error(Errc::InternalError, "unexpected non-standard exception");
+  }
+  if (!st.ok() && st.code() != Errc::InProgress) report(apiName, st);
+  return toResult(st.code());
+}
+
+// Resolves a handle, rejecting NULL, destroyed and garbage communicators without dereferencing them.
+Result<core::Communicator*> checkComm(ncclComm_t comm);
+inline core::Communicator* unchecked(ncclComm_t comm) { return reinterpret_cast<core::Communicator*>(comm); }
+inline ncclComm_t toHandle(core::Communicator* comm) { return reinterpret_cast<ncclComm_t>(comm); }
+
+Status checkDataType(ncclDataType_t type);
+// Resolves a built-in or user op for `type` into its executable form.
+Result<ReduceOp> checkRedOp(core::Communicator& comm, ncclRedOp_t op, ncclDataType_t type);
+Status checkRoot(const core::Communicator& comm, int root, const char* what);
+Status checkBuffer(const void* p, size_t count, const char* name);
+
+}  // namespace cfx::api

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+// Collective entry points (api layer): validate, build the task, hand it to core's group launch.
+#include "api/api_call.h"
+#include "core/group.h"
+
+namespace cfx::api {
+namespace {
+
+struct CollCall {
+  const char* name;           // for messages: "ncclAllReduce"
+  coll::Collective coll;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;             // ignored unless reducing
+  int root;                   // -1 unless rooted
+  ncclComm_t comm;
+  cudaStream_t stream;
+  bool reducing;
+};
+
+// Elements each buffer must hold on this rank, by NCCL's count semantics (nccl.h).
+void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sendCount, size_t* recvCount) {
+  const size_t n = static_cast<size_t>(comm.nRanks());
+  const bool isRoot = comm.rank() == c.root;
+  switch (c.coll) {
+    case coll::Collective::AllReduce: *sendCount = c.count; *recvCount = c.count; break;
+    case coll::Collective::Broadcast: *sendCount = isRoot ? c.count : 0; *recvCount = c.count; break;
+    case coll::Collective::Reduce: *sendCount = c.count; *recvCount = isRoot ? c.count : 0; break;
+    case coll::Collective::AllGather: *sendCount = c.count; *recvCount = c.count * n; break;
+    case coll::Collective::ReduceScatter: *sendCount = c.count * n; *recvCount = c.count; break;
+    case coll::Collective::AlltoAll: *sendCount = c.count * n; *recvCount = c.count * n; break;
+    case coll::Collective::Gather: *sendCount = c.count; *recvCount = isRoot ? c.count * n : 0; break;
+    case coll::Collective::Scatter: *sendCount = isRoot ? c.count * n : 0; *recvCount = c.count; break;
+  }
+}
+
+Status submitCollective(const CollCall& c) {
+  CFX_TRY_ASSIGN(core::Communicator * comm, checkComm(c.comm));
+  log::setThreadRank(comm->rank());
+  Status st = [&]() -> Status {
+    CFX_TRY(checkDataType(c.type));
+    if (c.root >= 0 || c.coll == coll::Collective::Broadcast || c.coll == coll::Collective::Reduce ||
+        c.coll == coll::Collective::Gather || c.coll == coll::Collective::Scatter) {
+      CFX_TRY(checkRoot(*comm, c.root, c.name + 4));
+    }
+    size_t sendCount = 0;
+    size_t recvCount = 0;
+    bufferCounts(c, *comm, &sendCount, &recvCount);
+    CFX_TRY(checkBuffer(c.sendbuff, sendCount, "sendbuff"));
+    CFX_TRY(checkBuffer(c.recvbuff, recvCount, "recvbuff"));
+    CFX_TRY(comm->checkUsable());
+    core::Op op;
+    op.kind = core::Op::Kind::Coll;
+    op.comm = comm;
+    op.stream = c.stream;
+    op.args.coll = c.coll;
+    op.args.sendbuff = c.sendbuff;
+    op.args.recvbuff = c.recvbuff;
+    op.args.count = c.count;
+    op.args.type = static_cast<DataType>(c.type);
+    op.args.root = c.root < 0 ? 0 : c.root;
+    if (c.reducing) {
+      CFX_TRY_ASSIGN(op.args.op, checkRedOp(*comm, c.op, c.type));
+    } else {
+      op.args.op = ReduceOp::builtin(op.args.type, RedOpKind::Sum, comm->nRanks());
+    }
+    CFX_INFO(log::Sys::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
+             "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, static_cast<int>(c.type),
+             static_cast<int>(c.op), c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
+    return core::submit(op);
+  }();
+  if (!st.ok()) core::noteGroupError(st);
+  return st;
+}
+
+}  // namespace
+}  // namespace cfx::api
+
+using cfx::api::CollCall;
+using cfx::coll::Collective;
+
+CFX_API ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclAllReduce", [&] {
+    return cfx::api::submitCollective(
+        {"ncclAllReduce", Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream, true});
+  });
+}
+CFX_NCCL_ALIAS(ncclAllReduce)
+
+CFX_API ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclBroadcast", [&] {
+    return cfx::api::submitCollective(
+        {"ncclBroadcast", Collective::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, false});
+  });
+}
+CFX_NCCL_ALIAS(ncclBroadcast)
+
+CFX_API ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream) {
+  return cfx::api::call("ncclBcast", [&] {
+    return cfx::api::submitCollective(
+        {"ncclBcast", Collective::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream, false});
+  });
+}
+CFX_NCCL_ALIAS(ncclBcast)
+
+CFX_API ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclReduce", [&] {
+    return cfx::api::submitCollective(
+        {"ncclReduce", Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream, true});
+  });
+}
+CFX_NCCL_ALIAS(ncclReduce)
+
+CFX_API ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                    ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclAllGather", [&] {
+    return cfx::api::submitCollective(
+        {"ncclAllGather", Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm, stream, false});
+  });
+}
+CFX_NCCL_ALIAS(ncclAllGather)
+
+CFX_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclReduceScatter", [&] {
+    return cfx::api::submitCollective({"ncclReduceScatter", Collective::ReduceScatter, sendbuff, recvbuff, recvcount,
+                                       datatype, op, -1, comm, stream, true});
+  });
+}
+CFX_NCCL_ALIAS(ncclReduceScatter)
+
+CFX_API ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclAlltoAll", [&] {
+    return cfx::api::submitCollective(
+        {"ncclAlltoAll", Collective::AlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, stream, false});
+  });
+}
+CFX_NCCL_ALIAS(ncclAlltoAll)
+
+CFX_API ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclGather", [&] {
+    return cfx::api::submitCollective(
+        {"ncclGather", Collective::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, false});
+  });
+}
+CFX_NCCL_ALIAS(ncclGather)
+
+CFX_API ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("ncclScatter", [&] {
+    return cfx::api::submitCollective(
+        {"ncclScatter", Collective::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, false});
+  });
+}
+CFX_NCCL_ALIAS(ncclScatter)
+
+CFX_API ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                               cudaStream_t stream) {
+  return cfx::api::call("ncclSend", [&]() -> cfx::Status {
+    CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
+    cfx::Status st = [&]() -> cfx::Status {
+      CFX_TRY(cfx::api::checkDataType(datatype));
+      if (peer < 0 || peer >= c->nRanks()) {
+        return cfx::Status::error(cfx::Errc::InvalidArgument,
+                                  cfx::strprintf("ncclSend : invalid peer %d (should be in the 0..%d range)", peer, c->nRanks() - 1));
+      }
+      CFX_TRY(cfx::api::checkBuffer(sendbuff, count, "sendbuff"));
+      CFX_TRY(c->checkUsable());
+      cfx::core::Op op;
+      op.kind = cfx::core::Op::Kind::Send;
+      op.comm = c;
+      op.sendbuff = sendbuff;
+      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(datatype));
+      op.peer = peer;
+      op.stream = stream;
+      return cfx::core::submit(op);
+    }();
+    if (!st.ok()) cfx::core::noteGroupError(st);
+    return st;
+  });
+}
+CFX_NCCL_ALIAS(ncclSend)
+
+CFX_API ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                               cudaStream_t stream) {
+  return cfx::api::call("ncclRecv", [&]() -> cfx::Status {
+    CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
+    cfx::Status st = [&]() -> cfx::Status {
+      CFX_TRY(cfx::api::checkDataType(datatype));
+      if (peer < 0 || peer >= c->nRanks()) {
+        return cfx::Status::error(cfx::Errc::InvalidArgument,
+                                  cfx::strprintf("ncclRecv : invalid peer %d (should be in the 0..%d range)", peer, c->nRanks() - 1));
+      }
+      CFX_TRY(cfx::api::checkBuffer(recvbuff, count, "recvbuff"));
+      CFX_TRY(c->checkUsable());
+      cfx::core::Op op;
+      op.kind = cfx::core::Op::Kind::Recv;
+      op.comm = c;
+      op.recvbuff = recvbuff;
+      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(datatype));
+      op.peer = peer;
+      op.stream = stream;
+      return cfx::core::submit(op);
+    }();
+    if (!st.ok()) cfx::core::noteGroupError(st);
+    return st;
+  });
+}
+CFX_NCCL_ALIAS(ncclRecv)
+
+CFX_API ncclResult_t pncclGroupStart() {
+  return cfx::api::call("ncclGroupStart", [] {
+    cfx::core::groupStart();
+    return cfx::Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclGroupStart)
+
+CFX_API ncclResult_t pncclGroupEnd() {
+  return cfx::api::call("ncclGroupEnd", [] { return cfx::core::groupEnd(); });
+}
+CFX_NCCL_ALIAS(ncclGroupEnd)
+
+CFX_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  return cfx::api::call("ncclGroupSimulateEnd", [&]() -> cfx::Status {
+    if (simInfo != nullptr && simInfo->magic != 0x74685283) {
+      return cfx::Status::error(cfx::Errc::InvalidArgument,
+                                "ncclSimInfo_t argument not initialized via NCCL_SIM_INFO_INITIALIZER");
+    }
+    float us = 0;
+    CFX_TRY(cfx::core::groupSimulateEnd(&us));
+    if (simInfo) simInfo->estimatedTime = us;
+    return cfx::Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclGroupSimulateEnd)

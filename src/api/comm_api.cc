@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator lifecycle and query entry points (api layer).
+#include <cstdlib>
+#include <cstring>
+
+#include "api/api_call.h"
+#include "api/config_api.h"
+#include "cfx_config.h"
+#include "common/param.h"
+#include "core/group.h"
+#include "core/lifecycle.h"
+
+namespace cfx::api {
+
+CFX_PARAM(std::string, commIdParam, "NCCL_COMM_ID", "",
+          "host:port (or [v6]:port) of the bootstrap root. ncclGetUniqueId then only encodes this address and "
+          "rank 0 runs the root inside ncclCommInitRank, so every rank can build the id locally.");
+CFX_PARAM(std::string, secretParam, "CFX_SECRET", "",
+          "Shared secret for ids built from NCCL_COMM_ID or a launcher's environment (ids from ncclGetUniqueId "
+          "carry a random secret). Empty: connections are framed and checked but not authenticated.");
+
+namespace {
+
+Status validateInitArgs(ncclComm_t* comm, int nranks, int rank) {
+  if (comm == nullptr) return Status::error(Errc::InvalidArgument, "comm pointer is NULL");
+  if (nranks < 1) return Status::error(Errc::InvalidArgument, strprintf("invalid nranks %d (must be >= 1)", nranks));
+  if (rank < 0 || rank >= nranks) {
+    return Status::error(Errc::InvalidArgument, strprintf("invalid rank %d (must be in 0..%d)", rank, nranks - 1));
+  }
+  return Status();
+}
+
+void logInit(core::Communicator* c, const char* what) {
+  CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - %s",
+           static_cast<void*>(c), c->rank(), c->nRanks(), c->cudaDev(), -1, 0ul,
+           static_cast<unsigned long long>(c->commHash()), what);
+}
+
+// Creates a communicator the NCCL way: blocking (possibly deferred to ncclGroupEnd) or non-blocking.
+Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config) {
+  CFX_TRY(validateInitArgs(newcomm, nranks, rank));
+  log::printVersionOnce();
+  CFX_TRY_ASSIGN(core::CommConfig cfg, parseConfig(config));
+  CFX_TRY_ASSIGN(transport::UniqueId id, transport::UniqueId::decode(reinterpret_cast<const uint8_t*>(commId.internal)));
+  const core::CommOptions options = core::CommOptions::fromParams();
+  if (!cfg.blocking) {
+    // Non-blocking: the handle exists at once and reports ncclInProgress until every rank has joined.
+    auto pending = core::Communicator::createPending(rank, nranks, cfg);
+    core::Communicator* c = pending.release();
+    core::registerComm(c);
+    *newcomm = toHandle(c);
+    return core::submitInit([c, id, options]() -> Status {
+      c->startAsyncInit(id, options);
+      return Status::error(Errc::InProgress, "non-blocking initialization started");
+    });
+  }
+  *newcomm = nullptr;
+  return core::submitInit([newcomm, nranks, rank, id, cfg, options]() -> Status {
+    log::setThreadRank(rank);
+    CFX_TRY_ASSIGN(auto comm, core::Communicator::create(id, rank, nranks, cfg, options));
+    core::Communicator* c = comm.release();
+    core::registerComm(c);
+    logInit(c, "Init COMPLETE");
+    *newcomm = toHandle(c);
+    return Status();
+  });
+}
+
+Result<transport::UniqueId> idFromCommId() {
+  return transport::uniqueIdFromAddress(commIdParam.get(), secretParam.get(), /*startRoot=*/false);
+}
+
+void destroyComm(core::Communicator* c, const char* what) {
+  core::unregisterComm(c);
+  const int rank = c->rank();
+  const int nranks = c->nRanks();
+  delete c;
+  CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d cudaDev %d busId %lx - %s COMPLETE", static_cast<void*>(c), rank,
+           nranks, -1, 0ul, what);
+}
+
+}  // namespace
+}  // namespace cfx::api
+
+using namespace cfx;  // NOLINT(google-build-using-namespace): this file is only C entry points
+
+CFX_API ncclResult_t pncclGetVersion(int* version) {
+  return api::call("ncclGetVersion", [&]() -> Status {
+    if (version == nullptr) return Status::error(Errc::InvalidArgument, "version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclGetVersion)
+
+CFX_API ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return api::call("ncclGetUniqueId", [&]() -> Status {
+    if (uniqueId == nullptr) return Status::error(Errc::InvalidArgument, "uniqueId is NULL");
+    log::printVersionOnce();
+    std::memset(uniqueId, 0, sizeof(*uniqueId));
+    if (!api::commIdParam.get().empty()) {
+      CFX_TRY_ASSIGN(transport::UniqueId id, api::idFromCommId());
+      id.encode(reinterpret_cast<uint8_t*>(uniqueId->internal));
+      return Status();
+    }
+    transport::BootstrapOptions bo;
+    bo.timeout = core::CommOptions::fromParams().bootstrapTimeout;
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(bo));
+    id.encode(reinterpret_cast<uint8_t*>(uniqueId->internal));
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclGetUniqueId)
+
+CFX_API ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return api::call("ncclCommInitRank", [&] { return api::initRank(comm, nranks, commId, rank, nullptr); });
+}
+CFX_NCCL_ALIAS(ncclCommInitRank)
+
+CFX_API ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                             ncclConfig_t* config) {
+  return api::call("ncclCommInitRankConfig", [&] { return api::initRank(comm, nranks, commId, rank, config); });
+}
+CFX_NCCL_ALIAS(ncclCommInitRankConfig)
+
+CFX_API ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                               ncclUniqueId* commIds, ncclConfig_t* config) {
+  return api::call("ncclCommInitRankScalable", [&]() -> Status {
+    if (nId < 1 || commIds == nullptr) {
+      return Status::error(Errc::InvalidArgument, strprintf("invalid nId %d or NULL commIds", nId));
+    }
+    // Every rank is given the same ids in the same order; one root is enough to form the communicator here.
+    return api::initRank(newcomm, nranks, commIds[0], myrank, config);
+  });
+}
+CFX_NCCL_ALIAS(ncclCommInitRankScalable)
+
+CFX_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return api::call("ncclCommInitAll", [&]() -> Status {
+    if (comms == nullptr) return Status::error(Errc::InvalidArgument, "comms is NULL");
+    if (ndev < 1) return Status::error(Errc::InvalidArgument, strprintf("invalid ndev %d", ndev));
+    if (devlist) {
+      for (int i = 0; i < ndev; ++i) {
+        for (int j = 0; j < i; ++j) {
+          if (devlist[i] == devlist[j]) {
+            CFX_INFO(log::Sys::Init, "devlist names device %d twice: several ranks share it (allowed here)", devlist[i]);
+          }
+        }
+      }
+    }
+    ncclUniqueId id;
+    if (ncclResult_t r = pncclGetUniqueId(&id); r != ncclSuccess) {
+      return Status::error(static_cast<Errc>(r), "ncclCommInitAll: could not create a unique id");
+    }
+    core::groupStart();
+    Status first;
+    for (int i = 0; i < ndev; ++i) {
+      Status st = api::initRank(&comms[i], ndev, id, i, nullptr);
+      if (!st.ok() && first.ok()) first = st;
+    }
+    Status end = core::groupEnd();
+    return first.ok() ? end : first;
+  });
+}
+CFX_NCCL_ALIAS(ncclCommInitAll)
+
+CFX_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return api::call("ncclCommSplit", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * parent, api::checkComm(comm));
+    if (newcomm == nullptr) return Status::error(Errc::InvalidArgument, "newcomm is NULL");
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+      return Status::error(Errc::InvalidArgument, strprintf("invalid color %d (must be >= 0 or NCCL_SPLIT_NOCOLOR)", color));
+    }
+    if (parent->asyncError() == Errc::InProgress || parent->finalized()) {
+      return Status::error(Errc::InvalidUsage, "parent communicator is initializing or finalized");
+    }
+    *newcomm = nullptr;
+    CFX_TRY_ASSIGN(core::CommConfig cfg, api::parseConfig(config, &parent->config()));
+    CFX_TRY_ASSIGN(auto child, core::splitComm(*parent, color, key, cfg, core::CommOptions::fromParams()));
+    if (child) {
+      core::Communicator* c = child.release();
+      core::registerComm(c);
+      CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d - Init COMPLETE (split of %p, color %d key %d)",
+               static_cast<void*>(c), c->rank(), c->nRanks(), static_cast<void*>(comm), color, key);
+      *newcomm = api::toHandle(c);
+    }
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommSplit)
+
+CFX_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                                     ncclConfig_t* config, int shrinkFlags) {
+  return api::call("ncclCommShrink", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * parent, api::checkComm(comm));
+    if (newcomm == nullptr) return Status::error(Errc::InvalidArgument, "newcomm is NULL");
+    if (excludeRanksCount <= 0 || excludeRanksList == nullptr) {
+      return Status::error(Errc::InvalidArgument, "excludeRanksCount must be > 0 with a non-NULL excludeRanksList");
+    }
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+      return Status::error(Errc::InvalidArgument, strprintf("invalid shrinkFlags %d", shrinkFlags));
+    }
+    if (shrinkFlags == NCCL_SHRINK_ABORT) (void)parent->revoke();
+    *newcomm = nullptr;
+    CFX_TRY_ASSIGN(core::CommConfig cfg, api::parseConfig(config, &parent->config()));
+    std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+    CFX_TRY_ASSIGN(auto child, core::shrinkComm(*parent, exclude, cfg, core::CommOptions::fromParams()));
+    core::Communicator* c = child.release();
+    core::registerComm(c);
+    *newcomm = api::toHandle(c);
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommShrink)
+
+CFX_API ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  return api::call("ncclCommFinalize", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (c->revoked()) return Status::error(Errc::InvalidArgument, "ncclCommFinalize after ncclCommRevoke is not allowed");
+    return c->finalize();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommFinalize)
+
+CFX_API ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  return api::call("ncclCommDestroy", [&]() -> Status {
+    if (comm == nullptr) return Status();
+    if (!core::isLiveComm(comm)) {
+      return Status::error(Errc::InvalidArgument, strprintf("comm %p has already been destroyed", static_cast<void*>(comm)));
+    }
+    core::Communicator* c = api::unchecked(comm);
+    if (!c->finalized() && c->asyncError() != Errc::InProgress) (void)c->drain();
+    api::destroyComm(c, "Destroy");
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommDestroy)
+
+CFX_API ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  return api::call("ncclCommAbort", [&]() -> Status {
+    if (comm == nullptr) return Status();
+    if (!core::isLiveComm(comm)) {
+      return Status::error(Errc::InvalidArgument, strprintf("comm %p has already been destroyed", static_cast<void*>(comm)));
+    }
+    core::Communicator* c = api::unchecked(comm);
+    CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d - Abort START", static_cast<void*>(c), c->rank(), c->nRanks());
+    c->abort();
+    api::destroyComm(c, "Abort");
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommAbort)
+
+CFX_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return api::call("ncclCommRevoke", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+      return Status::error(Errc::InvalidArgument, strprintf("revokeFlags must be NCCL_REVOKE_DEFAULT, got %d", revokeFlags));
+    }
+    CFX_INFO(log::Sys::Init, "comm %p rank %d - Revoke START", static_cast<void*>(c), c->rank());
+    Status st = c->revoke();
+    CFX_INFO(log::Sys::Init, "comm %p rank %d - Revoke COMPLETE, result %d", static_cast<void*>(c), c->rank(),
+             static_cast<int>(st.code()));
+    return st;
+  });
+}
+CFX_NCCL_ALIAS(ncclCommRevoke)
+
+CFX_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return api::call("ncclCommGetAsyncError", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (asyncError == nullptr) return Status::error(Errc::InvalidArgument, "asyncError is NULL");
+    *asyncError = api::toResult(c->asyncError());
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommGetAsyncError)
+
+CFX_API ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  return api::call("ncclCommCount", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (count == nullptr) return Status::error(Errc::InvalidArgument, "count is NULL");
+    *count = c->nRanks();
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommCount)
+
+CFX_API ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return api::call("ncclCommCuDevice", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (device == nullptr) return Status::error(Errc::InvalidArgument, "device is NULL");
+    *device = c->cudaDev();  // -1: a host-memory communicator has no CUDA device
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommCuDevice)
+
+CFX_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return api::call("ncclCommUserRank", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (rank == nullptr) return Status::error(Errc::InvalidArgument, "rank is NULL");
+    *rank = c->rank();
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommUserRank)
+
+CFX_API const char* pncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+CFX_NCCL_ALIAS(ncclGetErrorString)
+
+CFX_API const char* pncclGetLastError(ncclComm_t comm) {
+  (void)comm;  // process-global, as in NCCL
+  return log::lastError();
+}
+CFX_NCCL_ALIAS(ncclGetLastError)
+
+CFX_API void pncclResetDebugInit() { log::reset(); }
+CFX_NCCL_ALIAS(ncclResetDebugInit)
+
+// cfx extensions
+
+CFX_API ncclResult_t cfxGetVersion(int* release) {
+  return api::call("cfxGetVersion", [&]() -> Status {
+    if (release == nullptr) return Status::error(Errc::InvalidArgument, "release is NULL");
+    int major = 0, minor = 0, patch = 0;
+    std::sscanf(CFX_RELEASE_STRING, "%d.%d.%d", &major, &minor, &patch);
+    *release = major * 10000 + minor * 100 + patch;
+    return Status();
+  });
+}
+
+CFX_API ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm) {
+  return api::call("cfxCommInitFromEnv", [&]() -> Status {
+    auto env = [](const char* name) -> const char* {
+      const char* v = std::getenv(name);
+      return v && *v ? v : nullptr;
+    };
+    const char* rankText = env("RANK");
+    const char* sizeText = env("WORLD_SIZE");
+    const char* jobId = env("TORCHELASTIC_RUN_ID");
+    if (!rankText) {
+      rankText = env("OMPI_COMM_WORLD_RANK");
+      sizeText = env("OMPI_COMM_WORLD_SIZE");
+      jobId = env("OMPI_MCA_ess_base_jobid");
+    }
+    if (!rankText) {
+      rankText = env("SLURM_PROCID");
+      sizeText = env("SLURM_NTASKS");
+      jobId = env("SLURM_JOB_ID");
+    }
+    if (!rankText || !sizeText) {
+      return Status::error(Errc::InvalidUsage,
+                           "no launcher environment found: set RANK and WORLD_SIZE (torchrun), or run under Open MPI or Slurm");
+    }
+    const char* addr = env("MASTER_ADDR") ? env("MASTER_ADDR") : env("CFX_MASTER_ADDR");
+    const char* port = env("MASTER_PORT") ? env("MASTER_PORT") : env("CFX_MASTER_PORT");
+    if (!addr || !port) {
+      return Status::error(Errc::InvalidUsage, "set MASTER_ADDR and MASTER_PORT (or CFX_MASTER_ADDR/CFX_MASTER_PORT) to "
+                                               "the address rank 0 can listen on");
+    }
+    char* end = nullptr;
+    const long rank = std::strtol(rankText, &end, 10);
+    const long size = std::strtol(sizeText, &end, 10);
+    std::string secret = api::secretParam.get();
+    if (secret.empty() && jobId) secret = jobId;
+    const bool v6 = std::strchr(addr, ':') != nullptr;
+    const std::string hostPort = v6 ? strprintf("[%s]:%s", addr, port) : strprintf("%s:%s", addr, port);
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::uniqueIdFromAddress(hostPort, secret, /*startRoot=*/false));
+    ncclUniqueId raw;
+    std::memset(&raw, 0, sizeof(raw));
+    id.encode(reinterpret_cast<uint8_t*>(raw.internal));
+    return api::initRank(comm, static_cast<int>(size), raw, static_cast<int>(rank), nullptr);
+  });
+}

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator configuration after ncclConfig_t parsing and knob overrides (core layer).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "collectives/planner.h"
+
+namespace cfx::core {
+
+// The fields of ncclConfig_t that mean something here, with NCCL's defaults. The api layer fills it.
+struct CommConfig {
+  bool blocking = true;
+  int cgaClusterSize = 4;
+  int minCTAs = 1;
+  int maxCTAs = 32;
+  std::string netName;
+  bool splitShare = false;
+  int trafficClass = -1;
+  std::string commName;
+  bool collnetEnable = false;
+  int ctaPolicy = 0;
+  bool shrinkShare = false;
+  int nvlsCTAs = -1;
+  int nChannelsPerNetPeer = -1;
+  bool nvlinkCentricSched = false;
+};
+
+// Everything a communicator reads from knobs, read once when it is created and passed down.
+struct CommOptions {
+  std::chrono::milliseconds timeout{600000};       // CFX_TIMEOUT_MS: no progress for this long fails an op
+  std::chrono::milliseconds bootstrapTimeout{300000};
+  int spins = 2000;                                 // CFX_SPIN_COUNT
+  bool shmDisable = false;                          // NCCL_SHM_DISABLE
+  std::string hostId;                               // NCCL_HOSTID
+  coll::PlannerOptions planner;                     // NCCL_ALGO
+  static CommOptions fromParams();
+};
+
+}  // namespace cfx::core

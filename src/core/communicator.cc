@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator lifecycle: connect, run work, finalize, abort (core layer).
+#include "core/communicator.h"
+
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <unordered_set>
+
+#include "common/log.h"
+#include "common/param.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace cfx::core {
+
+CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
+          "Fail an operation with a timeout naming the peer after this many milliseconds without progress; "
+          "0 waits forever (NCCL's behaviour).",
+          param::atLeast<int64_t>(0));
+CFX_PARAM(int64_t, bootstrapTimeoutMsParam, "CFX_BOOTSTRAP_TIMEOUT_MS", 300000,
+          "How long communicator creation waits for every rank to join before failing.",
+          param::atLeast<int64_t>(100));
+CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
+          "Failed polls before a waiting rank sleeps on its doorbell; lower saves CPU when oversubscribed.",
+          param::inRange(0, 10000000));
+CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
+          "Override the host identity used to decide which ranks share a host (and so shared memory).");
+CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
+          "Restrict algorithms: comma list of ring, chain, direct, recdouble; ^ excludes; per-collective form "
+          "allreduce:ring;broadcast:chain.");
+
+CommOptions CommOptions::fromParams() {
+  CommOptions o;
+  o.timeout = std::chrono::milliseconds(timeoutMsParam.get());
+  o.bootstrapTimeout = std::chrono::milliseconds(bootstrapTimeoutMsParam.get());
+  o.spins = spinCountParam.get();
+  o.hostId = hostIdParam.get();
+  if (!algoParam.get().empty()) {
+    auto parsed = coll::parseAlgoSpec(algoParam.get());
+    if (parsed.ok()) {
+      o.planner = std::move(parsed).value();
+    } else {
+      CFX_WARN("NCCL_ALGO=%s ignored: %s", algoParam.get().c_str(), parsed.status().message().c_str());
+    }
+  }
+  return o;
+}
+
+// ---- JobState ----
+
+void JobState::finish(Status st) {
+  std::lock_guard<std::mutex> lock(mutex);
+  status = std::move(st);
+  done = true;
+  cv.notify_all();
+}
+
+Status JobState::wait() {
+  std::unique_lock<std::mutex> lock(mutex);
+  cv.wait(lock, [this] { return done; });
+  return status;
+}
+
+bool JobState::isDone() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return done;
+}
+
+// ---- registry ----
+
+namespace {
+std::mutex gRegistryMutex;
+std::unordered_set<const void*>& registry() {
+  static auto* live = new std::unordered_set<const void*>();  // leaked: usable during static destruction
+  return *live;
+}
+
+uint64_t hashBytes(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t computeHostHash(const std::string& hostId) {
+  if (!hostId.empty()) return hashBytes(hostId.data(), hostId.size());
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string id = host;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string bootId;
+  if (boot >> bootId) id += bootId;
+  return hashBytes(id.data(), id.size());
+}
+}  // namespace
+
+void registerComm(Communicator* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  registry().insert(comm);
+}
+void unregisterComm(Communicator* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  registry().erase(comm);
+}
+bool isLiveComm(const void* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  return registry().count(comm) != 0;
+}
+
+// ---- creation ----
+
+Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
+    : rank_(rank), nRanks_(nRanks), config_(config) {
+  sendSeq_.assign(static_cast<size_t>(nRanks), 0);
+  recvSeq_.assign(static_cast<size_t>(nRanks), 0);
+}
+
+Communicator::~Communicator() {
+  if (initThread_.joinable()) initThread_.join();
+  stopProgressThread();
+  // Transports go before the bootstrap: their destructors may still flush to peers.
+  endpoints_ = transport::Endpoints();
+  tcp_.reset();
+  shm_.reset();
+  bootstrap_.reset();
+}
+
+std::unique_ptr<Communicator> Communicator::createPending(int rank, int nRanks, const CommConfig& config) {
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nRanks, config));
+  // Release pairs with the acquire in asyncError(): a poller sees InProgress until finishInit publishes.
+  comm->asyncError_.store(Errc::InProgress, std::memory_order_release);
+  return comm;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const transport::UniqueId& id, int rank, int nRanks,
+                                                           const CommConfig& config, const CommOptions& options) {
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nRanks, config));
+  comm->options_ = options;
+  CFX_TRY(comm->connect(id));
+  return comm;
+}
+
+Status Communicator::finishInit(const transport::UniqueId& id, const CommOptions& options) {
+  options_ = options;
+  Status st = connect(id);
+  setAsyncError(st);
+  return st;
+}
+
+void Communicator::startAsyncInit(const transport::UniqueId& id, const CommOptions& options) {
+  initThread_ = std::thread([this, id, options] {
+    pthread_setname_np(pthread_self(), "cfx-init");
+    (void)finishInit(id, options);
+  });
+}
+
+Status Communicator::connect(const transport::UniqueId& id) {
+  log::setThreadRank(rank_);
+  transport::BootstrapOptions bo;
+  bo.timeout = options_.bootstrapTimeout;
+  CFX_TRY_ASSIGN(bootstrap_, transport::Bootstrap::init(id, rank_, nRanks_, bo));
+  commHash_ = hashBytes(&id.magic, sizeof(id.magic), hashBytes(id.secret.data(), id.secret.size()));
+
+  transport::PeerInfo self;
+  self.rank = rank_;
+  self.pid = getpid();
+  self.hostHash = computeHostHash(options_.hostId);
+  self.cudaDev = cudaDev_;
+  gethostname(self.hostName, sizeof(self.hostName) - 1);
+  peers_.assign(static_cast<size_t>(nRanks_), transport::PeerInfo{});
+  peers_[static_cast<size_t>(rank_)] = self;
+  CFX_TRY(bootstrap_->allGather(peers_.data(), sizeof(transport::PeerInfo)));
+
+  endpoints_.resize(nRanks_);
+  auto shmOptions = transport::shm::ShmOptions::fromParams();
+  CFX_TRY_ASSIGN(shm_, transport::shm::ShmTransport::create(*bootstrap_, peers_, shmOptions, endpoints_));
+  doorbell_ = &shm_->doorbell();
+
+  // Peers without a shm end talk TCP. Host hashes and NCCL_SHM_DISABLE are the same on every rank, so
+  // every rank reaches the same answer and the collective TcpTransport::create is entered by all or none.
+  std::vector<bool> useTcp(static_cast<size_t>(nRanks_), false);
+  bool anyTcpPair = false;
+  for (int i = 0; i < nRanks_; ++i) {
+    for (int j = 0; j < nRanks_; ++j) {
+      const bool sameHost = peers_[static_cast<size_t>(i)].hostHash == peers_[static_cast<size_t>(j)].hostHash;
+      if (i != j && (!sameHost || shmOptions.disabled)) anyTcpPair = true;
+    }
+  }
+  for (int p = 0; p < nRanks_; ++p) {
+    if (p != rank_ && !endpoints_.send[transport::kCollChannel][static_cast<size_t>(p)]) useTcp[static_cast<size_t>(p)] = true;
+  }
+  size_t slice = shmOptions.geometry.slotBytes;
+  if (anyTcpPair) {
+    auto tcpOptions = transport::tcp::TcpOptions::fromParams();
+    tcpOptions.bindAddress = bootstrap_->localAddress();  // same interface as the bootstrap, any free port
+    if (tcpOptions.bindAddress.ss_family == AF_INET6) {
+      reinterpret_cast<sockaddr_in6*>(&tcpOptions.bindAddress)->sin6_port = 0;
+    } else {
+      reinterpret_cast<sockaddr_in*>(&tcpOptions.bindAddress)->sin_port = 0;
+    }
+    slice = std::min(slice, tcpOptions.geometry.slotBytes);
+    CFX_TRY_ASSIGN(tcp_, transport::tcp::TcpTransport::create(*bootstrap_, peers_, useTcp, *doorbell_, tcpOptions,
+                                                              endpoints_));
+  }
+  // Every hop must slice a message identically: agree on the smallest slice any rank can carry.
+  std::vector<uint64_t> slices(static_cast<size_t>(nRanks_), 0);
+  slices[static_cast<size_t>(rank_)] = slice;
+  CFX_TRY(bootstrap_->allGather(slices.data(), sizeof(uint64_t)));
+  sliceBytes_ = *std::min_element(slices.begin(), slices.end());
+
+  int nShm = 0;
+  int nTcp = 0;
+  for (int p = 0; p < nRanks_; ++p) {
+    if (p == rank_) continue;
+    const auto* end = endpoints_.send[transport::kCollChannel][static_cast<size_t>(p)].get();
+    if (end && std::strcmp(end->kind(), "shm") == 0) ++nShm;
+    else if (end) ++nTcp;
+  }
+  CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via tcp, slice %zu B", static_cast<void*>(this),
+           rank_, nRanks_, nShm, nTcp, sliceBytes_);
+  return Status();
+}
+
+// ---- state ----
+
+Status Communicator::asyncStatus() const {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (asyncError() == Errc::InProgress) return Status::error(Errc::InProgress, "communicator initialization in progress");
+  return asyncStatus_;
+}
+
+void Communicator::setAsyncError(const Status& st) {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (!asyncStatus_.ok()) return;  // the first failure is the one users need to see
+  asyncStatus_ = st;
+  // Release pairs with asyncError()'s acquire: a reader that sees the code can read asyncStatus_.
+  asyncError_.store(st.code(), std::memory_order_release);
+}
+
+Status Communicator::checkUsable() const {
+  const Errc e = asyncError();
+  if (e == Errc::InProgress) {
+    return Status::error(Errc::InvalidUsage, "communicator is still initializing: poll ncclCommGetAsyncError until it "
+                                             "returns ncclSuccess before issuing operations");
+  }
+  if (revoked()) return Status::error(Errc::InvalidUsage, "communicator was revoked: only destroy, split or shrink are allowed");
+  if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::InvalidUsage, "communicator was aborted");
+  if (finalized_) return Status::error(Errc::InvalidUsage, "communicator was finalized: only destroy is allowed");
+  if (e != Errc::Ok) {
+    Status st = asyncStatus();
+    return Status::error(st.code(), "communicator is broken by an earlier error: " + st.message());
+  }
+  return Status();
+}
+
+// ---- running work ----
+
+Status Communicator::runInline(std::vector<prims::Work*>& works) {
+  log::setThreadRank(rank_);
+  prims::ExecOptions eo;
+  eo.doorbell = doorbell_;
+  eo.abortFlag = &abortFlag_;
+  eo.spins = options_.spins;
+  eo.timeout = options_.timeout;
+  Status st = prims::execute(works, eo);
+  if (!st.ok()) setAsyncError(st);
+  return st;
+}
+
+std::shared_ptr<JobState> Communicator::enqueue(std::vector<std::unique_ptr<prims::Work>> works,
+                                                std::vector<std::shared_ptr<JobState>> deps,
+                                                std::shared_ptr<std::vector<std::function<void()>>> onDone) {
+  (void)onDone;
+  auto state = std::make_shared<JobState>();
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
+    queue_.push_back(Job{std::move(works), std::move(deps), state});
+  }
+  queueCv_.notify_all();
+  return state;
+}
+
+void Communicator::progressLoop() {
+  char name[16];
+  std::snprintf(name, sizeof(name), "cfx-progress-%d", rank_ % 1000);
+  pthread_setname_np(pthread_self(), name);
+  log::setThreadRank(rank_);
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(queueMutex_);
+      queueCv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      ++busyJobs_;
+    }
+    Status st;
+    for (auto& dep : job.deps) {
+      Status depSt = dep->wait();
+      if (!depSt.ok() && st.ok()) st = Status::error(depSt.code(), "an earlier operation on the stream failed: " + depSt.message());
+    }
+    if (st.ok()) {
+      std::vector<prims::Work*> works;
+      for (auto& w : job.works) works.push_back(w.get());
+      st = runInline(works);
+    }
+    job.works.clear();
+    job.state->finish(st);
+    {
+      std::lock_guard<std::mutex> lock(queueMutex_);
+      --busyJobs_;
+    }
+    queueCv_.notify_all();
+  }
+}
+
+Status Communicator::drain() {
+  std::unique_lock<std::mutex> lock(queueMutex_);
+  queueCv_.wait(lock, [this] { return queue_.empty() && busyJobs_ == 0; });
+  return asyncStatus();
+}
+
+void Communicator::stopProgressThread() {
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (progressThread_.joinable()) progressThread_.join();
+}
+
+Status Communicator::finalize() {
+  if (finalized_) return Status::error(Errc::InvalidArgument, "communicator already finalized");
+  Status st = drain();
+  finalized_ = true;
+  return st.code() == Errc::InProgress ? Status() : st;
+}
+
+void Communicator::abort() {
+  // Release pairs with the executor's acquire load: running and queued work stops at its next poll.
+  abortFlag_.store(true, std::memory_order_release);
+  if (bootstrap_) bootstrap_->abort();
+  if (doorbell_) doorbell_->ring();  // wake a sleeping executor so it sees the flag now
+  stopProgressThread();
+}
+
+Status Communicator::revoke() {
+  if (revoked()) return Status::error(Errc::InvalidArgument, "communicator already revoked");
+  if (finalized_) return Status::error(Errc::InvalidArgument, "communicator already finalized");
+  // Release pairs with the executor's acquire: in-flight operations stop; the comm stays usable for split.
+  abortFlag_.store(true, std::memory_order_release);
+  revoked_.store(true, std::memory_order_release);
+  if (doorbell_) doorbell_->ring();
+  {
+    std::unique_lock<std::mutex> lock(queueMutex_);
+    queueCv_.wait(lock, [this] { return queue_.empty() && busyJobs_ == 0; });
+  }
+  return Status();
+}
+
+// ---- user reduction ops ----
+
+int Communicator::addRedOp(const UserRedOp& op) {
+  for (size_t i = 0; i < redOps_.size(); ++i) {
+    if (!redOps_[i]) {
+      redOps_[i] = op;
+      return kFirstUserOp + static_cast<int>(i);
+    }
+  }
+  redOps_.push_back(op);
+  return kFirstUserOp + static_cast<int>(redOps_.size() - 1);
+}
+
+const UserRedOp* Communicator::findRedOp(int handle) const {
+  const int i = handle - kFirstUserOp;
+  if (i < 0 || static_cast<size_t>(i) >= redOps_.size() || !redOps_[static_cast<size_t>(i)]) return nullptr;
+  return &*redOps_[static_cast<size_t>(i)];
+}
+
+bool Communicator::removeRedOp(int handle) {
+  const int i = handle - kFirstUserOp;
+  if (i < 0 || static_cast<size_t>(i) >= redOps_.size() || !redOps_[static_cast<size_t>(i)]) return false;
+  redOps_[static_cast<size_t>(i)].reset();
+  return true;
+}
+
+}  // namespace cfx::core

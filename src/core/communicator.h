@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator: one rank's membership of one communicator, and the object behind ncclComm_t (core layer).
+//
+// It owns one member object per subsystem: the bootstrap, the transports and their endpoints, the plan
+// options, the user reduction ops, and the progress thread that runs asynchronous (host-stream) work.
+//
+// Threading: NCCL's rule holds — one thread at a time issues calls on a communicator. abort(), the async
+// error and the progress thread are safe to touch from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "collectives/collective.h"
+#include "common/status.h"
+#include "core/comm_config.h"
+#include "primitives/executor.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/transport.h"
+
+namespace cfx::transport::shm {
+class ShmTransport;
+}
+namespace cfx::transport::tcp {
+class TcpTransport;
+}
+
+namespace cfx::core {
+
+// Completion state of one unit of asynchronous work; shared by the job, its stream and waiters.
+struct JobState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  void finish(Status st);
+  Status wait();
+  bool isDone();
+};
+
+// A registered user reduction (ncclRedOpCreatePreMulSum).
+struct UserRedOp {
+  DataType type;
+  bool deviceScalar = false;             // ncclScalarDevice: read the scalar when the op runs
+  const void* scalarPtr = nullptr;
+  alignas(8) unsigned char scalar[8] = {};
+};
+
+class Communicator {
+ public:
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Joins the communicator described by `id` as `rank` of `nRanks`. Blocking and collective.
+  static Result<std::unique_ptr<Communicator>> create(const transport::UniqueId& id, int rank, int nRanks,
+                                                      const CommConfig& config, const CommOptions& options);
+  // An object in the Initializing state, for non-blocking init: finishInit() completes it (on any thread).
+  static std::unique_ptr<Communicator> createPending(int rank, int nRanks, const CommConfig& config);
+  Status finishInit(const transport::UniqueId& id, const CommOptions& options);
+  // Runs finishInit on a background thread (non-blocking communicators); joined by the destructor.
+  void startAsyncInit(const transport::UniqueId& id, const CommOptions& options);
+
+  int rank() const { return rank_; }
+  int nRanks() const { return nRanks_; }
+  int cudaDev() const { return cudaDev_; }
+  const CommConfig& config() const { return config_; }
+  const CommOptions& options() const { return options_; }
+  transport::Bootstrap& bootstrap() { return *bootstrap_; }
+  uint64_t commHash() const { return commHash_; }
+
+  // The async state: InProgress while a non-blocking init runs, Ok, or the error that broke the comm.
+  Errc asyncError() const { return asyncError_.load(std::memory_order_acquire); }
+  Status asyncStatus() const;
+  void setAsyncError(const Status& st);
+  // Fails unless the communicator accepts new operations (initialized, not revoked, not broken).
+  Status checkUsable() const;
+
+  // Runs works on the calling thread (blocking NULL-stream path).
+  Status runInline(std::vector<prims::Work*>& works);
+  // Queues works for the progress thread; they start once every dependency is done.
+  std::shared_ptr<JobState> enqueue(std::vector<std::unique_ptr<prims::Work>> works,
+                                    std::vector<std::shared_ptr<JobState>> deps,
+                                    std::shared_ptr<std::vector<std::function<void()>>> onDone = nullptr);
+  // Waits until every queued job has finished (ncclCommFinalize).
+  Status drain();
+
+  // Verbs on a channel for this rank.
+  prims::Prims prims(int channel) { return prims::Prims(endpoints_, channel, rank_, nRanks_, sliceBytes_); }
+  size_t sliceBytes() const { return sliceBytes_; }
+  uint32_t nextCollSeq() { return ++collSeq_; }
+  uint32_t nextSendSeq(int peer) { return ++sendSeq_[static_cast<size_t>(peer)]; }
+  uint32_t nextRecvSeq(int peer) { return ++recvSeq_[static_cast<size_t>(peer)]; }
+  uint64_t nextOpCount() { return opCount_++; }
+
+  // Lifecycle.
+  Status finalize();
+  void abort();   // never blocks for long: peers may be dead
+  Status revoke();
+  bool finalized() const { return finalized_; }
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+
+  // User reduction ops: handles are kFirstUserOp (ncclNumOps) + index.
+  static constexpr int kFirstUserOp = 5;
+  int addRedOp(const UserRedOp& op);
+  const UserRedOp* findRedOp(int handle) const;
+  bool removeRedOp(int handle);
+
+  // Split/shrink bookkeeping so every child gets a distinct bootstrap tag.
+  uint32_t nextSplitCount() { return ++splitCount_; }
+
+ private:
+  Communicator(int rank, int nRanks, const CommConfig& config);
+  Status connect(const transport::UniqueId& id);
+  void progressLoop();
+  void stopProgressThread();
+
+  int rank_;
+  int nRanks_;
+  int cudaDev_ = -1;
+  CommConfig config_;
+  CommOptions options_;
+  uint64_t commHash_ = 0;
+
+  std::unique_ptr<transport::Bootstrap> bootstrap_;
+  std::vector<transport::PeerInfo> peers_;
+  std::unique_ptr<transport::shm::ShmTransport> shm_;
+  std::unique_ptr<transport::tcp::TcpTransport> tcp_;
+  transport::Endpoints endpoints_;
+  Doorbell* doorbell_ = nullptr;  // owned by shm_
+  size_t sliceBytes_ = 0;
+
+  uint32_t collSeq_ = 0;
+  std::vector<uint32_t> sendSeq_;
+  std::vector<uint32_t> recvSeq_;
+  uint64_t opCount_ = 0;
+  uint32_t splitCount_ = 0;
+
+  std::atomic<Errc> asyncError_{Errc::Ok};
+  mutable std::mutex errorMutex_;
+  Status asyncStatus_;
+  std::atomic<bool> abortFlag_{false};
+  std::atomic<bool> revoked_{false};
+  bool finalized_ = false;
+
+  std::vector<std::optional<UserRedOp>> redOps_;
+
+  struct Job {
+    std::vector<std::unique_ptr<prims::Work>> works;
+    std::vector<std::shared_ptr<JobState>> deps;
+    std::shared_ptr<JobState> state;
+  };
+  std::mutex queueMutex_;
+  std::condition_variable queueCv_;
+  std::deque<Job> queue_;
+  size_t busyJobs_ = 0;
+  bool stopping_ = false;
+  std::thread progressThread_;
+  std::thread initThread_;
+};
+
+// Live-communicator registry: ncclComm_t values are checked against it, so a destroyed or garbage handle
+// is reported instead of being dereferenced.
+void registerComm(Communicator* comm);
+void unregisterComm(Communicator* comm);
+bool isLiveComm(const void* comm);
+
+}  // namespace cfx::core
