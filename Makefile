@@ -32,7 +32,7 @@ build: deps $(BUILD)/build.ninja
 
 demo: build
 	@echo "== Conflux demo: 4-rank all-reduce on host memory (shared-memory transport) =="
-	$(BUILD)/perf/cfxrun -n 4 --timeout 300 $(BUILD)/perf/all_reduce_perf -b 1K -e 64M -f 4 -n 20 -w 5 -c 1
+	NCCL_SOCKET_IFNAME=lo $(BUILD)/perf/cfxrun -n 4 --timeout 300 $(BUILD)/perf/all_reduce_perf -b 1K -e 64M -f 4 -n 20 -w 5 -c 1
 
 # The whole suite. Sanitizer runs use CFX_TEST_QUICK=1: the same tests over a smaller sweep.
 test: build

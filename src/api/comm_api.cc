@@ -12,13 +12,6 @@
 
 namespace cfx::api {
 
-CFX_PARAM(std::string, commIdParam, "NCCL_COMM_ID", "",
-          "host:port (or [v6]:port) of the bootstrap root. ncclGetUniqueId then only encodes this address and "
-          "rank 0 runs the root inside ncclCommInitRank, so every rank can build the id locally.");
-CFX_PARAM(std::string, secretParam, "CFX_SECRET", "",
-          "Shared secret for ids built from NCCL_COMM_ID or a launcher's environment (ids from ncclGetUniqueId "
-          "carry a random secret). Empty: connections are framed and checked but not authenticated.");
-
 namespace {
 
 Status validateInitArgs(ncclComm_t* comm, int nranks, int rank) {
@@ -66,8 +59,8 @@ Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int
   });
 }
 
-Result<transport::UniqueId> idFromCommId() {
-  return transport::uniqueIdFromAddress(commIdParam.get(), secretParam.get(), /*startRoot=*/false);
+Result<transport::UniqueId> idFromCommId(const transport::BootstrapParams& bp) {
+  return transport::uniqueIdFromAddress(bp.commId, bp.secretText, /*startRoot=*/true);
 }
 
 void destroyComm(core::Communicator* c, const char* what) {
@@ -98,14 +91,13 @@ CFX_API ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
     if (uniqueId == nullptr) return Status::error(Errc::InvalidArgument, "uniqueId is NULL");
     log::printVersionOnce();
     std::memset(uniqueId, 0, sizeof(*uniqueId));
-    if (!api::commIdParam.get().empty()) {
-      CFX_TRY_ASSIGN(transport::UniqueId id, api::idFromCommId());
+    const transport::BootstrapParams bp = transport::readBootstrapParams();
+    if (!bp.commId.empty()) {
+      CFX_TRY_ASSIGN(transport::UniqueId id, api::idFromCommId(bp));
       id.encode(reinterpret_cast<uint8_t*>(uniqueId->internal));
       return Status();
     }
-    transport::BootstrapOptions bo;
-    bo.timeout = core::CommOptions::fromParams().bootstrapTimeout;
-    CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(bo));
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(bp.options));
     id.encode(reinterpret_cast<uint8_t*>(uniqueId->internal));
     return Status();
   });
@@ -374,11 +366,11 @@ CFX_API ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm) {
     char* end = nullptr;
     const long rank = std::strtol(rankText, &end, 10);
     const long size = std::strtol(sizeText, &end, 10);
-    std::string secret = api::secretParam.get();
+    std::string secret = transport::readBootstrapParams().secretText;
     if (secret.empty() && jobId) secret = jobId;
     const bool v6 = std::strchr(addr, ':') != nullptr;
     const std::string hostPort = v6 ? strprintf("[%s]:%s", addr, port) : strprintf("%s:%s", addr, port);
-    CFX_TRY_ASSIGN(transport::UniqueId id, transport::uniqueIdFromAddress(hostPort, secret, /*startRoot=*/false));
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::uniqueIdFromAddress(hostPort, secret, /*startRoot=*/true));
     ncclUniqueId raw;
     std::memset(&raw, 0, sizeof(raw));
     id.encode(reinterpret_cast<uint8_t*>(raw.internal));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collectives/planner.h"
+#include "transport/bootstrap/bootstrap.h"
 
 namespace cfx::core {
 
@@ -30,7 +31,7 @@ struct CommConfig {
 // Everything a communicator reads from knobs, read once when it is created and passed down.
 struct CommOptions {
   std::chrono::milliseconds timeout{600000};       // CFX_TIMEOUT_MS: no progress for this long fails an op
-  std::chrono::milliseconds bootstrapTimeout{300000};
+  transport::BootstrapParams bootstrap;             // NCCL_SOCKET_IFNAME, NCCL_COMM_ID, CFX_SECRET, timeouts
   int spins = 2000;                                 // CFX_SPIN_COUNT
   bool shmDisable = false;                          // NCCL_SHM_DISABLE
   std::string hostId;                               // NCCL_HOSTID

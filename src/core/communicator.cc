@@ -21,9 +21,6 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
           "Fail an operation with a timeout naming the peer after this many milliseconds without progress; "
           "0 waits forever (NCCL's behaviour).",
           param::atLeast<int64_t>(0));
-CFX_PARAM(int64_t, bootstrapTimeoutMsParam, "CFX_BOOTSTRAP_TIMEOUT_MS", 300000,
-          "How long communicator creation waits for every rank to join before failing.",
-          param::atLeast<int64_t>(100));
 CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
           "Failed polls before a waiting rank sleeps on its doorbell; lower saves CPU when oversubscribed.",
           param::inRange(0, 10000000));
@@ -36,7 +33,7 @@ CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
 CommOptions CommOptions::fromParams() {
   CommOptions o;
   o.timeout = std::chrono::milliseconds(timeoutMsParam.get());
-  o.bootstrapTimeout = std::chrono::milliseconds(bootstrapTimeoutMsParam.get());
+  o.bootstrap = transport::readBootstrapParams();
   o.spins = spinCountParam.get();
   o.hostId = hostIdParam.get();
   if (!algoParam.get().empty()) {
@@ -159,8 +156,8 @@ void Communicator::startAsyncInit(const transport::UniqueId& id, const CommOptio
 
 Status Communicator::connect(const transport::UniqueId& id) {
   log::setThreadRank(rank_);
-  transport::BootstrapOptions bo;
-  bo.timeout = options_.bootstrapTimeout;
+  transport::BootstrapOptions bo = options_.bootstrap.options;
+  bo.abortFlag = &abortFlag_;  // ncclCommAbort during a non-blocking init unblocks it
   CFX_TRY_ASSIGN(bootstrap_, transport::Bootstrap::init(id, rank_, nRanks_, bo));
   commHash_ = hashBytes(&id.magic, sizeof(id.magic), hashBytes(id.secret.data(), id.secret.size()));
 
@@ -179,18 +176,17 @@ Status Communicator::connect(const transport::UniqueId& id) {
   CFX_TRY_ASSIGN(shm_, transport::shm::ShmTransport::create(*bootstrap_, peers_, shmOptions, endpoints_));
   doorbell_ = &shm_->doorbell();
 
-  // Peers without a shm end talk TCP. Host hashes and NCCL_SHM_DISABLE are the same on every rank, so
-  // every rank reaches the same answer and the collective TcpTransport::create is entered by all or none.
+  // Peers without a shm end talk TCP. shm_->connects() gives the same answer on every rank, so the collective
+  // TcpTransport::create below is entered by all ranks or by none.
   std::vector<bool> useTcp(static_cast<size_t>(nRanks_), false);
   bool anyTcpPair = false;
   for (int i = 0; i < nRanks_; ++i) {
     for (int j = 0; j < nRanks_; ++j) {
-      const bool sameHost = peers_[static_cast<size_t>(i)].hostHash == peers_[static_cast<size_t>(j)].hostHash;
-      if (i != j && (!sameHost || shmOptions.disabled)) anyTcpPair = true;
+      if (i != j && !shm_->connects(i, j)) anyTcpPair = true;
     }
   }
   for (int p = 0; p < nRanks_; ++p) {
-    if (p != rank_ && !endpoints_.send[transport::kCollChannel][static_cast<size_t>(p)]) useTcp[static_cast<size_t>(p)] = true;
+    if (p != rank_ && !shm_->connects(rank_, p)) useTcp[static_cast<size_t>(p)] = true;
   }
   size_t slice = shmOptions.geometry.slotBytes;
   if (anyTcpPair) {
@@ -260,6 +256,15 @@ Status Communicator::checkUsable() const {
 
 Status Communicator::runInline(std::vector<prims::Work*>& works) {
   log::setThreadRank(rank_);
+  // Pairs with abort()'s load: an abort either sees this thread inside, or this thread sees the flag below.
+  inlineActive_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_release); }  // pairs with abort()'s acquire wait
+  } leave{inlineActive_};
+  if (abortFlag_.load(std::memory_order_seq_cst)) {
+    return Status::error(Errc::RemoteError, "operation aborted by ncclCommAbort/ncclCommRevoke on this communicator");
+  }
   prims::ExecOptions eo;
   eo.doorbell = doorbell_;
   eo.abortFlag = &abortFlag_;
@@ -342,11 +347,18 @@ Status Communicator::finalize() {
 }
 
 void Communicator::abort() {
-  // Release pairs with the executor's acquire load: running and queued work stops at its next poll.
-  abortFlag_.store(true, std::memory_order_release);
+  // seq_cst pairs with runInline(): running and queued work stops at its next poll.
+  abortFlag_.store(true, std::memory_order_seq_cst);
   if (bootstrap_) bootstrap_->abort();
-  if (doorbell_) doorbell_->ring();  // wake a sleeping executor so it sees the flag now
+  if (doorbell_) doorbell_->ring();
   stopProgressThread();
+  // A thread blocked in this communicator (the user's, while a watchdog aborts) leaves within one executor
+  // poll once woken; the bound keeps abort from ever hanging even if that thread is descheduled for long.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (inlineActive_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < until) {
+    if (doorbell_) doorbell_->ring();  // wake a sleeping executor so it sees the flag now
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 Status Communicator::revoke() {

@@ -22,9 +22,7 @@ Result<std::unique_ptr<Communicator>> formChild(Communicator& parent, const std:
   const int nNew = static_cast<int>(members.size());
   uint8_t wire[transport::UniqueId::kBytes] = {};
   if (newRank == 0) {
-    transport::BootstrapOptions bo;
-    bo.timeout = options.bootstrapTimeout;
-    CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(bo));
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(options.bootstrap.options));
     id.encode(wire);
     for (int i = 1; i < nNew; ++i) CFX_TRY(parent.bootstrap().send(members[static_cast<size_t>(i)], tag, wire, sizeof(wire)));
   } else {

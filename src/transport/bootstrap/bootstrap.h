@@ -48,7 +48,7 @@ using Secret = std::array<uint8_t, kSecretBytes>;
 struct UniqueId {
   sockaddr_storage root{};  // where the root listener accepts ranks
   Secret secret{};
-  uint64_t magic = 0;       // random: tells apart two communicators created from the same root address
+  uint64_t magic = 0;  // random: tells apart two communicators created from the same root address
   // NCCL_COMM_ID mode: no root runs yet; Bootstrap::init of rank 0 binds `root` and serves it.
   bool startRootInInit = false;
   static constexpr size_t kBytes = 128;
@@ -58,9 +58,9 @@ struct UniqueId {
 
 struct BootstrapOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // bounds every blocking call (CFX_BOOTSTRAP_TIMEOUT_MS)
-  std::string ifName;        // NCCL_SOCKET_IFNAME syntax: prefixes, ^ excludes, = exact
-  int family = AF_UNSPEC;    // NCCL_SOCKET_FAMILY
-  int connectRetries = 34;   // NCCL_SOCKET_RETRY_CNT
+  std::string ifName;                         // NCCL_SOCKET_IFNAME syntax: prefixes, ^ excludes, = exact
+  int family = AF_UNSPEC;                     // NCCL_SOCKET_FAMILY
+  int connectRetries = 34;                    // NCCL_SOCKET_RETRY_CNT
   std::chrono::milliseconds retrySleep{100};  // NCCL_SOCKET_RETRY_SLEEP_MSEC
   // How long an incoming connection may take to authenticate before it is dropped, so a silent stranger cannot
   // hold a listener. Not a knob: tests shorten it.

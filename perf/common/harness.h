@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// perf harness: the interface one benchmark (one perf/<name>.cc) implements, and the driver that runs it with
+// nccl-tests' execution model: warm-up over power-of-two sizes, then per size an out-of-place and an in-place
+// placement, each timed over -n iterations of -m aggregated ops and then checked -c times.
+//
+// Contract for implementers: every function is called on the rank's own thread; run() issues the op with a
+// NULL stream, so it has completed when run() returns; prepare() only touches this rank's buffers.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cfx::perf {
+
+// Element counts of one benchmark size (nccl-tests' GetCollByteCount).
+struct Layout {
+  size_t sendCount;          // elements each rank sends from
+  size_t recvCount;          // elements each rank receives into, and compares
+  size_t paramCount;         // the count argument given to NCCL
+  size_t sendInPlaceOffset;  // in place: sendbuff = recvbuff + sendInPlaceOffset * rank (elements)
+  size_t recvInPlaceOffset;  // in place: recvbuff = recvbuff + recvInPlaceOffset * rank (elements)
+};
+
+// One op as the driver issues it.
+struct OpArgs {
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  int rank;
+  int nRanks;
+  ncclComm_t comm;
+};
+
+// One check iteration: prepare() writes this rank's input at `input` and the values expected at `result`
+// after the op into `expected` (layout.recvCount elements). `result` already holds what the buffer contains
+// before the op (zeros, or the input when in place), for collectives that must leave it untouched on some ranks.
+struct CheckArgs {
+  ncclDataType_t type;
+  int opIndex;  // 0..4 = ncclSum..ncclAvg, 5 = mulsum
+  int root;
+  int rank;
+  int nRanks;
+  uint64_t seed;
+  Layout layout;
+  void* input;
+  const void* result;
+  void* expected;
+};
+
+enum class OpColumn {
+  Reduction,  // loops -o and prints the op name
+  None,       // prints "none"
+  Empty,      // prints "" (hypercube)
+};
+
+struct Collective {
+  OpColumn opColumn;
+  bool usesOp;           // the op reaches NCCL (false for sendrecv, which only prints it)
+  bool rooted;           // loops -r (-1 = every root) and prints it; otherwise prints -1
+  bool checkInPlace;     // false: the in-place column prints N/A (alltoall, sendrecv)
+  bool needsPowerOfTwo;  // hypercube
+  Layout (*layout)(size_t count, size_t eltSize, int nRanks);
+  // algbw = bytes moved per rank-visible op / time (GB = 1e9), busbw = algbw * factor (PERFORMANCE.md).
+  void (*bandwidth)(size_t paramCount, size_t eltSize, double seconds, int nRanks, double* algBw, double* busBw);
+  ncclResult_t (*run)(const OpArgs& args);
+  void (*prepare)(const CheckArgs& args);
+};
+
+// Per-rank count rounded down so each rank's block is a multiple of 16 bytes (nccl-tests' rule).
+inline size_t perRankCount(size_t count, size_t eltSize, int nRanks) {
+  return (count / static_cast<size_t>(nRanks)) & ~(16 / eltSize - 1);
+}
+
+// The whole program: parse flags, set up ranks, run, report. Returns the process exit status.
+int runBenchmark(int argc, char** argv, const Collective& collective);
+
+}  // namespace cfx::perf

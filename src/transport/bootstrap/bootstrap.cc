@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bootstrap entry points (transport layer): the unique id's wire form, createUniqueId, uniqueIdFromAddress and
+// Bootstrap::init, which joins a rank at the root and hands over to SocketBootstrap.
+#include "transport/bootstrap/bootstrap.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/socket.h"
+#include "transport/bootstrap/root.h"
+#include "transport/bootstrap/socket_bootstrap.h"
+#include "transport/bootstrap/wire.h"
+
+namespace cfx::transport {
+
+namespace {
+
+constexpr uint32_t kIdMagic = 0x43465849;  // "CFXI"
+constexpr uint16_t kIdVersion = 1;
+constexpr uint16_t kIdFlagRootInInit = 1;
+constexpr size_t kIdCheckedBytes = 72;  // everything before the check word
+constexpr size_t kIdCheckBytes = 8;
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The deadline `timeout` after `start` (Deadline counts from now, and treats <= 0 as "never").
+Deadline deadlineFrom(Clock::time_point start, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return Deadline::never();
+  const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  return Deadline(std::max(left, std::chrono::milliseconds(1)));
+}
+
+Status withContext(const Status& st, const std::string& prefix) {
+  return Status::error(st.code(), prefix + st.message());
+}
+
+// NCCL prints the bootstrap interface once per process; users grep this line first when a job hangs.
+void logInterfaceOnce(const net::Interface& itf) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    CFX_INFO(log::Sys::Bootstrap, "Bootstrap: Using [0]%s:%s<0>", itf.name.c_str(), net::ipToString(itf.addr).c_str());
+  });
+}
+
+Result<net::Interface> pickInterface(const BootstrapOptions& options, const sockaddr_storage* reachable) {
+  net::InterfaceQuery q;
+  q.ifName = options.ifName;
+  q.family = options.family;
+  if (reachable != nullptr) q.reachable = *reachable;
+  Result<net::Interface> itf = net::findInterface(q);
+  if (!itf.ok()) return withContext(itf.status(), "Bootstrap: ");
+  logInterfaceOnce(*itf);
+  return itf;
+}
+
+Status startRootOn(net::Listener listener, const UniqueId& id, const BootstrapOptions& options) {
+  boot::RootConfig cfg;
+  cfg.listener = std::move(listener);
+  cfg.cred = boot::Credentials{id.secret, id.magic};
+  cfg.timeout = options.timeout;
+  cfg.handshakeTimeout = options.handshakeTimeout;
+  return boot::startRoot(std::move(cfg));
+}
+
+// Waits for the root's answer to this rank's Hello: the table, or an error naming whom the communicator lacks.
+Result<std::vector<sockaddr_storage>> awaitTable(net::Socket& root, int rank, int nRanks,
+                                                 const BootstrapOptions& options, Clock::time_point start,
+                                                 const std::atomic<bool>* abortFlag) {
+  const std::string prefix = strprintf("rank %d: bootstrap root %s: ", rank, root.peerName().c_str());
+  // Ask "who is missing?" shortly before the deadline, so the timeout can name the ranks that never came.
+  const std::chrono::milliseconds grace = std::min(std::chrono::milliseconds(1000), options.timeout / 4);
+  const Deadline deadline = deadlineFrom(start, options.timeout);
+  const Deadline early = deadlineFrom(start, options.timeout - grace);
+  Status st = root.waitReadable(early, abortFlag);
+  if (st.code() == Errc::Timeout) {
+    const boot::FrameHeader query{boot::FrameKind::Query, 0, 0};
+    (void)boot::sendFrame(root, query, nullptr, deadline, abortFlag);  // a closed root is reported by the read
+  } else if (!st.ok()) {
+    return withContext(st, prefix);
+  }
+  uint8_t hdr[boot::kFrameHeaderBytes];
+  if (st = root.recvAll(hdr, sizeof(hdr), deadline, abortFlag); !st.ok()) {
+    if (st.code() == Errc::Timeout) {
+      return Status::error(Errc::Timeout,
+                           strprintf("%stimed out after %lld ms waiting for all %d ranks to join "
+                                     "(the root did not say which are missing)",
+                                     prefix.c_str(), static_cast<long long>(options.timeout.count()), nRanks));
+    }
+    return withContext(st, prefix);
+  }
+  const size_t tableBytes = static_cast<size_t>(nRanks) * boot::kAddressBytes;
+  Result<boot::FrameHeader> h = boot::decodeFrameHeader(hdr, std::max(tableBytes, boot::kMaxControlBytes));
+  if (!h.ok()) return withContext(h.status(), prefix + "bad answer: ");
+  std::vector<uint8_t> payload(h->bytes);
+  if (!payload.empty()) CFX_TRY(root.recvAll(payload.data(), payload.size(), deadline, abortFlag));
+  const std::string text(payload.begin(), payload.end());
+  switch (h->kind) {
+    case boot::FrameKind::Table: {
+      if (h->tag != static_cast<uint64_t>(nRanks) || h->bytes != tableBytes) {
+        return Status::error(Errc::RemoteError, prefix + "sent a table of the wrong size");
+      }
+      std::vector<sockaddr_storage> table(static_cast<size_t>(nRanks));
+      for (int r = 0; r < nRanks; ++r) {
+        Result<sockaddr_storage> a = boot::decodeAddress(payload.data() + static_cast<size_t>(r) * boot::kAddressBytes);
+        if (!a.ok()) return withContext(a.status(), prefix + strprintf("bad address for rank %d: ", r));
+        table[r] = *a;
+      }
+      return table;
+    }
+    case boot::FrameKind::Error: {
+      const bool known =
+          h->tag >= static_cast<uint64_t>(Errc::SystemError) && h->tag <= static_cast<uint64_t>(Errc::Timeout);
+      return Status::error(known ? static_cast<Errc>(h->tag) : Errc::RemoteError, prefix + text);
+    }
+    case boot::FrameKind::Status:
+      return Status::error(Errc::Timeout,
+                           strprintf("%stimed out after %lld ms waiting for all %d ranks to join: %s", prefix.c_str(),
+                                     static_cast<long long>(options.timeout.count()), nRanks, text.c_str()));
+    default:
+      return Status::error(Errc::RemoteError, prefix + "sent an unexpected frame");
+  }
+}
+
+}  // namespace
+
+// ---- UniqueId -----------------------------------------------------------------------------------------------
+
+void UniqueId::encode(uint8_t out[kBytes]) const {
+  std::memset(out, 0, kBytes);
+  boot::Writer w(out);
+  w.u32(kIdMagic);
+  w.u16(kIdVersion);
+  w.u16(startRootInInit ? kIdFlagRootInInit : 0);
+  boot::encodeAddress(root, w.pos());
+  boot::Writer rest(out + 8 + boot::kAddressBytes);
+  rest.bytes(secret.data(), secret.size());
+  rest.u64(magic);
+  Result<crypto::Digest> check = crypto::sha256(std::span<const uint8_t>(out, kIdCheckedBytes));
+  // SHA-256 fails only if OpenSSL is broken; decode() then rejects the id, so the failure still surfaces.
+  if (check.ok()) rest.bytes(check->data(), kIdCheckBytes);
+}
+
+Result<UniqueId> UniqueId::decode(const uint8_t in[kBytes]) {
+  boot::Reader r(in);
+  const uint32_t magic = r.u32();
+  const uint16_t version = r.u16();
+  const uint16_t flags = r.u16();
+  if (magic != kIdMagic) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("not a Conflux unique id (magic 0x%08x): pass every rank the bytes that "
+                                   "ncclGetUniqueId of this library produced",
+                                   magic));
+  }
+  if (version != kIdVersion) {
+    return Status::error(Errc::InvalidArgument, strprintf("unique id version %u, this library reads %u (mixed library "
+                                                          "versions?)",
+                                                          version, kIdVersion));
+  }
+  CFX_TRY_ASSIGN(const crypto::Digest check, crypto::sha256(std::span<const uint8_t>(in, kIdCheckedBytes)));
+  if (std::memcmp(check.data(), in + kIdCheckedBytes, kIdCheckBytes) != 0) {
+    return Status::error(Errc::InvalidArgument, "the unique id is corrupted (its check word does not match)");
+  }
+  UniqueId id;
+  Result<sockaddr_storage> root = boot::decodeAddress(in + 8);
+  if (!root.ok()) return withContext(root.status(), "the unique id holds a bad root address: ");
+  id.root = *root;
+  boot::Reader rest(in + 8 + boot::kAddressBytes);
+  rest.bytes(id.secret.data(), id.secret.size());
+  id.magic = rest.u64();
+  id.startRootInInit = (flags & kIdFlagRootInInit) != 0;
+  return id;
+}
+
+// ---- creating ids -------------------------------------------------------------------------------------------
+
+Result<UniqueId> createUniqueId(const BootstrapOptions& options) {
+  CFX_TRY_ASSIGN(const net::Interface itf, pickInterface(options, nullptr));
+  CFX_TRY_ASSIGN(net::Listener listener, net::Listener::listen(itf.addr));
+  UniqueId id;
+  id.root = listener.address();
+  CFX_TRY(crypto::randomBytes(id.secret));
+  CFX_TRY(crypto::randomBytes(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&id.magic), sizeof(id.magic))));
+  CFX_TRY(startRootOn(std::move(listener), id, options));
+  CFX_INFO(log::Sys::Bootstrap, "Bootstrap: root listening on %s (%s) for one communicator, magic 0x%llx",
+           net::addressToString(id.root).c_str(), itf.name.c_str(), static_cast<unsigned long long>(id.magic));
+  return id;
+}
+
+Result<UniqueId> uniqueIdFromAddress(const std::string& hostPort, const std::string& secretText, bool startRoot) {
+  Result<sockaddr_storage> addr = net::parseAddress(hostPort);
+  if (!addr.ok()) return withContext(addr.status(), "NCCL_COMM_ID: ");
+  if (net::addressPort(*addr) == 0) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("NCCL_COMM_ID '%s' needs a port other than 0", hostPort.c_str()));
+  }
+  UniqueId id;
+  id.root = *addr;
+  id.startRootInInit = startRoot;
+  if (secretText.empty()) {
+    CFX_INFO(log::Sys::Bootstrap,
+             "Bootstrap: NCCL_COMM_ID without CFX_SECRET: connections are framed and checked "
+             "but not authenticated");
+  } else {
+    CFX_TRY_ASSIGN(const crypto::Digest s, crypto::sha256(secretText));
+    std::copy(s.begin(), s.end(), id.secret.begin());
+  }
+  // Every rank derives the same magic from the same text, without talking to anyone.
+  const std::string seed = "cfx-comm-id/v1|" + hostPort + "|" + secretText;
+  CFX_TRY_ASSIGN(const crypto::Digest h, crypto::sha256(seed));
+  id.magic = boot::Reader(h.data()).u64();
+  return id;
+}
+
+// ---- joining ------------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::init(const UniqueId& id, int rank, int nRanks,
+                                                   const BootstrapOptions& options) {
+  if (nRanks < 1 || rank < 0 || rank >= nRanks) {
+    return Status::error(Errc::InvalidArgument, strprintf("bootstrap: rank %d is outside [0, %d)", rank, nRanks));
+  }
+  const Clock::time_point start = Clock::now();
+  const Deadline deadline(options.timeout);
+  const std::atomic<bool>* abortFlag = options.abortFlag;
+  const std::string rootName = net::addressToString(id.root);
+
+  CFX_TRY_ASSIGN(const net::Interface itf, pickInterface(options, &id.root));
+  Result<net::Listener> listener = net::Listener::listen(itf.addr);
+  if (!listener.ok()) return withContext(listener.status(), strprintf("rank %d: bootstrap: ", rank));
+
+  if (id.startRootInInit && rank == 0) {
+    Result<net::Listener> rootListener = net::Listener::listen(id.root);
+    if (!rootListener.ok()) {
+      return withContext(rootListener.status(),
+                         strprintf("rank 0: cannot serve the bootstrap root at %s (NCCL_COMM_ID must name an address "
+                                   "of rank 0's host): ",
+                                   rootName.c_str()));
+    }
+    CFX_TRY(startRootOn(std::move(*rootListener), id, options));
+  }
+
+  const boot::Credentials cred{id.secret, id.magic};
+  Result<net::Socket> root =
+      net::Socket::connect(id.root, {options.connectRetries, options.retrySleep}, deadline, abortFlag);
+  if (!root.ok()) {
+    return withContext(root.status(),
+                       strprintf("rank %d: cannot reach the bootstrap root at %s: ", rank, rootName.c_str()));
+  }
+  const sockaddr_storage listenAddr = listener->address();
+  if (Status st =
+          boot::clientHandshake(*root, cred, boot::ConnKind::RootJoin, rank, nRanks, &listenAddr, deadline, abortFlag);
+      !st.ok()) {
+    return withContext(st, strprintf("rank %d: joining at the bootstrap root: ", rank));
+  }
+  const double connectSecs = secondsSince(start);
+  CFX_TRY_ASSIGN(std::vector<sockaddr_storage> table, awaitTable(*root, rank, nRanks, options, start, abortFlag));
+  root->close();
+
+  boot::SocketBootstrap::Setup setup;
+  setup.rank = rank;
+  setup.nRanks = nRanks;
+  setup.cred = cred;
+  setup.options = options;
+  setup.listener = std::move(*listener);
+  setup.table = std::move(table);
+  CFX_TRY_ASSIGN(std::unique_ptr<boot::SocketBootstrap> b, boot::SocketBootstrap::start(std::move(setup)));
+  CFX_INFO(log::Sys::Bootstrap,
+           "Bootstrap timings total %.6f (connect %.6f, wait for ranks %.6f) rank %d nRanks %d root %s listen %s",
+           secondsSince(start), connectSecs, secondsSince(start) - connectSecs, rank, nRanks, rootName.c_str(),
+           net::addressToString(listenAddr).c_str());
+  return std::unique_ptr<Bootstrap>(std::move(b));
+}
+
+}  // namespace cfx::transport

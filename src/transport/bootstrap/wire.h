@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bootstrap wire format (transport layer, bootstrap internals): byte encoding, addresses, frames and the
+// mutual HMAC handshake every bootstrap connection starts with.
+//
+// Handshake (all integers big-endian):
+//   server -> client  Challenge   magic u32 | version u16 | 0 u16 | serverNonce[32]                       40 B
+//   client -> server  Auth        magic u32 | version u16 | kind u16 | rank i32 | nRanks i32 |
+//                                 clientNonce[32] | HMAC(secret, "cfx-boot-v1/client" || serverNonce ||
+//                                                        commMagic || kind || rank || nRanks)[32]      80 B
+//   server -> client  Proof       HMAC(secret, "cfx-boot-v1/server" || clientNonce || serverNonce ||
+//                                      commMagic)[32]                                                   32 B
+//   client -> server  Hello       (RootJoin only) the client's bootstrap listen address                  24 B
+// The two labels differ, so a server's proof can never be replayed as a client's answer. After the handshake
+// every message is a frame: magic u32 | kind u8 | 0[3] | tag u64 | bytes u64, then `bytes` payload bytes.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/crypto.h"
+#include "common/doorbell.h"
+#include "common/socket.h"
+#include "common/status.h"
+#include "transport/bootstrap/bootstrap.h"
+
+namespace cfx::transport::boot {
+
+inline constexpr uint32_t kHandshakeMagic = 0x43465842;  // "CFXB"
+inline constexpr uint32_t kFrameMagic = 0x43465846;      // "CFXF"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kAddressBytes = 24;
+inline constexpr size_t kFrameHeaderBytes = 24;
+inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
+inline constexpr size_t kMaxControlBytes = 4096;  // Error and Status payloads from the root
+inline constexpr size_t kChallengeBytes = 40;
+inline constexpr size_t kAuthBytes = 80;
+inline constexpr size_t kProofBytes = 32;
+
+// Big-endian encoding into a fixed buffer; the caller sizes the buffer.
+class Writer {
+ public:
+  explicit Writer(uint8_t* p) : p_(p) {}
+  void u16(uint16_t v);
+  void u32(uint32_t v);
+  void u64(uint64_t v);
+  void bytes(const void* data, size_t n);
+  uint8_t* pos() const { return p_; }
+
+ private:
+  uint8_t* p_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const uint8_t* p) : p_(p) {}
+  uint16_t u16();
+  uint32_t u32();
+  uint64_t u64();
+  void bytes(void* data, size_t n);
+
+ private:
+  const uint8_t* p_;
+};
+
+void encodeAddress(const sockaddr_storage& addr, uint8_t out[kAddressBytes]);
+Result<sockaddr_storage> decodeAddress(const uint8_t in[kAddressBytes]);
+
+// What a connection carries once authenticated.
+enum class ConnKind : uint16_t {
+  RootJoin = 1,  // a rank joining at the root: Hello, then the root answers with Table, Error or Status frames
+  Peer = 2,      // rank -> rank, one direction: frames of kinds User, AllGather, Barrier
+};
+
+enum class FrameKind : uint8_t {
+  User = 1,       // Bootstrap::send/recv
+  AllGather = 2,  // tag = sequence << 32 | step
+  Barrier = 3,    // tag = sequence << 32 | round
+  Table = 16,     // root -> rank: tag = nRanks, payload = nRanks encoded addresses
+  Error = 17,     // root -> rank: tag = Errc, payload = message text
+  Query = 18,     // rank -> root: "who is missing?" (no payload)
+  Status = 19,    // root -> rank: payload = text naming the missing ranks
+};
+
+struct FrameHeader {
+  FrameKind kind = FrameKind::User;
+  uint64_t tag = 0;
+  uint64_t bytes = 0;
+};
+
+void encodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]);
+// Checks the magic, the kind and that bytes <= maxBytes. The error says what was wrong.
+Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_t maxBytes);
+
+// Sends a frame header and its payload as one message where it is small.
+Status sendFrame(net::Socket& sock, const FrameHeader& h, const void* payload, const Deadline& deadline,
+                 const std::atomic<bool>* abortFlag);
+
+// The communicator's shared knowledge: connections prove they hold it.
+struct Credentials {
+  Secret secret{};
+  uint64_t commMagic = 0;
+};
+
+// The client half of the handshake, blocking. `hello` is sent after the server's proof checks out (RootJoin).
+// RemoteError when the server closes the connection (it rejected us) or its proof is wrong.
+Status clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
+                       const sockaddr_storage* hello, const Deadline& deadline, const std::atomic<bool>* abortFlag);
+
+// The server half, non-blocking, so a silent or slow stranger never holds up the thread that serves the
+// legitimate ranks. Drive it with progress() whenever poll() reports pollEvents() on fd(), and at least once
+// per deadline check: it fails itself once its deadline passes.
+class ServerHandshake {
+ public:
+  enum class State { Running, Done, Failed };
+  // Called once the client's HMAC checks out and before this side proves itself: a non-empty answer rejects the
+  // client (why), so it sees its connection closed instead of a connection that silently drops its frames.
+  using Admission = std::function<std::string(ConnKind kind, int rank, int nRanks)>;
+
+  ServerHandshake(net::Socket sock, const Credentials& cred, std::chrono::milliseconds timeout,
+                  Admission admission = {});
+
+  State progress();
+  State state() const { return state_; }
+  short pollEvents() const;
+  int fd() const { return sock_.fd(); }
+  const std::string& peerName() const { return sock_.peerName(); }
+  // Why it failed, for the log line ("failed authentication (wrong secret?)", "timed out", ...).
+  const std::string& failure() const { return failure_; }
+
+  // Valid once Done.
+  ConnKind kind() const { return kind_; }
+  int rank() const { return rank_; }
+  int nRanks() const { return nRanks_; }
+  const sockaddr_storage& hello() const { return hello_; }
+  net::Socket takeSocket() { return std::move(sock_); }
+
+ private:
+  enum class Stage { SendChallenge, RecvAuth, SendProof, RecvHello };
+  State fail(std::string why);
+  void startSend(const uint8_t* data, size_t n, Stage sendStage);
+  void startRecv(size_t n, Stage next);
+  State onAuth();
+
+  net::Socket sock_;
+  const Credentials* cred_;  // owned by the root or the Bootstrap, which outlive every handshake
+  Admission admission_;
+  Deadline deadline_;
+  State state_ = State::Running;
+  Stage stage_ = Stage::SendChallenge;
+  std::array<uint8_t, kAuthBytes> out_{};
+  size_t outLen_ = 0;
+  size_t outPos_ = 0;
+  std::array<uint8_t, kAuthBytes> in_{};
+  size_t inNeed_ = 0;
+  size_t inHave_ = 0;
+  std::array<uint8_t, kNonceBytes> serverNonce_{};
+  std::string failure_;
+  ConnKind kind_ = ConnKind::Peer;
+  int rank_ = -1;
+  int nRanks_ = -1;
+  sockaddr_storage hello_{};
+};
+
+}  // namespace cfx::transport::boot

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared-memory FIFO ends: the SPSC protocol described in shm_fifo.h (transport layer, shm transport).
+#include "transport/shm/shm_fifo.h"
+
+#include <cassert>
+
+namespace cfx::transport::shm {
+
+ShmSendEnd::ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver)
+    : fifo_(fifo), slotBytes_(geometry.slotBytes), nSlots_(geometry.nSlots), receiver_(std::move(receiver)) {
+  // Relaxed: the FIFO is fresh (both counters 0) and the bootstrap exchange that published it ordered its
+  // initialisation before this constructor runs.
+  head_ = fifo_.control->head.load(std::memory_order_relaxed);
+  cachedTail_ = fifo_.control->tail.load(std::memory_order_relaxed);
+}
+
+void* ShmSendEnd::tryAcquire() {
+  const uint64_t slots = static_cast<uint64_t>(nSlots_);
+  if (head_ - cachedTail_ >= slots) {
+    // Acquire pairs with the receiver's release store of tail in ShmRecvEnd::release(): its reads of the slot we
+    // are about to overwrite happened before.
+    cachedTail_ = fifo_.control->tail.load(std::memory_order_acquire);
+    if (head_ - cachedTail_ >= slots) return nullptr;
+  }
+  acquired_ = true;
+  return fifo_.slots + (head_ % slots) * slotBytes_;
+}
+
+void ShmSendEnd::post(size_t bytes, uint64_t tag) {
+  assert(acquired_ && "post() without a successful tryAcquire()");
+  assert(bytes <= slotBytes_);
+  acquired_ = false;
+  SlotDescriptor& desc = fifo_.descriptors[head_ % static_cast<uint64_t>(nSlots_)];
+  desc.bytes = bytes;
+  desc.tag = tag;
+  ++head_;
+  // Release pairs with the receiver's acquire load of head in ShmRecvEnd::tryPeek(): the slot data and the
+  // descriptor written above are visible once it sees the new head.
+  fifo_.control->head.store(head_, std::memory_order_release);
+  // Ordered after the store by ring()'s own release increment and seq_cst fence (common/doorbell.cc).
+  receiver_->header().doorbell.ring();
+}
+
+ShmRecvEnd::ShmRecvEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<ShmSegment> own,
+                       std::shared_ptr<const ShmPeer> sender)
+    : fifo_(fifo),
+      slotBytes_(geometry.slotBytes),
+      nSlots_(geometry.nSlots),
+      own_(std::move(own)),
+      sender_(std::move(sender)) {
+  // Relaxed: as in ShmSendEnd's constructor, the FIFO is fresh and was published through the bootstrap.
+  tail_ = fifo_.control->tail.load(std::memory_order_relaxed);
+  cachedHead_ = fifo_.control->head.load(std::memory_order_relaxed);
+}
+
+const void* ShmRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
+  if (tail_ == cachedHead_) {
+    // Acquire pairs with the sender's release store of head in ShmSendEnd::post(): the descriptor and slot data
+    // of every slot below the loaded head are visible.
+    cachedHead_ = fifo_.control->head.load(std::memory_order_acquire);
+    if (tail_ == cachedHead_) return nullptr;
+  }
+  const uint64_t index = tail_ % static_cast<uint64_t>(nSlots_);
+  const SlotDescriptor& desc = fifo_.descriptors[index];
+  uint64_t n = desc.bytes;
+  if (n > slotBytes_) {
+    // Only a buggy or corrupted sender gets here. Never hand out more than the slot; check() reports it.
+    if (badBytes_ == 0) badBytes_ = n;
+    n = slotBytes_;
+  }
+  *bytes = static_cast<size_t>(n);
+  *tag = desc.tag;
+  peeked_ = true;
+  return fifo_.slots + index * slotBytes_;
+}
+
+void ShmRecvEnd::release() {
+  assert(peeked_ && "release() without a successful tryPeek()");
+  peeked_ = false;
+  ++tail_;
+  // Release pairs with the sender's acquire load of tail in ShmSendEnd::tryAcquire(): our reads of the slot
+  // complete before the sender may reuse it.
+  fifo_.control->tail.store(tail_, std::memory_order_release);
+  // Ordered after the store by ring()'s own release increment and seq_cst fence (common/doorbell.cc).
+  sender_->header().doorbell.ring();
+}
+
+Status ShmRecvEnd::check() {
+  if (badBytes_ != 0) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("peer rank %d (host %s, pid %d) published a %llu-byte slot into a %zu-byte shared-"
+                                   "memory FIFO: its memory is corrupt or it runs a different Conflux build",
+                                   sender_->rank(), sender_->hostName().c_str(), static_cast<int>(sender_->pid()),
+                                   static_cast<unsigned long long>(badBytes_), slotBytes_));
+  }
+  return sender_->check();
+}
+
+}  // namespace cfx::transport::shm

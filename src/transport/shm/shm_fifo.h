@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// The two ends of one shared-memory FIFO (transport layer, shm transport): a single-producer, single-consumer
+// ring of slots living in the receiver's segment (layout in shm_layout.h).
+//
+// Protocol. head counts slots posted (written by the sender only), tail counts slots released (written by the
+// receiver only); both only grow, and slot i lives at index i % nSlots.
+//   sender:   tryAcquire: head - tail < nSlots (tail acquire-loaded)  ->  write data into slot head % nSlots
+//             post:       write descriptor {bytes, tag}; head.store(head + 1, release); ring the receiver's doorbell
+//   receiver: tryPeek:    tail < head (head acquire-loaded)  ->  read descriptor and data of slot tail % nSlots
+//             release:    tail.store(tail + 1, release); ring the sender's doorbell
+// Each side keeps a private copy of its own counter and a cached copy of the other's, and reads the shared
+// counter of the other side only when the cached value says it must wait: a busy FIFO costs no cross-core
+// traffic beyond the slot data, the descriptor and one counter line per slot.
+#pragma once
+
+#include <memory>
+
+#include "transport/shm/shm_layout.h"
+#include "transport/shm/shm_peer.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/transport.h"
+
+namespace cfx::transport::shm {
+
+class ShmSendEnd final : public SendEnd {
+ public:
+  // `fifo` is this rank's FIFO inside `receiver`'s segment; `receiver` keeps that mapping alive.
+  ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver);
+
+  void* tryAcquire() override;
+  void post(size_t bytes, uint64_t tag) override;
+  size_t slotBytes() const override { return slotBytes_; }
+  int nSlots() const override { return nSlots_; }
+  Status check() override { return receiver_->check(); }
+  const char* kind() const override { return "shm"; }
+
+ private:
+  FifoView fifo_;
+  size_t slotBytes_;
+  int nSlots_;
+  std::shared_ptr<const ShmPeer> receiver_;
+  uint64_t head_;          // slots posted: the private copy of fifo_.control->head, which only we write
+  uint64_t cachedTail_;    // the last tail we loaded; reloaded only when the FIFO looks full
+  bool acquired_ = false;  // tryAcquire() handed out the slot at head_ (checked by post() in debug builds)
+};
+
+class ShmRecvEnd final : public RecvEnd {
+ public:
+  // `fifo` is the FIFO from `sender` inside this rank's segment `own`.
+  ShmRecvEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<ShmSegment> own,
+             std::shared_ptr<const ShmPeer> sender);
+
+  const void* tryPeek(size_t* bytes, uint64_t* tag) override;
+  void release() override;
+  // Also reports RemoteError when the sender published a descriptor larger than a slot (corrupt memory).
+  Status check() override;
+  const char* kind() const override { return "shm"; }
+
+ private:
+  FifoView fifo_;
+  size_t slotBytes_;
+  int nSlots_;
+  std::shared_ptr<ShmSegment> own_;
+  std::shared_ptr<const ShmPeer> sender_;
+  uint64_t tail_;          // slots released: the private copy of fifo_.control->tail, which only we write
+  uint64_t cachedHead_;    // the last head we loaded; reloaded only when the FIFO looks empty
+  bool peeked_ = false;    // tryPeek() returned the slot at tail_ (checked by release() in debug builds)
+  uint64_t badBytes_ = 0;  // the first out-of-range byte count the sender published, 0 if none
+};
+
+}  // namespace cfx::transport::shm
