@@ -350,6 +350,7 @@ void Communicator::abort() {
   // seq_cst pairs with runInline(): running and queued work stops at its next poll.
   abortFlag_.store(true, std::memory_order_seq_cst);
   if (bootstrap_) bootstrap_->abort();
+  if (tcp_) tcp_->abort();  // fails every tcp end now and skips the destructor's flush to dead peers
   if (doorbell_) doorbell_->ring();
   stopProgressThread();
   // A thread blocked in this communicator (the user's, while a watchdog aborts) leaves within one executor

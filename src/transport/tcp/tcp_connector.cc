@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: Apache-2.0
+// Concurrent connect/accept/authenticate for the TCP transport's data sockets (transport layer).
+//
+// Each handshake is a small state machine driven by poll(): it either waits to send the rest of its current
+// message or to receive the rest of the one it expects. Outgoing and incoming handshakes advance side by side,
+// so all ranks set up at once instead of in a chain, and a stranger can only hold its own socket.
+#include "transport/tcp/tcp_connector.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "common/crypto.h"
+#include "common/log.h"
+
+namespace cfx::transport::tcp {
+
+namespace {
+
+using Clock = Deadline::Clock;
+
+constexpr auto kRetryDelay = std::chrono::milliseconds(100);
+constexpr auto kPollSlice = std::chrono::milliseconds(100);
+// Unauthenticated incoming connections held beyond the ones still expected; past it the oldest is dropped, so
+// a flood of silent strangers cannot starve the legitimate peers.
+constexpr size_t kMaxStrangers = 64;
+
+enum class Step {
+  Connecting,     // outgoing: non-blocking connect() in flight, or waiting to retry
+  SendHello,      // outgoing
+  RecvChallenge,  // outgoing
+  SendProof,      // outgoing
+  RecvAck,        // outgoing
+  RecvHello,      // incoming
+  SendChallenge,  // incoming
+  RecvProof,      // incoming
+  SendAck,        // incoming
+};
+
+const char* stepText(Step step) {
+  switch (step) {
+    case Step::Connecting:
+      return "connecting";
+    case Step::SendHello:
+      return "sending hello";
+    case Step::RecvChallenge:
+      return "connected, waiting for its challenge";
+    case Step::SendProof:
+      return "sending proof";
+    case Step::RecvAck:
+      return "waiting for its acknowledgement";
+    case Step::RecvHello:
+      return "waiting for its hello";
+    case Step::SendChallenge:
+      return "sending challenge";
+    case Step::RecvProof:
+      return "waiting for its proof";
+    case Step::SendAck:
+      return "sending acknowledgement";
+  }
+  return "?";
+}
+
+struct Handshake {
+  bool outgoing = false;
+  Step step = Step::Connecting;
+  net::Socket sock;       // invalid while an outgoing connect waits for its retry
+  bool finished = false;  // done, dropped or evicted: removed at the end of the poll round
+  // The current message: bytes still to send from `out`, or to receive into `in`.
+  std::vector<uint8_t> out;
+  size_t outDone = 0;
+  std::vector<uint8_t> in;
+  size_t inDone = 0;
+  std::array<uint8_t, kHelloBytes> hello{};
+  Nonce serverNonce{};
+  int peer = -1;  // known from the start when outgoing, after the hello when incoming
+  int channel = -1;
+  int stream = -1;
+  Clock::time_point retryAt{};  // outgoing, while no socket: when to connect again
+  Clock::time_point started{};  // incoming: for evicting the oldest stranger
+  AckCode ack = AckCode::Ok;    // incoming: what the acknowledgement says
+  Status refusal;               // why a legitimate peer and this rank cannot work together
+};
+
+// Done: authenticated and accepted. Refused: authenticated, but the ranks are incompatible (h.refusal says why);
+// it still counts as settled, so both sides finish every handshake and report the same clear error instead of
+// one of them timing out. Drop: a stranger, already logged.
+enum class Outcome { Continue, Done, Refused, Drop };
+
+class Connector {
+ public:
+  Connector(const ConnectPlan& plan, net::Listener& listener) : plan_(plan), listener_(listener) {}
+  Result<std::vector<EstablishedSocket>> run();
+
+ private:
+  int keyOf(int peer, int channel, int stream) const {
+    return (peer * kNumChannels + channel) * plan_.nStreams + stream;
+  }
+  Status startOutgoing(Handshake& h);
+  Status beginHello(Handshake& h);
+  void acceptAll();
+  void evictOldestStranger();
+  Result<Outcome> advance(Handshake& h, short revents);
+  Result<Outcome> advanceOutgoing(Handshake& h, short revents);
+  Result<Outcome> advanceIncoming(Handshake& h);
+  // Why an incoming hello cannot be for us, or "" when it may be.
+  std::string helloProblem(const Hello& m) const;
+  // After a valid proof: what the acknowledgement says (sets h.ack and, for an incompatible peer, h.refusal).
+  void decideAck(Handshake& h);
+  Result<Outcome> onAck(Handshake& h);
+  Outcome drop(Handshake& h, const std::string& why);
+  Status outgoingFailure(const Handshake& h, const std::string& why) const;
+  Status finish(Handshake& h);
+  void settle(Handshake& h);
+  Status timeoutError() const;
+  std::string geometryText() const {
+    return strprintf("%d slots x %zu B", plan_.geometry.nSlots, plan_.geometry.slotBytes);
+  }
+
+  const ConnectPlan& plan_;
+  net::Listener& listener_;
+  std::vector<std::unique_ptr<Handshake>> pending_;
+  std::vector<bool> done_;     // by keyOf(): settled
+  std::vector<bool> claimed_;  // by keyOf(): an authenticated incoming connection was accepted for it
+  int expectedIncoming_ = 0;
+  int remaining_ = 0;
+  std::vector<EstablishedSocket> established_;
+  Status refusal_;  // the first Refused outcome, returned once every handshake has settled
+};
+
+// Sends what is left of h.out. True when all of it went out, false on would-block; an error on failure.
+Result<bool> flushOut(Handshake& h) {
+  while (h.outDone < h.out.size()) {
+    const ssize_t n =
+        ::send(h.sock.fd(), h.out.data() + h.outDone, h.out.size() - h.outDone, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      return Status::error(Errc::RemoteError, strprintf("send: %s", std::strerror(errno)));
+    }
+    h.outDone += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Receives exactly what is left of h.in, never more: the bytes after the handshake belong to the proxy.
+Result<bool> fillIn(Handshake& h) {
+  while (h.inDone < h.in.size()) {
+    const ssize_t n = ::recv(h.sock.fd(), h.in.data() + h.inDone, h.in.size() - h.inDone, MSG_DONTWAIT);
+    if (n == 0) return Status::error(Errc::RemoteError, "the connection was closed during the handshake");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      return Status::error(Errc::RemoteError, strprintf("recv: %s", std::strerror(errno)));
+    }
+    h.inDone += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+template <size_t N>
+void setOut(Handshake& h, const std::array<uint8_t, N>& bytes) {
+  h.out.assign(bytes.begin(), bytes.end());
+  h.outDone = 0;
+}
+
+void expectIn(Handshake& h, size_t bytes) {
+  h.in.assign(bytes, 0);
+  h.inDone = 0;
+}
+
+Status Connector::startOutgoing(Handshake& h) {
+  const sockaddr_storage& to = plan_.listeners[static_cast<size_t>(h.peer)].address;
+  bool connected = false;
+  int err = 0;
+  Result<net::UniqueFd> fd = startConnect(to, plan_.socketBufferBytes, &connected, &err);
+  if (!fd.ok()) {
+    if (err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == EAGAIN) {
+      h.retryAt = Clock::now() + kRetryDelay;  // a listener that is not up yet, or a transient route problem
+      return Status();
+    }
+    return outgoingFailure(h, fd.status().message());
+  }
+  h.sock = net::Socket(std::move(fd).value(), to);
+  h.step = Step::Connecting;
+  return connected ? beginHello(h) : Status();
+}
+
+Status Connector::beginHello(Handshake& h) {
+  Hello hello{.fromRank = static_cast<uint32_t>(plan_.rank),
+              .toRank = static_cast<uint32_t>(h.peer),
+              .nRanks = static_cast<uint32_t>(plan_.nRanks),
+              .channel = static_cast<uint32_t>(h.channel),
+              .stream = static_cast<uint32_t>(h.stream),
+              .nSlots = static_cast<uint32_t>(plan_.geometry.nSlots),
+              .slotBytes = plan_.geometry.slotBytes,
+              .nonce = {},
+              .session = plan_.listeners[static_cast<size_t>(h.peer)].session};
+  CFX_TRY(crypto::randomBytes(hello.nonce));
+  h.hello = encodeHello(hello);
+  setOut(h, h.hello);
+  h.step = Step::SendHello;
+  return Status();
+}
+
+void Connector::acceptAll() {
+  for (;;) {
+    Result<std::optional<net::Socket>> accepted = listener_.tryAccept();
+    if (!accepted.ok()) {
+      // Out of descriptors, most likely; the connections still queued are retried on the next poll round.
+      CFX_WARN("tcp: rank %d: accepting on its data port failed: %s", plan_.rank, accepted.status().message().c_str());
+      return;
+    }
+    if (!accepted.value()) return;
+    evictOldestStranger();
+    auto h = std::make_unique<Handshake>();
+    h->outgoing = false;
+    h->step = Step::RecvHello;
+    h->sock = std::move(*accepted.value());
+    h->started = Clock::now();
+    expectIn(*h, kHelloBytes);
+    pending_.push_back(std::move(h));
+  }
+}
+
+void Connector::evictOldestStranger() {
+  Handshake* oldest = nullptr;
+  size_t strangers = 0;
+  for (auto& h : pending_) {
+    if (h->outgoing || h->finished || h->step == Step::SendAck) continue;
+    ++strangers;
+    if (oldest == nullptr || h->started < oldest->started) oldest = h.get();
+  }
+  if (oldest != nullptr && strangers >= static_cast<size_t>(expectedIncoming_) + kMaxStrangers) {
+    drop(*oldest, "too many unauthenticated connections on the data port; dropping the oldest");
+  }
+}
+
+Outcome Connector::drop(Handshake& h, const std::string& why) {
+  CFX_WARN("tcp: rank %d closed a connection from %s on its data port: %s", plan_.rank, h.sock.peerName().c_str(),
+           why.c_str());
+  h.sock.close();
+  h.finished = true;
+  return Outcome::Drop;
+}
+
+Status Connector::outgoingFailure(const Handshake& h, const std::string& why) const {
+  return Status::error(
+      Errc::RemoteError,
+      strprintf("tcp: rank %d could not connect to rank %d (%s) for channel %d: %s; check that "
+                "rank's log",
+                plan_.rank, h.peer, net::addressToString(plan_.listeners[static_cast<size_t>(h.peer)].address).c_str(),
+                h.channel, why.c_str()));
+}
+
+Result<Outcome> Connector::advance(Handshake& h, short revents) {
+  return h.outgoing ? advanceOutgoing(h, revents) : advanceIncoming(h);
+}
+
+Result<Outcome> Connector::advanceOutgoing(Handshake& h, short revents) {
+  for (;;) {
+    switch (h.step) {
+      case Step::Connecting: {
+        if ((revents & (POLLOUT | POLLERR | POLLHUP)) == 0) return Outcome::Continue;
+        const int err = finishConnect(h.sock.fd());
+        if (err != 0) {
+          h.sock.close();
+          if (err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) {
+            h.retryAt = Clock::now() + kRetryDelay;
+            return Outcome::Continue;
+          }
+          return outgoingFailure(h, strprintf("connect: %s", std::strerror(err)));
+        }
+        CFX_TRY(beginHello(h));
+        break;
+      }
+      case Step::SendHello: {
+        Result<bool> sent = flushOut(h);
+        if (!sent.ok()) return outgoingFailure(h, sent.status().message());
+        if (!sent.value()) return Outcome::Continue;
+        expectIn(h, kChallengeBytes);
+        h.step = Step::RecvChallenge;
+        break;
+      }
+      case Step::RecvChallenge: {
+        Result<bool> got = fillIn(h);
+        if (!got.ok()) return outgoingFailure(h, got.status().message());
+        if (!got.value()) return Outcome::Continue;
+        std::copy_n(h.in.begin(), kNonceBytes, h.serverNonce.begin());
+        CFX_TRY_ASSIGN(const Mac expected, serverMac(*plan_.secret, h.hello.data(), h.serverNonce));
+        if (!macEquals(expected, h.in.data() + kNonceBytes)) {
+          return outgoingFailure(h,
+                                 "the listener did not prove knowledge of the session secret (another process may "
+                                 "own that port, or the ranks come from different unique ids)");
+        }
+        CFX_TRY_ASSIGN(const Mac proof, clientMac(*plan_.secret, h.hello.data(), h.serverNonce));
+        setOut(h, proof);
+        h.step = Step::SendProof;
+        break;
+      }
+      case Step::SendProof: {
+        Result<bool> sent = flushOut(h);
+        if (!sent.ok()) return outgoingFailure(h, sent.status().message());
+        if (!sent.value()) return Outcome::Continue;
+        expectIn(h, kAckBytes);
+        h.step = Step::RecvAck;
+        break;
+      }
+      case Step::RecvAck: {
+        Result<bool> got = fillIn(h);
+        if (!got.ok()) return outgoingFailure(h, got.status().message());
+        if (!got.value()) return Outcome::Continue;
+        return onAck(h);
+      }
+      default:
+        return Status::error(Errc::InternalError, "tcp: outgoing handshake in an incoming step");
+    }
+  }
+}
+
+std::string Connector::helloProblem(const Hello& m) const {
+  if (m.toRank != static_cast<uint32_t>(plan_.rank) || m.nRanks != static_cast<uint32_t>(plan_.nRanks)) {
+    return strprintf("addressed to rank %u of %u, but this is rank %d of %d", m.toRank, m.nRanks, plan_.rank,
+                     plan_.nRanks);
+  }
+  if (m.session != plan_.listeners[static_cast<size_t>(plan_.rank)].session) {
+    return "meant for another listener session (a stale or foreign communicator)";
+  }
+  if (m.fromRank >= static_cast<uint32_t>(plan_.rank) || !plan_.connect[m.fromRank]) {
+    return strprintf("claims to be rank %u, which is not expected to connect here", m.fromRank);
+  }
+  if (m.channel >= static_cast<uint32_t>(kNumChannels) || m.stream >= static_cast<uint32_t>(plan_.nStreams)) {
+    return strprintf("asks for channel %u stream %u, which do not exist", m.channel, m.stream);
+  }
+  return "";
+}
+
+void Connector::decideAck(Handshake& h) {
+  const Hello m = decodeHello(h.hello.data()).value();  // decoded once already, so it cannot fail
+  const size_t key = static_cast<size_t>(keyOf(h.peer, h.channel, h.stream));
+  if (claimed_[key]) {
+    CFX_WARN("tcp: rank %d: rank %d (%s) connected channel %d twice; refusing the second connection", plan_.rank,
+             h.peer, h.sock.peerName().c_str(), h.channel);
+    h.ack = AckCode::Duplicate;
+    return;
+  }
+  claimed_[key] = true;
+  if (m.slotBytes != plan_.geometry.slotBytes || m.nSlots != static_cast<uint32_t>(plan_.geometry.nSlots)) {
+    h.ack = AckCode::GeometryMismatch;
+    h.refusal =
+        Status::error(Errc::InvalidUsage, strprintf("tcp: rank %d uses %u slots x %llu B but this rank %d uses %s; set "
+                                                    "CFX_TCP_SLOT_BYTES and CFX_TCP_SLOTS identically on every rank",
+                                                    h.peer, m.nSlots, static_cast<unsigned long long>(m.slotBytes),
+                                                    plan_.rank, geometryText().c_str()));
+  }
+}
+
+Result<Outcome> Connector::onAck(Handshake& h) {
+  Result<AckCode> ack = decodeAck(h.in.data());
+  if (!ack.ok()) return outgoingFailure(h, ack.status().message());
+  if (ack.value() == AckCode::GeometryMismatch) {
+    h.refusal = Status::error(Errc::InvalidUsage,
+                              strprintf("tcp: rank %d refused the connection from rank %d: its slot geometry differs "
+                                        "from this rank's %s; set CFX_TCP_SLOT_BYTES and CFX_TCP_SLOTS identically "
+                                        "on every rank",
+                                        h.peer, plan_.rank, geometryText().c_str()));
+    return Outcome::Refused;
+  }
+  if (ack.value() != AckCode::Ok) return outgoingFailure(h, ackCodeName(ack.value()));
+  return Outcome::Done;
+}
+
+Result<Outcome> Connector::advanceIncoming(Handshake& h) {
+  for (;;) {
+    switch (h.step) {
+      case Step::RecvHello: {
+        Result<bool> got = fillIn(h);
+        if (!got.ok()) return drop(h, got.status().message());
+        if (!got.value()) return Outcome::Continue;
+        Result<Hello> hello = decodeHello(h.in.data());
+        if (!hello.ok()) return drop(h, hello.status().message());
+        const Hello& m = hello.value();
+        if (std::string problem = helloProblem(m); !problem.empty()) return drop(h, problem);
+        h.peer = static_cast<int>(m.fromRank);
+        h.channel = static_cast<int>(m.channel);
+        h.stream = static_cast<int>(m.stream);
+        std::copy_n(h.in.begin(), kHelloBytes, h.hello.begin());
+        CFX_TRY(crypto::randomBytes(h.serverNonce));
+        CFX_TRY_ASSIGN(const Mac mac, serverMac(*plan_.secret, h.hello.data(), h.serverNonce));
+        h.out.assign(h.serverNonce.begin(), h.serverNonce.end());
+        h.out.insert(h.out.end(), mac.begin(), mac.end());
+        h.outDone = 0;
+        h.step = Step::SendChallenge;
+        break;
+      }
+      case Step::SendChallenge: {
+        Result<bool> sent = flushOut(h);
+        if (!sent.ok()) return drop(h, sent.status().message());
+        if (!sent.value()) return Outcome::Continue;
+        expectIn(h, kProofBytes);
+        h.step = Step::RecvProof;
+        break;
+      }
+      case Step::RecvProof: {
+        Result<bool> got = fillIn(h);
+        if (!got.ok()) {
+          return drop(h, got.status().message() + strprintf(" after the challenge, claiming to be rank %d (a rank "
+                                                            "with a different secret hangs up here)",
+                                                            h.peer));
+        }
+        if (!got.value()) return Outcome::Continue;
+        CFX_TRY_ASSIGN(const Mac expected, clientMac(*plan_.secret, h.hello.data(), h.serverNonce));
+        if (!macEquals(expected, h.in.data())) {
+          return drop(h, strprintf("failed authentication as rank %d (wrong proof: a stranger, or a rank started "
+                                   "from a different unique id)",
+                                   h.peer));
+        }
+        decideAck(h);
+        setOut(h, encodeAck(h.ack));
+        h.step = Step::SendAck;
+        break;
+      }
+      case Step::SendAck: {
+        Result<bool> sent = flushOut(h);
+        if (!sent.ok()) return drop(h, sent.status().message());
+        if (!sent.value()) return Outcome::Continue;
+        if (!h.refusal.ok()) return Outcome::Refused;
+        if (h.ack != AckCode::Ok) {
+          h.sock.close();
+          h.finished = true;
+          return Outcome::Drop;  // already warned
+        }
+        return Outcome::Done;
+      }
+      default:
+        return Status::error(Errc::InternalError, "tcp: incoming handshake in an outgoing step");
+    }
+  }
+}
+
+void Connector::settle(Handshake& h) {
+  done_[static_cast<size_t>(keyOf(h.peer, h.channel, h.stream))] = true;
+  --remaining_;
+  if (!h.outgoing) --expectedIncoming_;
+  h.finished = true;
+}
+
+Status Connector::finish(Handshake& h) {
+  CFX_TRY(tuneDataSocket(h.sock.fd()));
+  settle(h);
+  EstablishedSocket s;
+  s.socket = std::move(h.sock);
+  s.peer = h.peer;
+  s.channel = h.channel;
+  s.stream = h.stream;
+  established_.push_back(std::move(s));
+  return Status();
+}
+
+Status Connector::timeoutError() const {
+  // One entry per peer still missing, with how far its first unfinished handshake got.
+  std::map<int, std::string> missing;
+  for (int p = 0; p < plan_.nRanks; ++p) {
+    if (p == plan_.rank || !plan_.connect[static_cast<size_t>(p)]) continue;
+    for (int c = 0; c < kNumChannels; ++c) {
+      for (int s = 0; s < plan_.nStreams; ++s) {
+        if (!done_[static_cast<size_t>(keyOf(p, c, s))] && missing.count(p) == 0) {
+          missing[p] = p > plan_.rank ? "to connect to" : "to connect here";
+        }
+      }
+    }
+  }
+  for (const auto& h : pending_) {
+    if (h->outgoing && !h->finished && missing.count(h->peer) != 0 && missing[h->peer] == "to connect to") {
+      missing[h->peer] = strprintf("to connect to (%s)", stepText(h->step));
+    }
+  }
+  std::string list;
+  int shown = 0;
+  for (const auto& [peer, what] : missing) {
+    if (shown++ == 8) {
+      list += strprintf(", and %zu more", missing.size() - 8);
+      break;
+    }
+    list += strprintf("%srank %d (%s)", list.empty() ? "" : ", ", peer, what.c_str());
+  }
+  return Status::error(Errc::Timeout,
+                       strprintf("tcp: rank %d timed out setting up data connections; still waiting for %s; check "
+                                 "those ranks' logs, or raise CFX_TCP_CONNECT_TIMEOUT_MS",
+                                 plan_.rank, list.c_str()));
+}
+
+Result<std::vector<EstablishedSocket>> Connector::run() {
+  done_.assign(static_cast<size_t>(plan_.nRanks * kNumChannels * plan_.nStreams), false);
+  claimed_ = done_;
+  for (int p = 0; p < plan_.nRanks; ++p) {
+    if (p == plan_.rank || !plan_.connect[static_cast<size_t>(p)]) continue;
+    remaining_ += kNumChannels * plan_.nStreams;
+    if (p < plan_.rank) {
+      expectedIncoming_ += kNumChannels * plan_.nStreams;
+      continue;
+    }
+    for (int c = 0; c < kNumChannels; ++c) {
+      for (int s = 0; s < plan_.nStreams; ++s) {
+        auto h = std::make_unique<Handshake>();
+        h->outgoing = true;
+        h->peer = p;
+        h->channel = c;
+        h->stream = s;
+        CFX_TRY(startOutgoing(*h));
+        pending_.push_back(std::move(h));
+      }
+    }
+  }
+
+  std::vector<pollfd> fds;
+  std::vector<Handshake*> polled;
+  while (remaining_ > 0) {
+    if (plan_.deadline.expired()) return timeoutError();
+    const auto now = Clock::now();
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.deadline.remaining(kPollSlice));
+    fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
+    polled.assign(1, nullptr);
+    for (auto& h : pending_) {
+      if (h->outgoing && !h->sock.valid()) {
+        if (now >= h->retryAt) {
+          CFX_TRY(startOutgoing(*h));
+        } else {
+          wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(h->retryAt - now));
+        }
+        if (!h->sock.valid()) continue;
+      }
+      const bool sending = h->step == Step::Connecting || h->outDone < h->out.size();
+      fds.push_back(pollfd{h->sock.fd(), static_cast<short>(sending ? POLLOUT : POLLIN), 0});
+      polled.push_back(h.get());
+    }
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+    if (n < 0 && errno != EINTR) {
+      return Status::error(Errc::SystemError, strprintf("tcp: poll(): %s", std::strerror(errno)));
+    }
+    if (n <= 0) continue;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      Handshake& h = *polled[i];
+      if (fds[i].revents == 0 || h.finished) continue;
+      CFX_TRY_ASSIGN(const Outcome outcome, advance(h, fds[i].revents));
+      if (outcome == Outcome::Done) CFX_TRY(finish(h));
+      if (outcome == Outcome::Refused) {
+        if (refusal_.ok()) refusal_ = std::move(h.refusal);
+        h.sock.close();
+        settle(h);
+      }
+    }
+    if (fds[0].revents != 0) acceptAll();
+    std::erase_if(pending_, [](const std::unique_ptr<Handshake>& h) { return h->finished; });
+  }
+  for (const auto& h : pending_) {
+    if (!h->outgoing && !h->finished) {
+      CFX_INFO(log::Sys::Net, "tcp: rank %d closed an unauthenticated connection from %s at the end of setup",
+               plan_.rank, h->sock.peerName().c_str());
+    }
+  }
+  if (!refusal_.ok()) return std::move(refusal_);
+  return std::move(established_);
+}
+
+}  // namespace
+
+Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan, net::Listener& listener) {
+  if (plan.secret == nullptr || plan.nStreams < 1 || plan.connect.size() != static_cast<size_t>(plan.nRanks) ||
+      plan.listeners.size() != static_cast<size_t>(plan.nRanks)) {
+    return Status::error(Errc::InternalError, "tcp: malformed connection plan");
+  }
+  Connector connector(plan, listener);
+  return connector.run();
+}
+
+}  // namespace cfx::transport::tcp

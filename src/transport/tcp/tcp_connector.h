@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sets up the TCP transport's data sockets (transport layer): every outgoing and incoming handshake of a rank
+// runs concurrently over non-blocking sockets, so a silent stranger on the data port, or a slow peer, delays
+// nobody else. The handshake itself is described in tcp_handshake.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/doorbell.h"
+#include "common/socket.h"
+#include "common/status.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_socket.h"
+#include "transport/transport.h"
+
+namespace cfx::transport::tcp {
+
+struct ConnectPlan {
+  int rank = 0;
+  int nRanks = 0;
+  const Secret* secret = nullptr;
+  FifoGeometry geometry;
+  int nStreams = 1;                     // sockets per (peer, channel)
+  std::vector<bool> connect;            // symmetric across ranks; connect[rank] is ignored
+  std::vector<ListenRecord> listeners;  // every rank's data listener, from the bootstrap allGather
+  int64_t socketBufferBytes = 0;        // applied before connect(); 0 keeps kernel autotuning
+  Deadline deadline;                    // for the whole setup, retries included
+};
+
+// One authenticated socket, ready for the proxy. The socket is non-blocking and tuned with tuneDataSocket().
+struct EstablishedSocket {
+  net::Socket socket;  // socket.peerName() is the peer's address
+  int peer = -1;
+  int channel = 0;
+  int stream = 0;
+};
+
+// For every peer p with plan.connect[p]: connects kNumChannels x nStreams sockets to p's listener when
+// rank < p, and accepts as many from p on `listener` (non-blocking) when p < rank. Returns when all are authenticated.
+//
+// A connection on the data port that fails any check (garbage, wrong secret, wrong addressee, silence while
+// others are waiting) is logged at WARN with its address and closed; setup carries on.
+// Errors: Timeout naming the peers still missing when plan.deadline passes; RemoteError when a peer we connect
+// to fails the handshake or refuses us; InvalidUsage when a legitimate peer has an incompatible slot geometry.
+// Blocking: yes, bounded by plan.deadline.
+Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan, net::Listener& listener);
+
+}  // namespace cfx::transport::tcp

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+// Wire format of the TCP transport's connection handshake and its HMAC proofs (transport layer).
+//
+// Every data socket is authenticated both ways before a byte of payload is trusted. The lower rank connects:
+//
+//   client (lower rank)                                   server (higher rank)
+//   Hello     80 B  {magic, from, to, nRanks, channel,     -> checks to/nRanks/channel/stream/session;
+//                    stream, nSlots, slotBytes,               anything else is a stranger: WARN + close
+//                    clientNonce, listener session}
+//                                                          <- Challenge 64 B {serverNonce,
+//                                                                HMAC(secret, "server" | Hello | serverNonce)}
+//   verifies the server's MAC (fails setup if wrong)
+//   Proof     32 B  HMAC(secret, "client" | Hello | serverNonce) ->  verifies; a wrong proof is a stranger
+//                                                          <- Ack 16 B {magic, code}: Ok, or why a legitimate
+//                                                                peer was refused (slot geometry mismatch, ...)
+//
+// Both nonces are fresh per connection, so nothing recorded can be replayed, and the two MACs carry different
+// labels, so neither side can be used as an oracle for the other's proof. The Hello is bound into both MACs:
+// a man in the middle cannot retarget a connection to another (rank, channel). The listener session (random,
+// published with the listen address) keeps two transports that share a secret from accepting each other.
+//
+// Integers are little-endian on the wire. HMAC, nonces and the constant-time compare come from common/crypto.h.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "transport/bootstrap/bootstrap.h"
+
+namespace cfx::transport::tcp {
+
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr size_t kSessionBytes = 8;
+inline constexpr size_t kHelloBytes = 80;
+inline constexpr size_t kChallengeBytes = kNonceBytes + kMacBytes;
+inline constexpr size_t kProofBytes = kMacBytes;
+inline constexpr size_t kAckBytes = 16;
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
+using SessionId = std::array<uint8_t, kSessionBytes>;
+
+// What every rank publishes through the bootstrap's allGather: where its data listener is.
+struct ListenRecord {
+  sockaddr_storage address;
+  SessionId session;  // random per listener; every Hello must echo it
+};
+
+struct Hello {
+  uint32_t fromRank = 0;  // the connecting (lower) rank
+  uint32_t toRank = 0;
+  uint32_t nRanks = 0;
+  uint32_t channel = 0;
+  uint32_t stream = 0;  // which socket of a striped connection; always 0 until striping lands
+  uint32_t nSlots = 0;
+  uint64_t slotBytes = 0;
+  Nonce nonce{};
+  SessionId session{};
+};
+
+enum class AckCode : uint32_t {
+  Ok = 0,
+  GeometryMismatch = 1,  // the two ranks use different CFX_TCP_SLOT_BYTES / CFX_TCP_SLOTS
+  Duplicate = 2,         // this (rank, channel, stream) is already connected
+};
+
+std::array<uint8_t, kHelloBytes> encodeHello(const Hello& hello);
+// InvalidArgument naming what is wrong (bad magic: not a Conflux TCP peer, or another version).
+Result<Hello> decodeHello(const uint8_t* bytes);
+
+std::array<uint8_t, kAckBytes> encodeAck(AckCode code);
+// InvalidArgument when the bytes are not an Ack.
+Result<AckCode> decodeAck(const uint8_t* bytes);
+const char* ackCodeName(AckCode code);
+
+// The server's and the client's proofs over the encoded Hello and the server's nonce. SystemError only if
+// OpenSSL fails.
+Result<Mac> serverMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce);
+Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce);
+// Constant time, so a stranger cannot learn a MAC byte by byte from response timing.
+bool macEquals(const Mac& expected, const uint8_t* received);
+
+}  // namespace cfx::transport::tcp

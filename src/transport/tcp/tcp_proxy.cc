@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP transport's proxy thread: epoll over the data sockets and the wake eventfd (transport layer).
+#include "transport/tcp/tcp_proxy.h"
+
+#include <pthread.h>
+#include <sys/epoll.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace cfx::transport::tcp {
+
+namespace {
+constexpr int kIdleWaitMs = 100;  // the longest the thread sleeps without looking at its stop flag
+constexpr int kMaxEvents = 64;
+}  // namespace
+
+Result<std::unique_ptr<TcpProxy>> TcpProxy::start(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+                                                  std::vector<std::unique_ptr<TcpStream>> streams) {
+  net::UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll.valid())
+    return Status::error(Errc::SystemError, strprintf("tcp: epoll_create1(): %s", std::strerror(errno)));
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: drain() empties it
+  ev.data.ptr = nullptr;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, waker->fd(), &ev) != 0) {
+    return Status::error(Errc::SystemError, strprintf("tcp: epoll_ctl(eventfd): %s", std::strerror(errno)));
+  }
+  for (auto& stream : streams) {
+    // Edge-triggered: TcpStream keeps readiness until EAGAIN, so a stream waiting for a free slot is not
+    // reported again and again while its owner is busy.
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = stream.get();
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, stream->fd(), &ev) != 0) {
+      return Status::error(Errc::SystemError, strprintf("tcp: epoll_ctl(socket): %s", std::strerror(errno)));
+    }
+  }
+  std::unique_ptr<TcpProxy> proxy(new TcpProxy(rank, doorbell, std::move(waker), std::move(streams), std::move(epoll)));
+  proxy->thread_ = std::thread([p = proxy.get()] { p->run(); });
+  return proxy;
+}
+
+TcpProxy::TcpProxy(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+                   std::vector<std::unique_ptr<TcpStream>> streams, net::UniqueFd epoll)
+    : rank_(rank),
+      doorbell_(doorbell),
+      waker_(std::move(waker)),
+      streams_(std::move(streams)),
+      epoll_(std::move(epoll)) {}
+
+TcpProxy::~TcpProxy() { stop(std::chrono::milliseconds(0)); }
+
+void TcpProxy::stop(std::chrono::milliseconds linger) {
+  if (!thread_.joinable()) return;
+  lingerUntil_ = Deadline::Clock::now() + linger;
+  // Release pairs with run()'s acquire load: the proxy sees lingerUntil_ once it sees the flag.
+  stopping_.store(true, std::memory_order_release);
+  waker_->wake();
+  thread_.join();
+}
+
+bool TcpProxy::anyUnsent() const {
+  for (const auto& stream : streams_) {
+    if (stream->hasUnsentSlots()) return true;
+  }
+  return false;
+}
+
+void TcpProxy::run() {
+  pthread_setname_np(pthread_self(), "cfx-tcp-proxy");
+  log::setThreadRank(rank_);
+  std::array<epoll_event, kMaxEvents> events{};
+  bool busy = true;
+  for (;;) {
+    // After a productive round look again without sleeping; otherwise sleep until something happens.
+    const int n = ::epoll_wait(epoll_.get(), events.data(), kMaxEvents, busy ? 0 : kIdleWaitMs);
+    if (n < 0 && errno != EINTR) {
+      const Status error = Status::error(Errc::SystemError, strprintf("tcp: epoll_wait(): %s", std::strerror(errno)));
+      for (auto& stream : streams_) stream->link().fail(error);
+      doorbell_.ring();
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (events[static_cast<size_t>(i)].data.ptr == nullptr) {
+        waker_->drain();
+      } else {
+        static_cast<TcpStream*>(events[static_cast<size_t>(i)].data.ptr)
+            ->onEvents(events[static_cast<size_t>(i)].events);
+      }
+    }
+    // Every stream, not only the reported ones: a wake says some ring moved, not which. The loop is a few
+    // loads per idle stream; a per-link dirty list can replace it if rank counts make that matter.
+    bool progressed = false;
+    for (auto& stream : streams_) {
+      if (!stream->open()) continue;  // closed after an earlier failure
+      if (!stream->dead()) progressed |= stream->progress();
+      if (stream->dead()) {  // failed just now, here or in onEvents(): the owner must hear of it
+        (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, stream->fd(), nullptr);
+        stream->close();
+        progressed = true;
+      }
+    }
+    if (progressed) doorbell_.ring();
+    busy = progressed;
+    // Acquire pairs with stop()'s release store.
+    if (stopping_.load(std::memory_order_acquire) && (Deadline::Clock::now() >= lingerUntil_ || !anyUnsent())) break;
+  }
+}
+
+}  // namespace cfx::transport::tcp

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP transport's proxy thread (transport layer): one thread per TcpTransport, named "cfx-tcp-proxy", that
+// moves frames between the slot rings and the non-blocking sockets with epoll.
+//
+// It never spins: it sleeps in epoll_wait until a socket is ready or an owner wakes it through the ProxyWaker
+// (post() and release() do), with a 100 ms timeout as a safety net. After a round that freed or published a
+// slot, or found a connection broken, it rings the owning rank's doorbell once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/doorbell.h"
+#include "common/status.h"
+#include "transport/tcp/tcp_connection.h"
+
+namespace cfx::transport::tcp {
+
+class TcpProxy {
+ public:
+  // Registers every stream and starts the thread. `doorbell` must outlive the proxy.
+  static Result<std::unique_ptr<TcpProxy>> start(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+                                                 std::vector<std::unique_ptr<TcpStream>> streams);
+  ~TcpProxy();  // stop(0) if stop() was not called
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+
+  // Stops the thread and joins it. With linger > 0 it first keeps sending frames already posted to live peers,
+  // for at most `linger`, so a rank that posts its last message and then tears down does not lose it. Never
+  // blocks longer than linger plus one poll round. Owner thread; call at most once.
+  void stop(std::chrono::milliseconds linger);
+
+ private:
+  TcpProxy(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+           std::vector<std::unique_ptr<TcpStream>> streams, net::UniqueFd epoll);
+  void run();
+  bool anyUnsent() const;
+
+  const int rank_;
+  Doorbell& doorbell_;
+  std::shared_ptr<ProxyWaker> waker_;
+  std::vector<std::unique_ptr<TcpStream>> streams_;
+  net::UniqueFd epoll_;
+  std::thread thread_;
+  // Set by stop(): release pairs with the proxy's acquire load, which then also sees lingerUntil_.
+  std::atomic<bool> stopping_{false};
+  Deadline::Clock::time_point lingerUntil_{};
+};
+
+}  // namespace cfx::transport::tcp

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+// Data-socket helpers of the TCP transport that common/socket.h does not offer (transport layer): a
+// non-blocking connect for the concurrent handshake loop, socket buffer sizing checked against the kernel's
+// caps, and keepalive timing. Descriptors, addresses, listening and accepting come from common/socket.h.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+
+#include "common/socket.h"
+#include "common/status.h"
+
+namespace cfx::transport::tcp {
+
+// True for 0.0.0.0 and ::, which cannot be advertised to peers.
+bool isWildcard(const sockaddr_storage& address);
+
+// Sets SO_SNDBUF and SO_RCVBUF to `bytes` where the kernel honours it (see tcp_socket.cc); 0 keeps autotuning.
+// On a listener it is inherited by every accepted socket.
+void applyBufferSizes(int fd, int64_t bytes);
+
+// Starts a non-blocking connect. On success `*connected` says whether it already completed; otherwise wait for
+// POLLOUT and call finishConnect(). On failure `*err` holds the errno (ECONNREFUSED is worth a retry).
+Result<net::UniqueFd> startConnect(const sockaddr_storage& to, int64_t bufferBytes, bool* connected, int* err);
+// After POLLOUT on a connecting socket: 0 if connected, else the errno of the failed attempt.
+int finishConnect(int fd);
+
+// Options for an established data socket: TCP_NODELAY (the proxy batches frames itself) and keepalive tuned so
+// that a peer host that vanishes without a FIN or RST is noticed within about two minutes.
+Status tuneDataSocket(int fd);
+
+}  // namespace cfx::transport::tcp

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP data transport: knobs, setup (listen, exchange addresses, connect and authenticate) and teardown
+// (transport layer).
+#include "transport/tcp/tcp_transport.h"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/param.h"
+#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/tcp_connector.h"
+#include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_proxy.h"
+#include "transport/tcp/tcp_socket.h"
+
+namespace cfx::transport::tcp {
+
+namespace {
+
+constexpr int kMaxSockets = 64;  // NCCL's cap on NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+constexpr int64_t kMaxSlotBytes = int64_t{1} << 30;
+
+std::optional<std::string> validSlotBytes(const int64_t& v) {
+  if (v < 64 || v > kMaxSlotBytes) return "out of range [64, " + param::toText(kMaxSlotBytes) + "]";
+  if (v % 64 != 0) return "not a multiple of 64";
+  return std::nullopt;
+}
+
+CFX_PARAM(int64_t, slotBytesParam, "CFX_TCP_SLOT_BYTES", 262144,
+          "Bytes per slot of a TCP connection's FIFOs (a multiple of 64): the largest frame one post() sends. "
+          "Bigger slots cut per-frame overhead on fast links; every rank must use the same value.",
+          validSlotBytes);
+CFX_PARAM(int, slotsParam, "CFX_TCP_SLOTS", 8,
+          "Slots per direction of each TCP connection: how many frames may be in flight to a peer before the "
+          "sender waits. Every rank must use the same value.",
+          param::inRange(1, 1024));
+CFX_PARAM(int, socketThreadsParam, "NCCL_SOCKET_NTHREADS", 0,
+          "NCCL: helper threads per socket connection (0-16; 0 = automatic). Accepted and stored; the TCP transport "
+          "stripes over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets once multi-stream striping lands, and "
+          "uses one socket per peer and channel until then.",
+          param::inRange(0, 16));
+CFX_PARAM(int, socksPerThreadParam, "NCCL_NSOCKS_PERTHREAD", 0,
+          "NCCL: sockets per helper thread (0 = automatic); NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD is capped "
+          "at 64. Accepted and stored; see NCCL_SOCKET_NTHREADS.",
+          param::inRange(0, kMaxSockets));
+CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
+          "SO_SNDBUF and SO_RCVBUF of TCP data sockets; a long fat pipe needs about bandwidth x round-trip time. "
+          "0 keeps Linux autotuning. A value above net.core.wmem_max / rmem_max is not applied (the kernel would cap "
+          "it below what autotuning reaches); raise those sysctls to use it.",
+          param::inRange<int64_t>(0, int64_t{1} << 30));
+CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
+          std::chrono::milliseconds(30000),
+          "How long setting up the TCP data connections may take (connect retries and authentication) before it "
+          "fails with a timeout that names the peers still missing.",
+          param::atLeast(std::chrono::milliseconds(100)));
+CFX_PARAM(std::chrono::milliseconds, lingerParam, "CFX_TCP_LINGER_MS", std::chrono::milliseconds(1000),
+          "How long tearing down a communicator keeps flushing frames already posted to live TCP peers before it "
+          "closes the sockets (not after an abort).",
+          param::inRange(std::chrono::milliseconds(0), std::chrono::milliseconds(60000)));
+
+std::string describePeer(const PeerInfo& info, int rank, const std::string& address, int channel) {
+  return strprintf("peer rank %d (%s pid %d, %s), channel %d", rank, info.hostName[0] != '\0' ? info.hostName : "?",
+                   static_cast<int>(info.pid), address.c_str(), channel);
+}
+
+Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, const std::vector<bool>& connect,
+                const TcpOptions& options, const Endpoints& out) {
+  const int nRanks = bootstrap.nRanks();
+  if (peers.size() != static_cast<size_t>(nRanks) || connect.size() != static_cast<size_t>(nRanks)) {
+    return Status::error(Errc::InvalidArgument, strprintf("tcp: %zu peer infos and a mask of %zu for %d ranks",
+                                                          peers.size(), connect.size(), nRanks));
+  }
+  const FifoGeometry& g = options.geometry;
+  if (g.nSlots < 1 || g.slotBytes < 64 || g.slotBytes % 64 != 0 || g.slotBytes > static_cast<size_t>(kMaxSlotBytes)) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("tcp: invalid slot geometry %d x %zu B (need >= 1 slot of a multiple of 64 bytes, "
+                                   "at most 1 GiB)",
+                                   g.nSlots, g.slotBytes));
+  }
+  for (int ch = 0; ch < kNumChannels; ++ch) {
+    for (int p = 0; p < nRanks; ++p) {
+      if (p == bootstrap.rank() || !connect[static_cast<size_t>(p)]) continue;
+      const bool sendSet = ch < static_cast<int>(out.send.size()) && p < static_cast<int>(out.send[ch].size()) &&
+                           out.send[ch][p] != nullptr;
+      const bool recvSet = ch < static_cast<int>(out.recv.size()) && p < static_cast<int>(out.recv[ch].size()) &&
+                           out.recv[ch][p] != nullptr;
+      if (sendSet || recvSet) {
+        return Status::error(Errc::InvalidArgument,
+                             strprintf("tcp: channel %d to rank %d already has an end of another transport", ch, p));
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+TcpOptions TcpOptions::fromParams() {
+  TcpOptions options;
+  options.geometry.slotBytes = static_cast<size_t>(slotBytesParam.get());
+  options.geometry.nSlots = slotsParam.get();
+  options.connectTimeout = connectTimeoutParam.get();
+  options.socketBufferBytes = sockBufParam.get();
+  options.closeLinger = lingerParam.get();
+  const int threads = socketThreadsParam.get();
+  const int socksPerThread = socksPerThreadParam.get();
+  options.nSocks = std::max(1, threads) * std::max(1, socksPerThread);
+  if (options.nSocks > kMaxSockets) {
+    CFX_WARN("NCCL_SOCKET_NTHREADS (%d) x NCCL_NSOCKS_PERTHREAD (%d) exceeds %d; using %d", threads, socksPerThread,
+             kMaxSockets, kMaxSockets);
+    options.nSocks = kMaxSockets;
+  }
+  static std::once_flag stripingNote;
+  if (socketThreadsParam.rawValue() || socksPerThreadParam.rawValue()) {
+    std::call_once(stripingNote, [&] {
+      CFX_INFO(log::Sys::Env,
+               "NCCL_SOCKET_NTHREADS/NCCL_NSOCKS_PERTHREAD ask for %d sockets per peer and channel; stored, but the "
+               "TCP transport uses 1 until multi-stream striping lands",
+               options.nSocks);
+    });
+  }
+  return options;
+}
+
+TcpTransport::TcpTransport(int rank, Doorbell& doorbell, std::chrono::milliseconds linger)
+    : rank_(rank), doorbell_(doorbell), linger_(linger) {}
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
+                                                           const std::vector<bool>& connect, Doorbell& localDoorbell,
+                                                           const TcpOptions& options, Endpoints& out) {
+  const int rank = bootstrap.rank();
+  const int nRanks = bootstrap.nRanks();
+  CFX_TRY(validate(bootstrap, peers, connect, options, out));
+  sockaddr_storage bindAddress = options.bindAddress;
+  if (bindAddress.ss_family == AF_UNSPEC) {
+    bindAddress = bootstrap.localAddress();
+    net::setAddressPort(bindAddress, 0);
+  }
+  if (isWildcard(bindAddress)) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("tcp: cannot advertise the wildcard address %s to peers; bind to the interface "
+                                   "the bootstrap chose (NCCL_SOCKET_IFNAME)",
+                                   net::addressToString(bindAddress).c_str()));
+  }
+  CFX_TRY_ASSIGN(net::Listener listener, net::Listener::listen(bindAddress));
+  applyBufferSizes(listener.fd(), options.socketBufferBytes);  // inherited by every accepted socket
+  const sockaddr_storage bound = listener.address();
+
+  std::vector<ListenRecord> listeners(static_cast<size_t>(nRanks));
+  ListenRecord& mine = listeners[static_cast<size_t>(rank)];
+  mine.address = bound;
+  CFX_TRY(crypto::randomBytes(mine.session));
+  CFX_TRY(bootstrap.allGather(listeners.data(), sizeof(ListenRecord)));
+
+  // Counted from here: ranks leave the allGather together, however far apart they entered it (the bootstrap
+  // bounds that wait itself).
+  const Deadline deadline(options.connectTimeout);
+  ConnectPlan plan;
+  plan.rank = rank;
+  plan.nRanks = nRanks;
+  plan.secret = &bootstrap.secret();
+  plan.geometry = options.geometry;
+  plan.nStreams = 1;  // striping across options.nSocks sockets arrives with the network issue
+  plan.connect = connect;
+  plan.listeners = listeners;
+  plan.socketBufferBytes = options.socketBufferBytes;
+  plan.deadline = deadline;
+  CFX_TRY_ASSIGN(std::vector<EstablishedSocket> sockets, establishConnections(plan, listener));
+  listener.close();  // every expected peer is connected; later strangers get a refusal from the kernel
+
+  CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
+  std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
+  std::vector<std::unique_ptr<TcpStream>> streams;
+  std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
+  for (EstablishedSocket& s : sockets) {
+    auto link = std::make_shared<TcpLink>(
+        s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
+        options.geometry, waker);
+    byKey[static_cast<size_t>(s.peer * kNumChannels + s.channel)] = link;
+    transport->links_.push_back(link);
+    streams.push_back(std::make_unique<TcpStream>(std::move(s.socket), std::move(link)));
+  }
+  CFX_TRY_ASSIGN(transport->proxy_, TcpProxy::start(rank, localDoorbell, waker, std::move(streams)));
+
+  out.resize(nRanks);
+  for (int p = 0; p < nRanks; ++p) {
+    for (int ch = 0; ch < kNumChannels; ++ch) {
+      const std::shared_ptr<TcpLink>& link = byKey[static_cast<size_t>(p * kNumChannels + ch)];
+      if (link == nullptr) continue;
+      out.send[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<TcpSendEnd>(link);
+      out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<TcpRecvEnd>(link);
+    }
+  }
+  CFX_INFO(log::Sys::Net, "tcp: rank %d listening on %s, connected to %d peers (%zu sockets), slots %d x %zu B", rank,
+           net::addressToString(bound).c_str(), transport->nPeers(), transport->links_.size(), options.geometry.nSlots,
+           options.geometry.slotBytes);
+  return transport;
+}
+
+TcpTransport::~TcpTransport() {
+  if (proxy_) {
+    // Relaxed: see aborted_.
+    proxy_->stop(aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_);
+  }
+  proxy_.reset();  // closes every socket
+  for (auto& link : links_) {
+    link->fail(Status::error(
+        Errc::InvalidUsage,
+        strprintf("tcp: connection to %s was closed by this rank (transport destroyed)", link->description().c_str())));
+  }
+  if (!links_.empty()) doorbell_.ring();
+}
+
+void TcpTransport::abort() {
+  aborted_.store(true, std::memory_order_relaxed);
+  for (auto& link : links_) {
+    link->fail(Status::error(Errc::InvalidUsage,
+                             strprintf("tcp: connection to %s was aborted by this rank", link->description().c_str())));
+  }
+  doorbell_.ring();
+}
+
+int TcpTransport::nPeers() const { return static_cast<int>(links_.size()) / kNumChannels; }
+
+}  // namespace cfx::transport::tcp

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP data transport (transport layer): slot FIFOs to peers on other hosts (or wherever shared memory is
+// off), carried over authenticated TCP sockets by one proxy thread per communicator.
+//
+// Connections: one full-duplex socket per (peer, channel), so the collective and p2p channels never queue
+// behind each other in one socket buffer, and no frame needs a channel field. The lower rank connects. A socket
+// carries both directions of its (peer, channel): frames {bytes, tag} + payload, in slot order. Striping (later)
+// turns each (peer, channel) into several sockets, chosen by TcpOptions::nSocks; the ends do not change.
+//
+// Failure model: a peer that closes, resets or sends garbage fails that connection: both of its ends' check()
+// return RemoteError naming the peer's rank, host, pid and address, and the owner's doorbell is rung. Frames that
+// had fully arrived before the failure can still be peeked. Nothing here retries or reconnects.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/doorbell.h"
+#include "common/status.h"
+#include "transport/bootstrap/bootstrap.h"
+#include "transport/transport.h"
+
+namespace cfx::transport::tcp {
+
+class TcpLink;
+class TcpProxy;
+
+struct TcpOptions {
+  FifoGeometry geometry{.slotBytes = 256 * 1024, .nSlots = 8};
+  // Bounds the whole setup in create(): connect retries, handshakes, waiting for lower ranks to connect.
+  std::chrono::milliseconds connectTimeout{30000};
+  // Sockets per (peer, channel) that NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD asked for. Stored for the
+  // striping issue; until then every connection uses one socket.
+  int nSocks = 1;
+  // SO_SNDBUF/SO_RCVBUF of data sockets; 0 keeps kernel autotuning. Above net.core.{w,r}mem_max it is not
+  // applied (the kernel would cap it below what autotuning reaches).
+  int64_t socketBufferBytes = 4 << 20;
+  // How long the destructor keeps flushing frames already posted to live peers.
+  std::chrono::milliseconds closeLinger{1000};
+  // The interface to listen on: the bootstrap's localAddress() with port 0. AF_UNSPEC means exactly that.
+  sockaddr_storage bindAddress{};
+
+  // Every field from its knob, except bindAddress, which the caller fills in. Read once per communicator.
+  static TcpOptions fromParams();
+};
+
+// Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven
+// by one thread at a time (transport.h), and the proxy thread does all socket I/O.
+class TcpTransport {
+ public:
+  // Connects this rank to every peer p with connect[p] (connect[rank] is ignored) and fills out.send[ch][p] and
+  // out.recv[ch][p] for every channel; other entries are left alone (out is resized to nRanks if needed).
+  //
+  // Collective over all ranks of `bootstrap`: every rank calls it, even one with no TCP peer, because the
+  // listen addresses travel in one allGather. `connect` must be symmetric across ranks and `peers` indexed by
+  // rank. Every socket is authenticated with bootstrap.secret() (see tcp_handshake.h) before it is used.
+  //
+  // Blocking: yes, bounded by options.connectTimeout (after the allGather, which the bootstrap bounds).
+  // Errors: Timeout naming the peers still missing; RemoteError when a peer fails the handshake or closes;
+  //         InvalidUsage when ranks disagree on the slot geometry; InvalidArgument for a bad mask, geometry or
+  //         bind address; SystemError for socket/epoll failures. On error `out` is untouched.
+  // Lifetime: `localDoorbell` must outlive the transport. The ends may outlive it; their check() then reports
+  //           the connection as closed.
+  static Result<std::unique_ptr<TcpTransport>> create(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
+                                                      const std::vector<bool>& connect, Doorbell& localDoorbell,
+                                                      const TcpOptions& options, Endpoints& out);
+
+  // Stops the proxy thread and closes every socket. Unless abort() was called, it first flushes frames already
+  // posted to live peers for at most options.closeLinger. Never hangs, whatever the peers do.
+  ~TcpTransport();
+  TcpTransport(const TcpTransport&) = delete;
+  TcpTransport& operator=(const TcpTransport&) = delete;
+
+  // Fails every connection at once (check() returns InvalidUsage "aborted") and rings the doorbell, so a
+  // waiting owner wakes; the destructor then skips the flush. Any thread, but not concurrently with the
+  // destructor; never blocks; idempotent. The proxy keeps servicing sockets until the destructor runs.
+  void abort();
+
+  int rank() const { return rank_; }
+  // Connected peers (each has kNumChannels connections).
+  int nPeers() const;
+
+ private:
+  TcpTransport(int rank, Doorbell& doorbell, std::chrono::milliseconds linger);
+
+  const int rank_;
+  Doorbell& doorbell_;
+  const std::chrono::milliseconds linger_;
+  std::vector<std::shared_ptr<TcpLink>> links_;
+  std::unique_ptr<TcpProxy> proxy_;
+  // Set by abort() (any thread), read by the destructor: relaxed is enough, the proxy is stopped after.
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace cfx::transport::tcp
