@@ -74,10 +74,13 @@ prims::Task runRecvs(Communicator* comm, int peer, std::vector<P2pItem> items) {
   co_return Status();
 }
 
-std::unique_ptr<prims::Work> makeWork(prims::Task task, std::string name) {
+std::unique_ptr<prims::Work> makeWork(prims::Task task, const char* what, uint64_t opCount, int rank, int peer) {
   auto w = std::make_unique<prims::Work>();
   w->task = std::move(task);
-  w->name = std::move(name);
+  w->what = what;
+  w->opCount = opCount;
+  w->rank = rank;
+  w->peer = peer;
   return w;
 }
 
@@ -118,16 +121,12 @@ Result<std::vector<std::unique_ptr<prims::Work>>> buildWorks(Communicator* comm,
   }
   const int r = comm->rank();
   if (!colls.empty()) {
-    std::string name = strprintf("%s opCount %lx on rank %d", coll::collectiveName(colls.front().args.coll),
-                                 static_cast<unsigned long>(colls.front().opCount), r);
-    works.push_back(makeWork(runCollectives(comm, std::move(colls)), std::move(name)));
+    const char* what = coll::collectiveName(colls.front().args.coll);
+    const uint64_t opCount = colls.front().opCount;
+    works.push_back(makeWork(runCollectives(comm, std::move(colls)), what, opCount, r, -1));
   }
-  for (auto& [peer, items] : sends) {
-    works.push_back(makeWork(runSends(comm, peer, std::move(items)), strprintf("Send from rank %d to rank %d", r, peer)));
-  }
-  for (auto& [peer, items] : recvs) {
-    works.push_back(makeWork(runRecvs(comm, peer, std::move(items)), strprintf("Recv on rank %d from rank %d", r, peer)));
-  }
+  for (auto& [peer, items] : sends) works.push_back(makeWork(runSends(comm, peer, std::move(items)), "Send", 0, r, peer));
+  for (auto& [peer, items] : recvs) works.push_back(makeWork(runRecvs(comm, peer, std::move(items)), "Recv", 0, r, peer));
   return works;
 }
 

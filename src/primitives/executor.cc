@@ -6,6 +6,11 @@
 
 namespace cfx::prims {
 
+std::string Work::describe() const {
+  if (peer >= 0) return strprintf("%s between rank %d and rank %d", what, rank, peer);
+  return strprintf("%s opCount %llx on rank %d", what, static_cast<unsigned long long>(opCount), rank);
+}
+
 namespace {
 
 // Resumes `w` (or starts it). The coroutine runs until it parks on a verb that cannot finish yet, or ends.
@@ -20,7 +25,7 @@ Status timeoutError(const std::vector<Work*>& works, std::chrono::milliseconds w
   std::string what;
   for (const Work* w : works) {
     if (w->finished() || !w->waiting) continue;
-    what += strprintf("%s%s: %s", what.empty() ? "" : "; ", w->name.c_str(), w->waiting->describe().c_str());
+    what += strprintf("%s%s: %s", what.empty() ? "" : "; ", w->describe().c_str(), w->waiting->describe().c_str());
   }
   return Status::error(Errc::Timeout,
                        strprintf("timeout after %lld ms without progress: %s. The peer named is slow, hung or "

@@ -27,7 +27,13 @@ namespace cfx::prims {
 // One independent stream of algorithm code, e.g. the collectives of one group on one communicator.
 struct Work {
   Task task;
-  std::string name;  // "AllReduce opCount 12 on rank 3": used in timeout messages
+  // What this Work is, for timeout messages only, so nothing is formatted on the fast path:
+  // "<what> opCount <opCount> on rank <rank>" or, with peer >= 0, "<what> between rank <rank> and rank <peer>".
+  const char* what = "";
+  uint64_t opCount = 0;
+  int rank = -1;
+  int peer = -1;
+  std::string describe() const;
   Transfer* waiting = nullptr;           // the verb the innermost coroutine is parked on
   std::coroutine_handle<> resumeAt;      // the coroutine to resume when `waiting` finishes
   bool started = false;
