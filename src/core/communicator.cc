@@ -290,8 +290,8 @@ std::shared_ptr<JobState> Communicator::enqueue(std::vector<std::unique_ptr<prim
 }
 
 void Communicator::progressLoop() {
-  char name[16];
-  std::snprintf(name, sizeof(name), "cfx-progress-%d", rank_ % 1000);
+  char name[16];  // Linux thread names hold 15 characters
+  std::snprintf(name, sizeof(name), "cfx-prog-%u", static_cast<unsigned>(rank_) % 100000u);
   pthread_setname_np(pthread_self(), name);
   log::setThreadRank(rank_);
   for (;;) {
