@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// Names of collectives and algorithms, and the table that maps a (collective, algorithm) pair to the function
+// that runs it (collectives layer). The table is the one place that says which pairs exist: runCollective
+// dispatches through it and the planner asks it before choosing.
+#include "collectives/collective.h"
+
+namespace cfx::coll {
+
+namespace {
+
+using AlgorithmFn = Task (*)(const CollArgs&, prims::Prims&);
+
+struct Entry {
+  Collective coll;
+  Algorithm algorithm;
+  AlgorithmFn run;
+};
+
+constexpr Entry kTable[] = {
+    {Collective::AllReduce, Algorithm::Ring, &allReduceRing},
+    {Collective::AllReduce, Algorithm::RecDouble, &allReduceRecDouble},
+    {Collective::AllGather, Algorithm::Ring, &allGatherRing},
+    {Collective::ReduceScatter, Algorithm::Ring, &reduceScatterRing},
+    {Collective::Broadcast, Algorithm::Chain, &broadcastChain},
+    {Collective::Reduce, Algorithm::Chain, &reduceChain},
+    {Collective::AlltoAll, Algorithm::Direct, &alltoAllDirect},
+    {Collective::Gather, Algorithm::Direct, &gatherDirect},
+    {Collective::Scatter, Algorithm::Direct, &scatterDirect},
+};
+
+AlgorithmFn find(Collective coll, Algorithm algorithm) {
+  for (const Entry& e : kTable) {
+    if (e.coll == coll && e.algorithm == algorithm) return e.run;
+  }
+  return nullptr;
+}
+
+// A Task that finishes at once with `status`: lets runCollective hand back either the algorithm's own Task or
+// an error without wrapping every algorithm in a second coroutine frame.
+Task fail(Status status) { co_return status; }
+
+}  // namespace
+
+const char* collectiveName(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return "AllReduce";
+    case Collective::Broadcast: return "Broadcast";
+    case Collective::Reduce: return "Reduce";
+    case Collective::AllGather: return "AllGather";
+    case Collective::ReduceScatter: return "ReduceScatter";
+    case Collective::AlltoAll: return "AlltoAll";
+    case Collective::Gather: return "Gather";
+    case Collective::Scatter: return "Scatter";
+  }
+  return "unknown";
+}
+
+const char* algorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring: return "Ring";
+    case Algorithm::Chain: return "Chain";
+    case Algorithm::Direct: return "Direct";
+    case Algorithm::RecDouble: return "RecDouble";
+  }
+  return "unknown";
+}
+
+bool hasAlgorithm(Collective coll, Algorithm algorithm) { return find(coll, algorithm) != nullptr; }
+
+Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims) {
+  if (AlgorithmFn run = find(args.coll, plan.algorithm)) return run(args, prims);
+  return fail(Status::error(Errc::InvalidUsage,
+                            strprintf("%s has no %s algorithm; choose one the planner offers for it (NCCL_ALGO)",
+                                      collectiveName(args.coll), algorithmName(plan.algorithm))));
+}
+
+}  // namespace cfx::coll

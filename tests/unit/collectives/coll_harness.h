@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// One collective case end to end over LoopbackWorld: lay out NCCL's buffers (in place or not, at an unaligned
+// address, with guard bytes), fill inputs with small integers, run the algorithm on every rank, and compare
+// each rank's output with the closed-form result, bit for bit (test support).
+//
+// Inputs are small integers chosen per operator so that every partial result is exact in every tested type;
+// then any order of reduction gives the same bits and the expected value can be computed directly. The one
+// exception is floating average on a rank count that is not a power of two (1/n is inexact): it is checked
+// against a tolerance, and for AllReduce still for bit-identity across ranks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collectives/collective.h"
+#include "transport/transport.h"
+
+namespace cfx::testing {
+
+struct CollCase {
+  coll::Collective coll = coll::Collective::AllReduce;
+  coll::Algorithm algorithm = coll::Algorithm::Ring;
+  int nRanks = 1;
+  size_t count = 0;
+  DataType type = DataType::Float32;
+  RedOpKind op = RedOpKind::Sum;
+  bool inPlace = false;
+  int root = 0;
+  size_t misalign = 0;  // bytes added to every user buffer's address
+  transport::FifoGeometry geometry{256, 2};
+  size_t directThreshold = 0;  // LoopbackWorld's direct (single-copy) threshold; 0: slices only
+
+  std::string describe() const;
+};
+
+struct CaseStats {
+  size_t directReads = 0;  // direct (single-copy) reads the transports served
+};
+
+// Runs the case and reports mismatches through gtest (EXPECT/ADD_FAILURE), at most a few per case.
+CaseStats runCase(const CollCase& c);
+
+// The counts every sweep covers for n ranks: 0, 1, 2, n - 1, a prime, one slice of elements -1/0/+1, and
+// three ring loops plus 7 (the ring's loop is two slices per rank).
+std::vector<size_t> sweepCounts(int nRanks, DataType type, size_t sliceBytes);
+
+inline constexpr int kSweepRanks[] = {1, 2, 3, 4, 5, 7, 8};
+inline constexpr DataType kSweepTypes[] = {DataType::Float32, DataType::Int32, DataType::Float16, DataType::Int8};
+inline constexpr RedOpKind kSweepOps[] = {RedOpKind::Sum, RedOpKind::Prod, RedOpKind::Max,
+                                          RedOpKind::Min, RedOpKind::Avg,  RedOpKind::PreMulSum};
+
+// The roots a rooted sweep covers for n ranks: 0, n - 1 and the middle, without repeats.
+std::vector<int> sweepRoots(int nRanks);
+
+}  // namespace cfx::testing

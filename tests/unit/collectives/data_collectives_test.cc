@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+// Ranks as threads: Broadcast (Chain), AllGather (Ring), AlltoAll, Gather and Scatter (Direct) against
+// closed-form results, across rank counts, element counts, types, in-place layouts, roots and misalignment;
+// plus collectives back to back in one Work, and dispatch errors.
+#include <gtest/gtest.h>
+
+#include "coll_harness.h"
+#include "collectives/planner.h"
+#include "loopback.h"
+
+namespace cfx::testing {
+namespace {
+
+using coll::Algorithm;
+using coll::Collective;
+
+constexpr size_t kMisalign[] = {0, 1, 4, 3};
+
+template <typename Roots>
+void sweep(Collective coll, Algorithm algorithm, Roots roots) {
+  size_t index = 0;
+  for (int n : kSweepRanks) {
+    for (DataType type : kSweepTypes) {
+      for (size_t count : sweepCounts(n, type, 256)) {
+        for (bool inPlace : {false, true}) {
+          for (int root : roots(n)) {
+            CollCase c;
+            c.coll = coll;
+            c.algorithm = algorithm;
+            c.nRanks = n;
+            c.count = count;
+            c.type = type;
+            c.inPlace = inPlace;
+            c.root = root;
+            c.misalign = kMisalign[index++ % std::size(kMisalign)];
+            runCase(c);
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<int> noRoot(int) { return {0}; }
+
+TEST(BroadcastChain, DeliversTheRootsDataForEveryShapeAndRoot) {
+  sweep(Collective::Broadcast, Algorithm::Chain, sweepRoots);
+}
+
+TEST(AllGatherRing, AssemblesEveryRanksBlockForEveryShape) { sweep(Collective::AllGather, Algorithm::Ring, noRoot); }
+
+TEST(AlltoAllDirect, DeliversEveryBlockForEveryShape) { sweep(Collective::AlltoAll, Algorithm::Direct, noRoot); }
+
+TEST(GatherDirect, AssemblesEveryBlockAtTheRootForEveryShapeAndRoot) {
+  sweep(Collective::Gather, Algorithm::Direct, sweepRoots);
+}
+
+TEST(ScatterDirect, DeliversEveryBlockFromTheRootForEveryShapeAndRoot) {
+  sweep(Collective::Scatter, Algorithm::Direct, sweepRoots);
+}
+
+// Transports with direct (single-copy) messages: large whole-block verbs (Gather, Scatter) go direct, every
+// other algorithm keeps its verbs within a FIFO; all must still deliver the same results.
+TEST(Collectives, MatchClosedFormWithDirectMessages) {
+  const Collective colls[] = {Collective::AllReduce, Collective::Broadcast,     Collective::Reduce,
+                              Collective::AllGather, Collective::ReduceScatter, Collective::AlltoAll,
+                              Collective::Gather,    Collective::Scatter};
+  for (Collective coll : colls) {
+    for (int n : {2, 3, 5, 8}) {
+      for (DataType type : {DataType::Float32, DataType::Int8}) {
+        for (size_t count : {size_t{3 * 256 + 1}, 3 * 2 * 256 * static_cast<size_t>(n) + 7}) {
+          for (bool inPlace : {false, true}) {
+            CollCase c;
+            c.coll = coll;
+            c.algorithm = coll::choosePlan({coll, count * dataTypeSize(type), n, 256}, {}).algorithm;
+            c.nRanks = n;
+            c.count = count;
+            c.type = type;
+            c.inPlace = inPlace;
+            c.root = n - 1;
+            c.misalign = inPlace ? 0 : 1;
+            c.directThreshold = 1;
+            const CaseStats stats = runCase(c);
+            if (coll == Collective::Gather || coll == Collective::Scatter) {
+              EXPECT_GT(stats.directReads, 0u) << c.describe();
+            } else {
+              EXPECT_EQ(stats.directReads, 0u) << c.describe() << ": a verb larger than a FIFO";
+            }
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Blocks of many FIFOs' worth through two-slot FIFOs: a plain send-then-receive exchange would deadlock here.
+TEST(AlltoAllDirect, LargeBlocksThroughTwoSlotFifosDoNotDeadlock) {
+  for (int n : {2, 3, 5, 8}) {
+    for (bool inPlace : {false, true}) {
+      CollCase c;
+      c.coll = Collective::AlltoAll;
+      c.algorithm = Algorithm::Direct;
+      c.nRanks = n;
+      c.count = 64 * 37 + 5;  // 37 slices and a bit of float32 per block
+      c.inPlace = inPlace;
+      runCase(c);
+    }
+  }
+}
+
+TEST(ChainsAndDirect, LargeMessagesThroughTwoSlotFifos) {
+  for (Collective coll : {Collective::Broadcast, Collective::Reduce, Collective::Gather, Collective::Scatter,
+                          Collective::AllGather, Collective::ReduceScatter}) {
+    CollCase c;
+    c.coll = coll;
+    c.algorithm = coll::choosePlan({coll, 1 << 20, 5, 256}, {}).algorithm;
+    c.nRanks = 5;
+    c.count = 20'011;
+    c.root = 3;
+    runCase(c);
+  }
+}
+
+// Every collective back to back in one Work per rank, through tiny FIFOs: a fast rank runs ahead into the next
+// operation while its peers still drain the previous one.
+prims::Task runAll(const std::vector<coll::CollArgs>& ops, prims::Prims& prims) {
+  uint32_t seq = 100;
+  for (const coll::CollArgs& a : ops) {
+    prims.setOpSeq(++seq);
+    const coll::Plan plan = coll::choosePlan(
+        {a.coll, a.count * dataTypeSize(a.type), prims.nRanks(), prims.sliceBytes()}, coll::PlannerOptions{});
+    CFX_CO_TRY(co_await coll::runCollective(a, plan, prims));
+  }
+  co_return Status();
+}
+
+TEST(Collectives, RunBackToBackInOneWork) {
+  const int n = 5;
+  const size_t count = 333;
+  const Collective order[] = {Collective::AllReduce, Collective::Broadcast,     Collective::AlltoAll,
+                              Collective::Reduce,    Collective::Gather,        Collective::AllGather,
+                              Collective::Scatter,   Collective::ReduceScatter, Collective::AllReduce};
+  const size_t k = std::size(order);
+  std::vector<std::vector<std::vector<int32_t>>> in(n), out(n);
+  std::vector<std::vector<coll::CollArgs>> ops(n);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < k; ++i) {
+      in[r].emplace_back(count * n);
+      out[r].emplace_back(count * n, -1);
+      for (size_t e = 0; e < count * n; ++e) in[r][i][e] = static_cast<int32_t>(1000 * r + e + 7 * i);
+      coll::CollArgs a;
+      a.coll = order[i];
+      a.sendbuff = in[r][i].data();
+      a.recvbuff = out[r][i].data();
+      a.count = order[i] == Collective::AllReduce && i == 0 ? 3 : count;  // the first one small: RecDouble
+      a.type = DataType::Int32;
+      a.op = ReduceOp::builtin(DataType::Int32, RedOpKind::Sum, n);
+      a.root = static_cast<int>(i) % n;
+      ops[r].push_back(a);
+    }
+  }
+  LoopbackWorld world(n, {64, 2});
+  for (const Status& s : world.runRanks([&](int r, prims::Prims&prims) { return runAll(ops[r], prims); })) {
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+  auto sumOver = [&](size_t i, size_t e) {
+    int64_t s = 0;
+    for (int q = 0; q < n; ++q) s += in[q][i][e];
+    return static_cast<int32_t>(s);
+  };
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(out[r][0][2], sumOver(0, 2));
+    EXPECT_EQ(out[r][1][count - 1], in[1][1][count - 1]);          // Broadcast from root 1
+    EXPECT_EQ(out[r][2][3 * count + 5], in[3][2][r * count + 5]);  // AlltoAll block 3
+    if (r == 3) {
+      EXPECT_EQ(out[r][3][10], sumOver(3, 10));  // Reduce to root 3
+    }
+    if (r == 4) {
+      EXPECT_EQ(out[r][4][2 * count + 1], in[2][4][1]);  // Gather to root 4
+    }
+    EXPECT_EQ(out[r][5][4 * count + 9], in[4][5][9]);                    // AllGather
+    EXPECT_EQ(out[r][6][12], in[1][6][r * count + 12]);                  // Scatter from root 6 % 5 = 1
+    EXPECT_EQ(out[r][7][count - 1], sumOver(7, r * count + count - 1));  // ReduceScatter
+    EXPECT_EQ(out[r][8][count - 1], sumOver(8, count - 1));              // AllReduce, Ring
+  }
+}
+
+TEST(Collectives, UnknownPairIsInvalidUsage) {
+  LoopbackWorld world(2, {256, 2});
+  coll::CollArgs args;
+  args.coll = Collective::Broadcast;
+  for (const Status& s : world.runRanks(
+           [&](int, prims::Prims& prims) { return coll::runCollective(args, coll::Plan{Algorithm::Ring}, prims); })) {
+    EXPECT_EQ(s.code(), Errc::InvalidUsage);
+    EXPECT_NE(s.message().find("Broadcast has no Ring algorithm"), std::string::npos) << s.message();
+  }
+}
+
+TEST(Collectives, EveryImplementedPairIsDispatched) {
+  int pairs = 0;
+  for (int c = 0; c < coll::kNumCollectives; ++c) {
+    for (int a = 0; a < coll::kNumAlgorithms; ++a) {
+      pairs += coll::hasAlgorithm(static_cast<Collective>(c), static_cast<Algorithm>(a)) ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(pairs, 9);
+}
+
+}  // namespace
+}  // namespace cfx::testing

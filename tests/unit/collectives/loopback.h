@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// Ranks as threads over in-memory FIFOs, for algorithm tests (test support, collectives layer).
+//
+// A LoopbackWorld is a full mesh of bounded FIFOs with the geometry the test asks for: tiny slots and two of
+// them push small inputs through the multi-loop and deadlock-prone paths. With a direct threshold it also
+// offers direct (single-copy) messages, read straight from the sender's buffer. runRanks() starts one thread per rank,
+// each running prims::execute() on a Work whose task the test supplies, with a timeout so that a deadlock
+// fails the test with the executor's message instead of hanging it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/doorbell.h"
+#include "common/status.h"
+#include "primitives/prims.h"
+#include "primitives/task.h"
+#include "transport/transport.h"
+
+namespace cfx::testing {
+
+class LoopbackWorld {
+ public:
+  // directThreshold: SendEnd::directThreshold() of every connection; 0 turns direct messages off.
+  LoopbackWorld(int nRanks, transport::FifoGeometry geometry, size_t directThreshold = 0);
+  ~LoopbackWorld();
+  LoopbackWorld(const LoopbackWorld&) = delete;
+  LoopbackWorld& operator=(const LoopbackWorld&) = delete;
+
+  int nRanks() const { return nRanks_; }
+  // Direct (single-copy) reads served so far, over all connections.
+  size_t directReads() const { return directReads_->load(std::memory_order_relaxed); }
+  size_t sliceBytes() const { return geometry_.slotBytes; }
+
+  using TaskFactory = std::function<prims::Task(int rank, prims::Prims& prims)>;
+  // Runs `makeTask` on every rank, one thread each, on the collective channel; returns each rank's Status.
+  // Operation numbers continue across calls, as on a communicator. Bytes left in a FIFO by one call are seen
+  // by the next (a test of mismatched calls relies on this).
+  std::vector<Status> runRanks(const TaskFactory& makeTask,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  int nRanks_;
+  transport::FifoGeometry geometry_;
+  std::unique_ptr<Doorbell[]> bells_;
+  std::vector<transport::Endpoints> endpoints_;
+  uint32_t opSeq_ = 0;
+  std::shared_ptr<std::atomic<size_t>> directReads_;
+};
+
+}  // namespace cfx::testing

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// The planner alone: algorithm choice per collective and size, and NCCL_ALGO parsing.
+#include "collectives/planner.h"
+
+#include <gtest/gtest.h>
+
+namespace cfx::coll {
+namespace {
+
+constexpr size_t kSlice = 128 * 1024;
+
+Algorithm choose(Collective coll, size_t bytes, int nRanks, const PlannerOptions& opts = {}) {
+  return choosePlan({coll, bytes, nRanks, kSlice}, opts).algorithm;
+}
+
+PlannerOptions parse(std::string_view spec) {
+  Result<PlannerOptions> r = parseAlgoSpec(spec);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r.value() : PlannerOptions{};
+}
+
+TEST(Planner, SmallAllReduceUsesRecursiveDoublingUpToOneSlice) {
+  EXPECT_EQ(choose(Collective::AllReduce, 0, 8), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, 4, 2), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, kSlice, 7), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, kSlice + 1, 7), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, size_t{1} << 30, 8), Algorithm::Ring);
+}
+
+TEST(Planner, SingleRankAllReduceUsesRing) { EXPECT_EQ(choose(Collective::AllReduce, 16, 1), Algorithm::Ring); }
+
+TEST(Planner, EveryOtherCollectiveHasItsDefault) {
+  for (size_t bytes : {size_t{0}, size_t{64}, kSlice * 100}) {
+    for (int n : {1, 2, 5, 8}) {
+      EXPECT_EQ(choose(Collective::AllGather, bytes, n), Algorithm::Ring);
+      EXPECT_EQ(choose(Collective::ReduceScatter, bytes, n), Algorithm::Ring);
+      EXPECT_EQ(choose(Collective::Broadcast, bytes, n), Algorithm::Chain);
+      EXPECT_EQ(choose(Collective::Reduce, bytes, n), Algorithm::Chain);
+      EXPECT_EQ(choose(Collective::AlltoAll, bytes, n), Algorithm::Direct);
+      EXPECT_EQ(choose(Collective::Gather, bytes, n), Algorithm::Direct);
+      EXPECT_EQ(choose(Collective::Scatter, bytes, n), Algorithm::Direct);
+    }
+  }
+}
+
+TEST(Planner, EveryChoiceIsImplemented) {
+  const PlannerOptions specs[] = {PlannerOptions{}, parse("ring"), parse("^ring,recdouble"), parse("chain"),
+                                  parse("direct")};
+  for (const PlannerOptions& opts : specs) {
+    for (int c = 0; c < kNumCollectives; ++c) {
+      for (size_t bytes : {size_t{0}, kSlice, kSlice + 1}) {
+        for (int n : {1, 2, 3}) {
+          const auto coll = static_cast<Collective>(c);
+          EXPECT_TRUE(hasAlgorithm(coll, choose(coll, bytes, n, opts))) << collectiveName(coll) << " " << opts.algoSpec;
+        }
+      }
+    }
+  }
+}
+
+TEST(Planner, NcclAlgoRestrictsTheChoice) {
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("ring")), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("RING")), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("^recdouble")), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("allreduce:Ring")), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("allreduce:ring,recdouble")), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("broadcast:chain")), Algorithm::RecDouble);
+}
+
+TEST(Planner, LaterSectionsReplaceEarlierOnes) {
+  const PlannerOptions opts = parse(" ring ; AllReduce : RecDouble ");
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, opts), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllGather, 64, 8, opts), Algorithm::Ring);
+  const PlannerOptions back = parse("allreduce:ring;recdouble,ring");
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, back), Algorithm::RecDouble);
+}
+
+TEST(Planner, InapplicableForcedAlgorithmFallsBackToTheDefault) {
+  const PlannerOptions opts = parse("allreduce:recdouble");
+  EXPECT_EQ(choose(Collective::AllReduce, kSlice * 4, 8, opts), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 1, opts), Algorithm::Ring);
+  const PlanRequest req{Collective::AllReduce, kSlice * 4, 8, kSlice};
+  EXPECT_NE(describePlan(req, choosePlan(req, opts), opts).find("allows no algorithm"), std::string::npos);
+}
+
+TEST(Planner, GlobalListThatExcludesACollectivesOnlyAlgorithmFallsBack) {
+  const PlannerOptions opts = parse("ring");
+  EXPECT_EQ(choose(Collective::Broadcast, 64, 4, opts), Algorithm::Chain);
+  EXPECT_EQ(choose(Collective::AlltoAll, 64, 4, opts), Algorithm::Direct);
+}
+
+TEST(Planner, EmptySpecAllowsEverything) {
+  for (std::string_view spec : {"", "   "}) {
+    const PlannerOptions opts = parse(spec);
+    for (int c = 0; c < kNumCollectives; ++c) {
+      for (int a = 0; a < kNumAlgorithms; ++a) {
+        EXPECT_TRUE(opts.allows(static_cast<Collective>(c), static_cast<Algorithm>(a)));
+      }
+    }
+  }
+}
+
+TEST(Planner, ExclusionListExcludesOnlyTheNamed) {
+  const PlannerOptions opts = parse("allreduce:^ring");
+  EXPECT_FALSE(opts.allows(Collective::AllReduce, Algorithm::Ring));
+  EXPECT_TRUE(opts.allows(Collective::AllReduce, Algorithm::RecDouble));
+  EXPECT_TRUE(opts.allows(Collective::AllGather, Algorithm::Ring));
+}
+
+TEST(Planner, ParserRejectsBadSpecsWithAReason) {
+  struct Case {
+    const char* spec;
+    const char* mentions;
+  };
+  const Case cases[] = {
+      {"tree", "unknown algorithm \"tree\""},
+      {"ring,nvls", "unknown algorithm \"nvls\""},
+      {"allreduce:ring;bcast:chain", "unknown collective \"bcast\""},
+      {"broadcast:ring", "Broadcast has no Ring algorithm"},
+      {"allreduce:^chain", "AllReduce has no Chain algorithm"},
+      {"ring,,chain", "empty algorithm name"},
+      {"allreduce:", "empty algorithm name"},
+      {"ring;", "empty algorithm name"},
+      {"^", "empty algorithm name"},
+  };
+  for (const Case& c : cases) {
+    Result<PlannerOptions> r = parseAlgoSpec(c.spec);
+    ASSERT_FALSE(r.ok()) << c.spec;
+    EXPECT_EQ(r.status().code(), Errc::InvalidArgument) << c.spec;
+    EXPECT_NE(r.status().message().find(c.mentions), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("NCCL_ALGO"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(Planner, DescribePlanIsOneLineWithTheDecision) {
+  const PlanRequest req{Collective::AllReduce, 4096, 8, kSlice};
+  EXPECT_EQ(describePlan(req, choosePlan(req, {}), {}), "AllReduce 4096 B on 8 ranks: RecDouble, slice 131072 B");
+  const PlannerOptions opts = parse("allreduce:ring");
+  EXPECT_EQ(describePlan(req, choosePlan(req, opts), opts),
+            "AllReduce 4096 B on 8 ranks: Ring, slice 131072 B (chosen by NCCL_ALGO=allreduce:ring)");
+}
+
+TEST(Planner, NamesMatchNcclsSpelling) {
+  EXPECT_STREQ(collectiveName(Collective::AllReduce), "AllReduce");
+  EXPECT_STREQ(collectiveName(Collective::ReduceScatter), "ReduceScatter");
+  EXPECT_STREQ(collectiveName(Collective::AlltoAll), "AlltoAll");
+  EXPECT_STREQ(algorithmName(Algorithm::RecDouble), "RecDouble");
+}
+
+}  // namespace
+}  // namespace cfx::coll

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// Ranks as threads: AllReduce (Ring, RecDouble), Reduce (Chain) and ReduceScatter (Ring) against closed-form
+// results, across rank counts, element counts, types, operators, in-place layouts, roots and misalignment.
+#include <gtest/gtest.h>
+
+#include "coll_harness.h"
+#include "loopback.h"
+
+namespace cfx::testing {
+namespace {
+
+using coll::Algorithm;
+using coll::Collective;
+
+constexpr size_t kMisalign[] = {0, 1, 4, 3};
+
+// Every (n, type, op, count, in-place) combination; `roots(n, op)` picks the roots (one for unrooted ops).
+template <typename Roots>
+void sweep(Collective coll, Algorithm algorithm, Roots roots, size_t maxBytes = SIZE_MAX) {
+  size_t index = 0;
+  for (int n : kSweepRanks) {
+    for (DataType type : kSweepTypes) {
+      for (RedOpKind op : kSweepOps) {
+        // Min shares Max's code path everywhere but in the kernel; AllReduce covers it, the others skip it.
+        if (op == RedOpKind::Min && coll != Collective::AllReduce) continue;
+        for (size_t count : sweepCounts(n, type, 256)) {
+          if (count * dataTypeSize(type) > maxBytes) continue;
+          for (bool inPlace : {false, true}) {
+            for (int root : roots(n, op)) {
+              CollCase c;
+              c.coll = coll;
+              c.algorithm = algorithm;
+              c.nRanks = n;
+              c.count = count;
+              c.type = type;
+              c.op = op;
+              c.inPlace = inPlace;
+              c.root = root;
+              c.misalign = kMisalign[index++ % std::size(kMisalign)];
+              runCase(c);
+              if (::testing::Test::HasFailure()) return;  // the first failing case says enough
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<int> noRoot(int, RedOpKind) { return {0}; }
+
+// Every root for the operators whose lowering differs (pre-multiply, post-divide, plain); the middle otherwise.
+std::vector<int> reduceRoots(int n, RedOpKind op) {
+  if (op == RedOpKind::Sum || op == RedOpKind::Avg || op == RedOpKind::PreMulSum) return sweepRoots(n);
+  return {n / 2};
+}
+
+TEST(AllReduceRing, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::Ring, noRoot); }
+
+TEST(AllReduceRecDouble, MatchesClosedFormForEveryShapeThatFitsOneSlice) {
+  sweep(Collective::AllReduce, Algorithm::RecDouble, noRoot, 256);
+}
+
+TEST(ReduceChain, MatchesClosedFormForEveryShapeAndRoot) { sweep(Collective::Reduce, Algorithm::Chain, reduceRoots); }
+
+TEST(ReduceScatterRing, MatchesClosedFormForEveryShape) { sweep(Collective::ReduceScatter, Algorithm::Ring, noRoot); }
+
+TEST(AllReduceRing, LargeMessageThroughTwoSlotFifos) {
+  for (int n : {3, 8}) {
+    CollCase c;
+    c.nRanks = n;
+    c.count = 100'003;
+    c.op = RedOpKind::Sum;
+    c.misalign = 4;
+    runCase(c);
+  }
+}
+
+TEST(AllReduceRecDouble, RefusesMessagesLargerThanOneSlice) {
+  LoopbackWorld world(3, {256, 2});
+  std::vector<float> buf(65, 1.0f);
+  coll::CollArgs args;
+  args.sendbuff = args.recvbuff = buf.data();
+  args.count = buf.size();
+  args.op = ReduceOp::builtin(DataType::Float32, RedOpKind::Sum, 3);
+  const std::vector<Status> st = world.runRanks(
+      [&](int, prims::Prims& prims) { return coll::runCollective(args, coll::Plan{Algorithm::RecDouble}, prims); });
+  for (const Status& s : st) {
+    EXPECT_EQ(s.code(), Errc::InvalidUsage);
+    EXPECT_NE(s.message().find("ring"), std::string::npos) << s.message();
+  }
+}
+
+// The same configuration gives the same bits from run to run, also where rounding makes the order matter.
+TEST(AllReduce, FloatAverageIsReproducibleAcrossRuns) {
+  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::RecDouble}) {
+    const int n = 7;
+    const size_t count = algorithm == Algorithm::Ring ? 1000 : 64;
+    std::vector<std::vector<float>> first;
+    for (int run = 0; run < 3; ++run) {
+      LoopbackWorld world(n, {256, 2});
+      std::vector<std::vector<float>> in(n), out(n, std::vector<float>(count));
+      std::vector<coll::CollArgs> args(n);
+      for (int r = 0; r < n; ++r) {
+        for (size_t i = 0; i < count; ++i) in[r].push_back(0.1f * static_cast<float>(r + 1) + 1e-3f * i);
+        args[r].sendbuff = in[r].data();
+        args[r].recvbuff = out[r].data();
+        args[r].count = count;
+        args[r].op = ReduceOp::builtin(DataType::Float32, RedOpKind::Avg, n);
+      }
+      for (const Status& s : world.runRanks(
+               [&](int r, prims::Prims&prims) { return coll::runCollective(args[r], coll::Plan{algorithm}, prims); })) {
+        ASSERT_TRUE(s.ok()) << s.message();
+      }
+      for (int r = 0; r < n; ++r) ASSERT_EQ(out[r], out[0]) << "rank " << r;
+      if (run == 0) first = out;
+      EXPECT_EQ(out[0], first[0]) << "run " << run << " of " << coll::algorithmName(algorithm);
+    }
+  }
+}
+
+// Where operand order shows in the bits (NaN payloads, signed zeros under max and min), every rank must still
+// hold the same bytes.
+TEST(AllReduce, RanksAgreeBitwiseOnNanPayloadsAndSignedZeros) {
+  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::RecDouble}) {
+    for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Max, RedOpKind::Min}) {
+      for (int n : {2, 3, 6, 8}) {
+        const size_t count = 16;
+        LoopbackWorld world(n, {256, 2});
+        std::vector<std::vector<uint32_t>> in(n), out(n, std::vector<uint32_t>(count));
+        std::vector<coll::CollArgs> args(n);
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < count; ++i) {
+            const uint32_t nan = 0x7FC00000u | static_cast<uint32_t>(r * 16 + i + 1);
+            const uint32_t zero = (r + i) % 2 ? 0x80000000u : 0u;
+            in[r].push_back(i % 2 ? nan : zero);
+          }
+          args[r].sendbuff = in[r].data();
+          args[r].recvbuff = out[r].data();
+          args[r].count = count;
+          args[r].op = ReduceOp::builtin(DataType::Float32, op, n);
+        }
+        for (const Status& s : world.runRanks([&](int r, prims::Prims&prims) {
+               return coll::runCollective(args[r], coll::Plan{algorithm}, prims);
+             })) {
+          ASSERT_TRUE(s.ok()) << s.message();
+        }
+        for (int r = 1; r < n; ++r) {
+          EXPECT_EQ(out[r], out[0]) << coll::algorithmName(algorithm) << " " << redOpName(op) << " n=" << n << " rank "
+                                    << r;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cfx::testing
