@@ -2,6 +2,11 @@
 // Verbs over FIFO slices (primitives layer).
 #include "primitives/prims.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -11,23 +16,104 @@
 namespace cfx::prims {
 
 namespace {
-// Tag = (op sequence << 32) | message bytes (low 32 bits). Both sides of a message compute the same tag from
-// their own call's arguments, so a mismatch in call order or count shows up on the first slice.
-uint64_t makeTag(uint32_t opSeq, size_t bytes) { return (static_cast<uint64_t>(opSeq) << 32) | (bytes & 0xffffffffu); }
+// Tag = (op sequence << 32) | message bytes (bits 0..30; bit 31 is transport::kDirectTagFlag). Both sides of a
+// message compute the same tag from their own call's arguments, so a mismatch in call order or count shows up on
+// the first slot. A DirectRegion also carries the full size, which the receiver checks.
+constexpr uint64_t kSizeMask = 0x7fffffffu;
+uint64_t makeTag(uint32_t opSeq, size_t bytes) { return (static_cast<uint64_t>(opSeq) << 32) | (bytes & kSizeMask); }
+
+// Reading a DirectRegion: pieces read straight into their destination by one call, and how much one progress()
+// call reads before it returns so the executor can move the other Works of this rank.
+constexpr size_t kDirectPiece = size_t{1} << 20;
+constexpr size_t kDirectBudget = size_t{4} << 20;
+// Pieces read into scratch and reduced from there: small enough to still be in cache when reduced.
+constexpr size_t kScratchPiece = size_t{256} << 10;
+
+// This thread's scratch buffer of at least `bytes` bytes, 64-byte aligned. Used only within one progress() call.
+char* scratch(size_t bytes) {
+  struct Buffer {
+    char* p = nullptr;
+    size_t n = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer b;
+  if (b.n < bytes) {
+    std::free(b.p);
+    b.n = (bytes + 63) / 64 * 64;
+    b.p = static_cast<char*>(std::aligned_alloc(64, b.n));
+    if (b.p == nullptr) b.n = 0;
+  }
+  return b.p;
+}
 }  // namespace
+
+Status Transfer::mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const {
+  return Status::error(
+      Errc::InvalidUsage,
+      strprintf("mismatched operation across ranks: rank %d sent op #%u with a %zu-byte message (%s %zu B), but "
+                "this rank expects op #%u with %zu bytes (slice %zu B) from it; every rank must call the same "
+                "collectives in the same order with the same counts",
+                recvPeer, static_cast<unsigned>(inTag >> 32), inMessageBytes,
+                (inTag & transport::kDirectTagFlag) ? "direct slot" : "slice", inSlotBytes,
+                static_cast<unsigned>(tag >> 32), bytes, expectSlot));
+}
+
+void Transfer::apply(const char* in, char* out, size_t n) {
+  const size_t count = op ? n / dataTypeSize(op->type) : n;
+  switch (kind) {
+    case Kind::Send: std::memcpy(out, local + offset, n); break;
+    case Kind::SendPre: prepareLocal(*op, out, local + offset, count, false); break;
+    case Kind::Recv: std::memcpy(dst + offset, in, n); break;
+    case Kind::RecvReduceSend: reduceLocal(*op, out, in, local + offset, count, false); break;
+    case Kind::RecvReduceCopy: reduceLocal(*op, dst + offset, in, local + offset, count, post); break;
+    case Kind::RecvReduceCopySend:
+      reduceLocal(*op, dst + offset, in, local + offset, count, post);
+      if (out) std::memcpy(out, dst + offset, n);
+      break;
+    case Kind::RecvCopySend:
+      if (dst) std::memcpy(dst + offset, in, n);
+      if (out) std::memcpy(out, in, n);
+      break;
+    case Kind::RecvCombineSend: combinePartials(*op, out, in, local + offset, count, false); break;
+    case Kind::RecvCombineCopy: combinePartials(*op, dst + offset, in, local + offset, count, post); break;
+  }
+}
 
 bool Transfer::ready() {
   if (finished()) return true;
+  if (offset >= bytes || (kind == Kind::Send && directOut)) {
+    // Only the outgoing DirectRegion is left: a free slot to post it, or its release.
+    return directPosted ? send->drained() : send->tryAcquire() != nullptr;
+  }
   size_t inBytes = 0;
   uint64_t inTag = 0;
-  if (needsRecv() && recv->tryPeek(&inBytes, &inTag) == nullptr) return false;
-  if (needsSend() && send->tryAcquire() == nullptr) return false;
+  if (needsRecv() && !directIn && recv->tryPeek(&inBytes, &inTag) == nullptr) return false;
+  if (sendsSlices() && send->tryAcquire() == nullptr) return false;
   return true;
 }
 
-bool Transfer::progress() {
-  bool moved = false;
-  const size_t elt = op ? dataTypeSize(op->type) : 1;
+bool Transfer::checkFirstSlot() {
+  if (!needsRecv() || inChecked) return true;
+  size_t inBytes = 0;
+  uint64_t inTag = 0;
+  const void* in = recv->tryPeek(&inBytes, &inTag);
+  if (in == nullptr) return false;
+  inChecked = true;
+  if ((inTag & transport::kDirectTagFlag) == 0) return true;  // slices: progressSlices() checks each one
+  if ((inTag & ~transport::kDirectTagFlag) != tag || inBytes != sizeof(transport::DirectRegion)) {
+    error = mismatch(inTag, inTag & kSizeMask, inBytes, std::min(sliceBytes, bytes));
+    return true;
+  }
+  std::memcpy(&region, in, sizeof(region));
+  if (region.bytes != bytes) {
+    error = mismatch(inTag, static_cast<size_t>(region.bytes), inBytes, std::min(sliceBytes, bytes));
+    return true;
+  }
+  directIn = true;
+  return true;
+}
+
+bool Transfer::progressSlices(bool* moved) {
   while (offset < bytes && error.ok()) {
     const size_t n = std::min(sliceBytes, bytes - offset);
     const char* in = nullptr;
@@ -35,45 +121,112 @@ bool Transfer::progress() {
       size_t inBytes = 0;
       uint64_t inTag = 0;
       in = static_cast<const char*>(recv->tryPeek(&inBytes, &inTag));
-      if (in == nullptr) return moved;
+      if (in == nullptr) return false;
       if (inTag != tag || inBytes != n) {
-        error = Status::error(
-            Errc::InvalidUsage,
-            strprintf("mismatched operation across ranks: rank %d sent op #%u with a %u-byte message (slice %zu B), "
-                      "but this rank expects op #%u with %u bytes (slice %zu B) from it; every rank must call the "
-                      "same collectives in the same order with the same counts",
-                      recvPeer, static_cast<unsigned>(inTag >> 32), static_cast<unsigned>(inTag & 0xffffffffu),
-                      inBytes, static_cast<unsigned>(tag >> 32), static_cast<unsigned>(tag & 0xffffffffu), n));
+        error = mismatch(inTag, inTag & kSizeMask, inBytes, n);
         return true;
       }
     }
     char* out = nullptr;
-    if (needsSend()) {
+    if (sendsSlices()) {
       out = static_cast<char*>(send->tryAcquire());
-      if (out == nullptr) return moved;
+      if (out == nullptr) return false;
     }
-    const size_t count = n / elt;
-    switch (kind) {
-      case Kind::Send: std::memcpy(out, local + offset, n); break;
-      case Kind::SendPre: prepareLocal(*op, out, local + offset, count, false); break;
-      case Kind::Recv: std::memcpy(dst + offset, in, n); break;
-      case Kind::RecvReduceSend: reduceLocal(*op, out, in, local + offset, count, false); break;
-      case Kind::RecvReduceCopy: reduceLocal(*op, dst + offset, in, local + offset, count, post); break;
-      case Kind::RecvReduceCopySend:
-        reduceLocal(*op, dst + offset, in, local + offset, count, post);
-        std::memcpy(out, dst + offset, n);
-        break;
-      case Kind::RecvCopySend:
-        if (dst) std::memcpy(dst + offset, in, n);
-        std::memcpy(out, in, n);
-        break;
-      case Kind::RecvCombineSend: combinePartials(*op, out, in, local + offset, count, false); break;
-      case Kind::RecvCombineCopy: combinePartials(*op, dst + offset, in, local + offset, count, post); break;
-    }
+    apply(in, out, n);
     if (out) send->post(n, tag);
     if (in) recv->release();
     offset += n;
-    moved = true;
+    *moved = true;
+  }
+  return true;
+}
+
+bool Transfer::progressDirectIn(bool* moved) {
+  size_t budget = kDirectBudget;
+  while (offset < bytes && error.ok()) {
+    size_t n = 0;
+    if (kind == Kind::Recv || (kind == Kind::RecvCopySend && dst && !sendsSlices())) {
+      n = std::min(kDirectPiece, bytes - offset);
+      error = recv->readDirect(region, offset, dst + offset, n);
+    } else if (sendsSlices()) {
+      // The receiver downstream expects slices of sliceBytes.
+      n = std::min(sliceBytes, bytes - offset);
+      char* out = static_cast<char*>(send->tryAcquire());
+      if (out == nullptr) return false;
+      if (kind == Kind::RecvCopySend) {
+        error = recv->readDirect(region, offset, dst ? dst + offset : out, n);
+        if (error.ok() && dst) std::memcpy(out, dst + offset, n);
+      } else {
+        char* buf = scratch(n);
+        if (buf == nullptr) {
+          error = Status::error(Errc::SystemError, strprintf("cannot allocate %zu bytes of scratch memory", n));
+        } else {
+          error = recv->readDirect(region, offset, buf, n);
+          if (error.ok()) apply(buf, out, n);
+        }
+      }
+      if (error.ok()) send->post(n, tag);
+    } else {
+      // Reducing into dst: read a cache-sized piece, reduce from it.
+      n = std::min(kScratchPiece, bytes - offset);
+      char* buf = scratch(kScratchPiece);
+      if (buf == nullptr) {
+        error = Status::error(Errc::SystemError, strprintf("cannot allocate %zu bytes of scratch memory", n));
+      } else {
+        error = recv->readDirect(region, offset, buf, n);
+        if (error.ok()) apply(buf, nullptr, n);
+      }
+    }
+    if (!error.ok()) {
+      error = Status::error(error.code(), strprintf("receiving a direct message from rank %d: %s", recvPeer,
+                                                    error.message().c_str()));
+      return true;
+    }
+    offset += n;
+    *moved = true;
+    if (offset >= bytes) {
+      recv->release();  // the sender's verb may finish and its buffer change from now on
+      return true;
+    }
+    if (n >= budget) return false;  // let the executor move other Works; we come back
+    budget -= n;
+  }
+  return true;
+}
+
+bool Transfer::progressDirectOut(bool* moved) {
+  if (!directPosted) {
+    void* slot = send->tryAcquire();
+    if (slot == nullptr) return false;
+    transport::DirectRegion r;
+    r.magic = transport::kDirectMagic;
+    r.address = reinterpret_cast<uintptr_t>(kind == Kind::Send ? local : dst);
+    r.bytes = bytes;
+    r.pid = static_cast<int32_t>(::getpid());
+    std::memcpy(slot, &r, sizeof(r));
+    send->post(sizeof(r), tag | transport::kDirectTagFlag);
+    directPosted = true;
+    *moved = true;
+  }
+  if (!send->drained()) return false;
+  directDone = true;
+  *moved = true;
+  return true;
+}
+
+bool Transfer::progress() {
+  if (finished()) return false;
+  bool moved = false;
+  if (offset < bytes && !(kind == Kind::Send && directOut)) {
+    if (!checkFirstSlot()) return false;
+    if (!error.ok()) return true;
+    const bool done = directIn ? progressDirectIn(&moved) : progressSlices(&moved);
+    if (!error.ok()) return true;
+    if (!done) return moved;
+  }
+  if (directOut) {
+    if (!progressDirectOut(&moved)) return moved;
+    offset = bytes;
   }
   return moved;
 }
@@ -86,6 +239,8 @@ std::string Transfer::describe() const {
     s += strprintf("sending to rank %d (%s)", sendPeer, send ? send->kind() : "?");
   }
   s += strprintf(", %zu of %zu bytes done", offset, bytes);
+  if (directIn) s += ", reading the sender's buffer directly";
+  if (directPosted && !directDone) s += strprintf(", waiting for rank %d to read this rank's buffer directly", sendPeer);
   return s;
 }
 
@@ -119,7 +274,20 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
     t.send = ep_->send[channel_][to].get();
     if (!t.send) t.error = Status::error(Errc::InternalError, strprintf("rank %d has no connection to rank %d", rank_, to));
   }
-  if (!t.error.ok()) t.offset = t.bytes;
+  if (!t.error.ok()) {
+    t.offset = t.bytes;
+    return a;
+  }
+  // Direct only where the outgoing bytes sit whole in memory that stays put for the verb (see prims.h), and only
+  // for messages larger than a FIFO, which a sender could not finish without its receiver anyway.
+  const bool stable =
+      kind == Transfer::Kind::Send || (kind == Transfer::Kind::RecvCopySend && dst) || kind == Transfer::Kind::RecvReduceCopySend;
+  if (stable && t.send) {
+    const size_t threshold = t.send->directThreshold();
+    const size_t fifoBytes = static_cast<size_t>(t.send->nSlots()) * sliceBytes_;
+    t.directOut = threshold > 0 && bytes >= threshold && bytes > fifoBytes &&
+                  t.send->slotBytes() >= sizeof(transport::DirectRegion);
+  }
   return a;
 }
 

@@ -7,10 +7,20 @@
 // receiver that gets a slice of another operation, or of another size, fails with InvalidUsage naming the
 // peer (mismatched calls across ranks) instead of reading garbage.
 //
+// Direct (single-copy) messages: when the connection supports it (SendEnd::directThreshold() > 0), the message is
+// at least that large and larger than one FIFO (nSlots x sliceBytes), and the sending verb's outgoing bytes sit in
+// stable memory (Send; RecvCopySend with a dst; RecvReduceCopySend, which forwards dst once it holds the whole
+// result), the sender posts ONE slot holding a DirectRegion of that memory, flagged in the tag, and its verb
+// finishes only once the receiver released that slot. Every receiving verb accepts either form: it reads a
+// DirectRegion straight into dst, or into the outgoing slices, or in cache-sized pieces into a private scratch
+// buffer that it reduces from. Because such a message is larger than a FIFO, a sender waits for its receiver no
+// more than it would with slices: direct messages add no dependency between ranks that algorithms must know.
+//
 // Deadlock rule for algorithm authors: a verb that both receives and sends can only finish if its
-// upstream peer keeps sending and its downstream peer keeps receiving. Ring and chain algorithms written
-// as "every rank does the same sequence of verbs per step" are safe for any message size, because every
-// FIFO holds at least two slices and each step only waits on its neighbours' previous step.
+// upstream peer keeps sending and its downstream peer keeps receiving. FIFOs are only promised two slots,
+// so in a cycle (a ring) every verb may move at most one slice: an opening send of two slices fills the
+// neighbour's FIFO, and then every rank's receive-and-send waits for an outgoing slot that never frees.
+// Chains have no cycle and may move any size per verb.
 //
 // Reductions: `local` is this rank's own input (the op's pre-multiplier is applied to it), `partial` data
 // arriving from a peer is already pre-multiplied. `post` applies the op's final step (integer average's
@@ -55,21 +65,37 @@ struct Transfer {
   const ReduceOp* op = nullptr;
   bool post = false;
   uint64_t tag = 0;
-  size_t offset = 0;
+  size_t offset = 0;  // bytes of the message processed (received and/or sent) so far
   Status error;
+  // Direct messages (see the file comment).
+  bool directOut = false;         // this verb posts one DirectRegion instead of slices (decided in Prims::make)
+  bool directPosted = false;      // ... and has posted it; it finishes once the receiver released it
+  bool inChecked = false;         // the first incoming slot was examined
+  bool directIn = false;          // the incoming message is a DirectRegion, held in `region`
+  transport::DirectRegion region;
 
   bool needsRecv() const { return kind != Kind::Send && kind != Kind::SendPre; }
   bool needsSend() const {
     return kind == Kind::Send || kind == Kind::SendPre || kind == Kind::RecvReduceSend ||
            kind == Kind::RecvReduceCopySend || kind == Kind::RecvCopySend || kind == Kind::RecvCombineSend;
   }
-  bool finished() const { return offset >= bytes || !error.ok(); }
+  bool finished() const { return !error.ok() || (offset >= bytes && (!directOut || directDone)); }
   // Moves as many slices as the FIFOs allow. Returns true if anything moved (or an error was found).
   bool progress();
   // True if progress() would move at least one slice now (used before sleeping).
   bool ready();
   // "recv from rank 3 (shm)" — for timeout and error messages.
   std::string describe() const;
+
+ private:
+  bool progressSlices(bool* moved);
+  bool progressDirectIn(bool* moved);
+  bool progressDirectOut(bool* moved);
+  bool checkFirstSlot();
+  Status mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const;
+  bool sendsSlices() const { return needsSend() && !directOut; }
+  void apply(const char* in, char* out, size_t n);
+  bool directDone = false;  // the posted DirectRegion was released
 };
 
 // co_await-able wrapper: finishes immediately when the FIFOs allow, else parks the coroutine on its Work.

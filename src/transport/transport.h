@@ -9,6 +9,12 @@
 // Blocking:  nothing here blocks. A rank that cannot progress sleeps on its Doorbell; every transport rings
 //            the doorbell of the rank it made progress possible for (data arrived, slot freed, peer failed).
 // Lifetime:  ends are owned by the communicator's Connections and outlive every operation that uses them.
+//
+// Direct (single-copy) transfers: where both ends support it (directThreshold() > 0), a sender may post one slot
+// holding a DirectRegion {pid, address, bytes} instead of the message's bytes, and flag it in the tag
+// (kDirectTagFlag). The receiver copies straight out of the sender's memory with RecvEnd::readDirect(), then
+// releases the slot; the sender must keep the region unchanged until drained() says every posted slot was
+// released. Ends that do not support it (tcp) keep the defaults below and never see such a slot.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +38,18 @@ struct PeerInfo {
   char hostName[64] = {};
 };
 
+// The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`.
+struct DirectRegion {
+  uint64_t magic = 0;  // kDirectMagic
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  int32_t pid = 0;
+  uint32_t reserved = 0;
+};
+inline constexpr uint64_t kDirectMagic = 0x3130544345524944ull;  // "DIRECT01"
+// Set in a slot's tag when the slot holds a DirectRegion (bit 31: primitives/ keep message sizes in bits 0..30).
+inline constexpr uint64_t kDirectTagFlag = uint64_t{1} << 31;
+
 class SendEnd {
  public:
   virtual ~SendEnd() = default;
@@ -46,6 +64,13 @@ class SendEnd {
   // May cost a system call: the executor calls it only after it has waited a while without progress.
   virtual Status check() = 0;
   virtual const char* kind() const = 0;  // "shm", "tcp", "self": for logs
+
+  // Direct transfers: messages of at least this many bytes may be posted as a DirectRegion; 0 (the default) when
+  // this connection does not support them. The value is the same at both ends of every connection.
+  virtual size_t directThreshold() const { return 0; }
+  // True once the peer has released every slot posted so far (loads the peer's counter: not for a spin loop
+  // without a doorbell). A sender waits for it before it lets a posted DirectRegion change.
+  virtual bool drained() { return true; }
 };
 
 class RecvEnd {
@@ -57,7 +82,17 @@ class RecvEnd {
   virtual void release() = 0;
   virtual Status check() = 0;
   virtual const char* kind() const = 0;
+
+  // Direct transfers: copies `bytes` bytes at `offset` of `region` (the payload of a peeked slot flagged with
+  // kDirectTagFlag) into `dst`, from the sender's memory. Blocks for the copy only. RemoteError when the region is
+  // out of bounds, names another process, or the sender's memory cannot be read (it exited); InternalError on
+  // ends without direct support (the default).
+  virtual Status readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes);
 };
+
+inline Status RecvEnd::readDirect(const DirectRegion&, size_t, void*, size_t) {
+  return Status::error(Errc::InternalError, "a direct (single-copy) slot arrived on a connection without direct support");
+}
 
 // Channels: independent FIFO sets so that concurrent work never interleaves bytes on one FIFO.
 inline constexpr int kCollChannel = 0;  // collectives, executed in call order

@@ -2,12 +2,22 @@
 // Shared-memory FIFO ends: the SPSC protocol described in shm_fifo.h (transport layer, shm transport).
 #include "transport/shm/shm_fifo.h"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <cassert>
+#include <cerrno>
+#include <cstring>
 
 namespace cfx::transport::shm {
 
-ShmSendEnd::ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver)
-    : fifo_(fifo), slotBytes_(geometry.slotBytes), nSlots_(geometry.nSlots), receiver_(std::move(receiver)) {
+ShmSendEnd::ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver,
+                       size_t directThreshold)
+    : fifo_(fifo),
+      slotBytes_(geometry.slotBytes),
+      nSlots_(geometry.nSlots),
+      receiver_(std::move(receiver)),
+      directThreshold_(directThreshold) {
   // Relaxed: the FIFO is fresh (both counters 0) and the bootstrap exchange that published it ordered its
   // initialisation before this constructor runs.
   head_ = fifo_.control->head.load(std::memory_order_relaxed);
@@ -41,13 +51,22 @@ void ShmSendEnd::post(size_t bytes, uint64_t tag) {
   receiver_->header().doorbell.ring();
 }
 
+bool ShmSendEnd::drained() {
+  // Acquire pairs with the receiver's release store of tail: its reads of every released slot, and of the
+  // memory a released DirectRegion names, happened before.
+  cachedTail_ = fifo_.control->tail.load(std::memory_order_acquire);
+  return cachedTail_ == head_;
+}
+
 ShmRecvEnd::ShmRecvEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<ShmSegment> own,
-                       std::shared_ptr<const ShmPeer> sender)
+                       std::shared_ptr<const ShmPeer> sender, bool direct, bool sameProcess)
     : fifo_(fifo),
       slotBytes_(geometry.slotBytes),
       nSlots_(geometry.nSlots),
       own_(std::move(own)),
-      sender_(std::move(sender)) {
+      sender_(std::move(sender)),
+      direct_(direct),
+      sameProcess_(sameProcess) {
   // Relaxed: as in ShmSendEnd's constructor, the FIFO is fresh and was published through the bootstrap.
   tail_ = fifo_.control->tail.load(std::memory_order_relaxed);
   cachedHead_ = fifo_.control->head.load(std::memory_order_relaxed);
@@ -94,6 +113,46 @@ Status ShmRecvEnd::check() {
                                    static_cast<unsigned long long>(badBytes_), slotBytes_));
   }
   return sender_->check();
+}
+
+Status ShmRecvEnd::readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes) {
+  const std::string who = strprintf("peer rank %d (host %s, pid %d)", sender_->rank(), sender_->hostName().c_str(),
+                                    static_cast<int>(sender_->pid()));
+  if (!direct_) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("%s posted a direct (single-copy) slot on a connection where direct transfers are "
+                                   "off: it runs a different Conflux build or its memory is corrupt",
+                                   who.c_str()));
+  }
+  if (region.magic != kDirectMagic || region.pid != sender_->pid() || offset > region.bytes ||
+      bytes > region.bytes - offset || region.address + region.bytes < region.address) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("%s posted a corrupt direct region (pid %d, %llu bytes, reading %zu at %zu)",
+                                   who.c_str(), static_cast<int>(region.pid),
+                                   static_cast<unsigned long long>(region.bytes), bytes, offset));
+  }
+  if (bytes == 0) return Status();
+  const uint64_t from = region.address + offset;
+  if (sameProcess_) {
+    std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(from)), bytes);
+    return Status();
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<char*>(dst) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from + done)), bytes - done};
+    const ssize_t n = process_vm_readv(sender_->pid(), &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EFAULT;
+      return Status::error(Errc::RemoteError,
+                           strprintf("cannot read %zu bytes of %s's memory with process_vm_readv: %s%s", bytes - done,
+                                     who.c_str(), std::strerror(err),
+                                     err == ESRCH ? " (the process exited)" : ""));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status();
 }
 
 }  // namespace cfx::transport::shm

@@ -11,6 +11,10 @@
 // Each side keeps a private copy of its own counter and a cached copy of the other's, and reads the shared
 // counter of the other side only when the cached value says it must wait: a busy FIFO costs no cross-core
 // traffic beyond the slot data, the descriptor and one counter line per slot.
+//
+// Direct transfers (transport.h): enabled per pair by ShmTransport::create() after both processes proved they can
+// read each other's memory. The receiver reads a DirectRegion with memcpy when the sender is this very process
+// (ranks as threads) and with process_vm_readv(2) otherwise; drained() is "tail == head".
 #pragma once
 
 #include <memory>
@@ -25,7 +29,9 @@ namespace cfx::transport::shm {
 class ShmSendEnd final : public SendEnd {
  public:
   // `fifo` is this rank's FIFO inside `receiver`'s segment; `receiver` keeps that mapping alive.
-  ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver);
+  // `directThreshold` 0 disables direct transfers on this end.
+  ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver,
+             size_t directThreshold = 0);
 
   void* tryAcquire() override;
   void post(size_t bytes, uint64_t tag) override;
@@ -33,12 +39,15 @@ class ShmSendEnd final : public SendEnd {
   int nSlots() const override { return nSlots_; }
   Status check() override { return receiver_->check(); }
   const char* kind() const override { return "shm"; }
+  size_t directThreshold() const override { return directThreshold_; }
+  bool drained() override;
 
  private:
   FifoView fifo_;
   size_t slotBytes_;
   int nSlots_;
   std::shared_ptr<const ShmPeer> receiver_;
+  size_t directThreshold_;
   uint64_t head_;          // slots posted: the private copy of fifo_.control->head, which only we write
   uint64_t cachedTail_;    // the last tail we loaded; reloaded only when the FIFO looks full
   bool acquired_ = false;  // tryAcquire() handed out the slot at head_ (checked by post() in debug builds)
@@ -48,13 +57,14 @@ class ShmRecvEnd final : public RecvEnd {
  public:
   // `fifo` is the FIFO from `sender` inside this rank's segment `own`.
   ShmRecvEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<ShmSegment> own,
-             std::shared_ptr<const ShmPeer> sender);
+             std::shared_ptr<const ShmPeer> sender, bool direct = false, bool sameProcess = false);
 
   const void* tryPeek(size_t* bytes, uint64_t* tag) override;
   void release() override;
   // Also reports RemoteError when the sender published a descriptor larger than a slot (corrupt memory).
   Status check() override;
   const char* kind() const override { return "shm"; }
+  Status readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes) override;
 
  private:
   FifoView fifo_;
@@ -62,6 +72,8 @@ class ShmRecvEnd final : public RecvEnd {
   int nSlots_;
   std::shared_ptr<ShmSegment> own_;
   std::shared_ptr<const ShmPeer> sender_;
+  bool direct_;
+  bool sameProcess_;  // the sender is this process (ranks as threads): plain memcpy
   uint64_t tail_;          // slots released: the private copy of fifo_.control->tail, which only we write
   uint64_t cachedHead_;    // the last head we loaded; reloaded only when the FIFO looks empty
   bool peeked_ = false;    // tryPeek() returned the slot at tail_ (checked by release() in debug builds)

@@ -34,6 +34,7 @@ class ShmPeer {
 
   int rank() const { return rank_; }
   pid_t pid() const { return identity_.pid; }
+  const ProcessIdentity& identity() const { return identity_; }
   const std::string& hostName() const { return hostName_; }
   void* base() const { return segment_->data(); }
   SegmentHeader& header() const { return *static_cast<SegmentHeader*>(segment_->data()); }

@@ -3,6 +3,8 @@
 // (transport layer, shm transport).
 #include "transport/shm/shm_transport.h"
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -44,6 +46,17 @@ CFX_PARAM(int64_t, shmSlotBytes, "CFX_SHM_SLOT_BYTES", int64_t{131072},
 CFX_PARAM(int, shmSlots, "CFX_SHM_SLOTS", 8,
           "Slots per FIFO (2 to 64): how many steps a sender may run ahead of its receiver on one connection.",
           cfx::param::inRange(2, 64));
+CFX_PARAM(bool, shmDirect, "CFX_SHM_DIRECT", false,
+          "Set to 1 for single-copy transfers between ranks on the same host: a large message is read straight "
+          "from the sender's buffer (process_vm_readv between processes, memcpy between threads of one process) "
+          "instead of being copied into and out of the shared-memory FIFO. Used for a pair only if both ranks set "
+          "it and the kernel lets them read each other's memory (Yama ptrace_scope, containers and "
+          "PR_SET_DUMPABLE may forbid it). Off by default: where process_vm_readv copies slower than memcpy (VMs, "
+          "4 KiB pages) the FIFO's two pipelined copies are faster; it saves memory bandwidth where it is not.");
+CFX_PARAM(int64_t, shmDirectThreshold, "CFX_SHM_DIRECT_THRESHOLD_BYTES", int64_t{1} << 20,
+          "Smallest message (bytes) sent single-copy when CFX_SHM_DIRECT is on; ranks use the largest value any "
+          "rank sets. Messages that fit in one FIFO (CFX_SHM_SLOTS x slice) always take the FIFO.",
+          cfx::param::inRange(int64_t{1}, int64_t{1} << 40));
 
 // What every rank announces about its segment in the first allGather. Fixed size, no pointers.
 struct SegmentDescriptor {
@@ -53,7 +66,11 @@ struct SegmentDescriptor {
   int32_t nSlots;
   int32_t status;   // Errc of creating the segment; 0 when it exists
   uint8_t enabled;  // shm is not disabled on that rank
-  uint8_t reserved[7];
+  uint8_t direct;   // the rank offers direct transfers (CFX_SHM_DIRECT)
+  uint8_t reserved[6];
+  uint64_t directThreshold;  // CFX_SHM_DIRECT_THRESHOLD_BYTES of that rank
+  uint64_t probeAddress;     // a word in that process holding probeValue until create() returns there
+  uint64_t probeValue;
 };
 static_assert(std::is_trivially_copyable_v<SegmentDescriptor>);
 
@@ -135,7 +152,8 @@ Result<std::shared_ptr<ShmSegment>> createOwnSegment(const Context& ctx, const S
   return std::shared_ptr<ShmSegment>(std::move(segment));
 }
 
-SegmentDescriptor describe(const Context& ctx, const ShmSegment* own, const Status& ownStatus) {
+SegmentDescriptor describe(const Context& ctx, const ShmSegment* own, const Status& ownStatus,
+                           const uint64_t* probeWord) {
   SegmentDescriptor d{};
   if (own != nullptr) {
     std::snprintf(d.name, sizeof(d.name), "%s", own->name().c_str());
@@ -145,6 +163,10 @@ SegmentDescriptor describe(const Context& ctx, const ShmSegment* own, const Stat
   d.nSlots = ctx.options.geometry.nSlots;
   d.status = static_cast<int32_t>(ownStatus.code());
   d.enabled = ctx.options.disabled ? 0 : 1;
+  d.direct = ctx.options.direct ? 1 : 0;
+  d.directThreshold = ctx.options.directThresholdBytes;
+  d.probeAddress = reinterpret_cast<uintptr_t>(probeWord);
+  d.probeValue = *probeWord;
   return d;
 }
 
@@ -214,18 +236,59 @@ Status mapPeers(const Context& ctx, const std::vector<SegmentDescriptor>& all, s
   return Status();
 }
 
-// The second allGather: every rank's outcome (its Errc and the bitmap of peers it mapped). It is also the barrier
-// after which nobody opens a segment by name any more. Returns the first other rank's failure as RemoteError;
-// on success *pairs holds every rank's bitmap, the same on every rank.
-Status agree(const Context& ctx, const Status& local, const std::vector<MappedPeer>& mapped, PairMap* pairs) {
+bool sameProcess(const ProcessIdentity& a, const ProcessIdentity& b) {
+  return a.pid == b.pid && a.startTime == b.startTime && a.pidNamespace == b.pidNamespace;
+}
+
+// Whether this process can read the memory of mapped peer p: reads the probe word p published, with memcpy when p
+// is this very process and with process_vm_readv otherwise (which Yama's ptrace_scope, a seccomp filter, another
+// pid namespace or a non-dumpable peer may forbid). False, logged at INFO, when it cannot.
+bool probeDirect(const Context& ctx, const MappedPeer& m, const SegmentDescriptor& d) {
+  if (!ctx.options.direct || !d.direct || !m.peer) return false;
+  uint64_t value = 0;
+  if (sameProcess(m.peer->identity(), ctx.self)) {
+    std::memcpy(&value, reinterpret_cast<const void*>(static_cast<uintptr_t>(d.probeAddress)), sizeof(value));
+  } else {
+    iovec local{&value, sizeof(value)};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(d.probeAddress)), sizeof(value)};
+    const ssize_t n = process_vm_readv(m.peer->pid(), &local, 1, &remote, 1, 0);
+    if (n != static_cast<ssize_t>(sizeof(value))) {
+      const int err = n < 0 ? errno : 0;
+      CFX_INFO(log::Sys::Shm,
+               "shm: rank %d cannot read the memory of peer rank %d (pid %d) with process_vm_readv: %s; this pair "
+               "copies through the FIFO (check /proc/sys/kernel/yama/ptrace_scope or the container's seccomp profile)",
+               ctx.rank, m.peer->rank(), static_cast<int>(m.peer->pid()), err ? std::strerror(err) : "short read");
+      return false;
+    }
+  }
+  if (value != d.probeValue) {
+    CFX_INFO(log::Sys::Shm,
+             "shm: rank %d read a wrong probe value from peer rank %d (pid %d; another pid namespace?); this pair "
+             "copies through the FIFO",
+             ctx.rank, m.peer->rank(), static_cast<int>(m.peer->pid()));
+    return false;
+  }
+  return true;
+}
+
+// The second allGather: every rank's outcome (its Errc, the bitmap of peers it mapped and the bitmap of peers whose
+// memory it could read). It is also the barrier after which nobody opens a segment by name any more, nor reads
+// a probe word. Returns the first other rank's failure as RemoteError; on success *pairs and *directPairs hold
+// every rank's bitmaps, the same on every rank.
+Status agree(const Context& ctx, const Status& local, const std::vector<MappedPeer>& mapped,
+             const std::vector<bool>& readable, PairMap* pairs, PairMap* directPairs) {
   *pairs = PairMap(ctx.nRanks);
-  const size_t stride = sizeof(int32_t) + pairs->rowBytes();
+  *directPairs = PairMap(ctx.nRanks);
+  const size_t stride = sizeof(int32_t) + 2 * pairs->rowBytes();
   std::vector<uint8_t> outcomes(stride * static_cast<size_t>(ctx.nRanks), 0);
   uint8_t* mine = outcomes.data() + stride * static_cast<size_t>(ctx.rank);
   const int32_t code = static_cast<int32_t>(local.code());
   std::memcpy(mine, &code, sizeof(code));
   for (int p = 0; p < ctx.nRanks; ++p) {
     if (mapped[static_cast<size_t>(p)].peer) mine[sizeof(int32_t) + p / 8] |= static_cast<uint8_t>(1u << (p % 8));
+    if (readable[static_cast<size_t>(p)]) {
+      mine[sizeof(int32_t) + pairs->rowBytes() + p / 8] |= static_cast<uint8_t>(1u << (p % 8));
+    }
   }
   CFX_TRY(ctx.bootstrap.allGather(outcomes.data(), stride));
 
@@ -239,6 +302,7 @@ Status agree(const Context& ctx, const Status& local, const std::vector<MappedPe
                                      whoIs(ctx, p).c_str(), errcName(static_cast<Errc>(theirCode))));
     }
     pairs->setRow(p, theirs + sizeof(int32_t));
+    directPairs->setRow(p, theirs + sizeof(int32_t) + pairs->rowBytes());
   }
   return Status();
 }
@@ -257,6 +321,7 @@ std::vector<bool> localPeers(const std::vector<PeerInfo>& peers, int rank, bool 
 std::vector<std::shared_ptr<ShmPeer>> connectEnds(const Context& ctx, const SegmentLayout& layout,
                                                   const std::shared_ptr<ShmSegment>& own,
                                                   const std::vector<MappedPeer>& mapped, const PairMap& pairs,
+                                                  const PairMap& directPairs, size_t directThreshold,
                                                   Endpoints& out) {
   const FifoGeometry& g = ctx.options.geometry;
   out.resize(ctx.nRanks);
@@ -264,15 +329,20 @@ std::vector<std::shared_ptr<ShmPeer>> connectEnds(const Context& ctx, const Segm
   for (int p = 0; p < ctx.nRanks; ++p) {
     if (!pairs.connects(ctx.rank, p)) continue;
     const MappedPeer& m = mapped[static_cast<size_t>(p)];
+    const bool direct = directPairs.connects(ctx.rank, p);
+    const bool sameProc = sameProcess(m.peer->identity(), ctx.self);
     for (int ch = 0; ch < kNumChannels; ++ch) {
       const uint64_t incoming =
           layout.fifoOffsets[static_cast<size_t>(ch) * static_cast<size_t>(ctx.nRanks) + static_cast<size_t>(p)];
       const uint64_t outgoing = m.sendFifo[static_cast<size_t>(ch)];
-      out.recv[ch][p] = std::make_unique<ShmRecvEnd>(fifoAt(own->data(), incoming, g.nSlots), g, own, m.peer);
-      out.send[ch][p] = std::make_unique<ShmSendEnd>(fifoAt(m.peer->base(), outgoing, g.nSlots), g, m.peer);
+      out.recv[ch][p] = std::make_unique<ShmRecvEnd>(fifoAt(own->data(), incoming, g.nSlots), g, own, m.peer, direct,
+                                                     sameProc);
+      out.send[ch][p] = std::make_unique<ShmSendEnd>(fifoAt(m.peer->base(), outgoing, g.nSlots), g, m.peer,
+                                                     direct ? directThreshold : 0);
     }
-    CFX_INFO(log::Sys::Shm, "shm: rank %d <-> peer rank %d (host %s, pid %d) connected on %d channels", ctx.rank, p,
-             m.peer->hostName().c_str(), static_cast<int>(m.peer->pid()), kNumChannels);
+    CFX_INFO(log::Sys::Shm, "shm: rank %d <-> peer rank %d (host %s, pid %d) connected on %d channels%s", ctx.rank, p,
+             m.peer->hostName().c_str(), static_cast<int>(m.peer->pid()), kNumChannels,
+             !direct ? "" : sameProc ? ", direct (memcpy, same process)" : ", direct (process_vm_readv)");
     kept.push_back(m.peer);
   }
   return kept;
@@ -285,6 +355,8 @@ ShmOptions ShmOptions::fromParams() {
   options.disabled = shmDisable.get();
   options.geometry.slotBytes = static_cast<size_t>(shmSlotBytes.get());
   options.geometry.nSlots = shmSlots.get();
+  options.direct = shmDirect.get();
+  options.directThresholdBytes = static_cast<size_t>(shmDirectThreshold.get());
   return options;
 }
 
@@ -307,10 +379,17 @@ bool PairMap::connects(int a, int b) const {
   return mapped(a, b) && mapped(b, a);
 }
 
-ShmTransport::ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs)
-    : own_(std::move(own)), peers_(std::move(peers)), pairs_(std::move(pairs)) {}
+ShmTransport::ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs,
+                           PairMap directPairs, size_t directThreshold)
+    : own_(std::move(own)),
+      peers_(std::move(peers)),
+      pairs_(std::move(pairs)),
+      directPairs_(std::move(directPairs)),
+      directThreshold_(directThreshold) {}
 
 bool ShmTransport::connects(int a, int b) const { return pairs_.connects(a, b); }
+
+bool ShmTransport::direct(int a, int b) const { return pairs_.connects(a, b) && directPairs_.connects(a, b); }
 
 ShmTransport::~ShmTransport() {
   // Release pairs with the acquire load of `closed` in ShmPeer::check() on every peer.
@@ -338,15 +417,29 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(Bootstrap& bootstrap,
     }
   }
 
+  // Peers read this word with process_vm_readv to prove they may read our memory; it lives until agree() returns,
+  // by which time every peer has read it.
+  uint64_t probeWord = 0;
+  {
+    std::random_device rd;
+    probeWord = ((static_cast<uint64_t>(rd()) << 32) | rd()) | 1u;
+  }
   std::vector<SegmentDescriptor> all(static_cast<size_t>(ctx.nRanks));
-  all[static_cast<size_t>(ctx.rank)] = describe(ctx, own.get(), local);
+  all[static_cast<size_t>(ctx.rank)] = describe(ctx, own.get(), local, &probeWord);
   CFX_TRY(bootstrap.allGather(all.data(), sizeof(SegmentDescriptor)));
 
   std::vector<MappedPeer> mapped(static_cast<size_t>(ctx.nRanks));
   if (local.ok()) local = checkDescriptors(ctx, all);
   if (local.ok()) local = mapPeers(ctx, all, &mapped);
+  std::vector<bool> readable(static_cast<size_t>(ctx.nRanks), false);
+  if (local.ok()) {
+    for (int p = 0; p < ctx.nRanks; ++p) {
+      readable[static_cast<size_t>(p)] = probeDirect(ctx, mapped[static_cast<size_t>(p)], all[static_cast<size_t>(p)]);
+    }
+  }
   PairMap pairs;
-  Status agreed = agree(ctx, local, mapped, &pairs);
+  PairMap directPairs;
+  Status agreed = agree(ctx, local, mapped, readable, &pairs, &directPairs);
   // Every peer that will ever map our segment has done so by now (or failed): remove the name.
   if (own) {
     if (Status st = own->unlink(); !st.ok()) CFX_WARN("%s", st.message().c_str());
@@ -354,11 +447,22 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(Bootstrap& bootstrap,
   CFX_TRY(local);
   CFX_TRY(agreed);
 
-  std::vector<std::shared_ptr<ShmPeer>> kept = connectEnds(ctx, layout, own, mapped, pairs, out);
+  // One threshold for the whole communicator (the largest any rank asks for), so both ends of every connection
+  // report the same value; 0 when no pair uses direct transfers.
+  size_t directThreshold = 0;
+  bool anyDirect = false;
+  for (int a = 0; a < ctx.nRanks; ++a) {
+    directThreshold = std::max<size_t>(directThreshold, all[static_cast<size_t>(a)].directThreshold);
+    for (int b = a + 1; b < ctx.nRanks; ++b) anyDirect = anyDirect || (pairs.connects(a, b) && directPairs.connects(a, b));
+  }
+  if (!anyDirect) directThreshold = 0;
+  std::vector<std::shared_ptr<ShmPeer>> kept =
+      connectEnds(ctx, layout, own, mapped, pairs, directPairs, std::max<size_t>(directThreshold, 1), out);
   CFX_INFO(log::Sys::Init, "shm: rank %d: %s segment of %zu bytes, %zu same-host peers over shm, FIFOs of %d x %zu B%s",
            ctx.rank, own->name().empty() ? "anonymous" : "named", own->size(), kept.size(), options.geometry.nSlots,
            options.geometry.slotBytes, options.disabled ? " (shm disabled)" : "");
-  return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(own), std::move(kept), std::move(pairs)));
+  return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(own), std::move(kept), std::move(pairs),
+                                                        std::move(directPairs), directThreshold));
 }
 
 }  // namespace cfx::transport::shm

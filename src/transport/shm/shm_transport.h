@@ -51,8 +51,15 @@ struct ShmOptions {
   bool disabled = false;
   // Segment names are /<prefix>-<pid>-<rank>-<random hex>. 1 to 32 characters of [A-Za-z0-9._-].
   std::string segmentPrefix = "cfx";
+  // CFX_SHM_DIRECT: offer direct (single-copy) transfers (transport.h). A pair uses them only if both ranks offer
+  // them and each could read the other's memory at init (process_vm_readv, or the same process).
+  bool direct = false;
+  // CFX_SHM_DIRECT_THRESHOLD_BYTES: smallest message a sender may post as a DirectRegion. Ranks agree on the
+  // largest value any rank asks for, so both ends of every connection report the same directThreshold().
+  size_t directThresholdBytes = size_t{1} << 20;
 
-  // NCCL_SHM_DISABLE, CFX_SHM_SLOT_BYTES and CFX_SHM_SLOTS, read once per process.
+  // NCCL_SHM_DISABLE, CFX_SHM_SLOT_BYTES, CFX_SHM_SLOTS, CFX_SHM_DIRECT and CFX_SHM_DIRECT_THRESHOLD_BYTES, read
+  // once per process.
   static ShmOptions fromParams();
 };
 
@@ -80,6 +87,10 @@ class ShmTransport {
   // answer for every pair, so callers can decide collective steps (does any pair need another transport?)
   // without another exchange, even when ranks disagree about NCCL_SHM_DISABLE or some same-host pair fell back.
   bool connects(int a, int b) const;
+  // Whether connected ranks a and b use direct transfers with each other; the same answer on every rank.
+  bool direct(int a, int b) const;
+  // The agreed threshold of direct transfers (the same on every rank); 0 when no pair uses them.
+  size_t directThreshold() const { return directThreshold_; }
 
   // This rank's doorbell, in shared memory: shm peers ring it when they post into or release a FIFO of ours;
   // the other transports and the executor of this rank use it too. Valid until this object is destroyed.
@@ -94,11 +105,14 @@ class ShmTransport {
   ShmTransport& operator=(const ShmTransport&) = delete;
 
  private:
-  ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs);
+  ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs,
+               PairMap directPairs, size_t directThreshold);
 
   std::shared_ptr<ShmSegment> own_;
   std::vector<std::shared_ptr<ShmPeer>> peers_;  // connected peers only
   PairMap pairs_;
+  PairMap directPairs_;  // row r, bit p: r offers direct transfers and could read p's memory
+  size_t directThreshold_;
 };
 
 }  // namespace cfx::transport::shm

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP transport's handshake messages and HMAC proofs, without sockets.
+#include "transport/tcp/tcp_handshake.h"
+
+#include <gtest/gtest.h>
+
+#include "transport/tcp/tcp_connection.h"
+
+namespace cfx::transport::tcp {
+namespace {
+
+Hello sampleHello() {
+  Hello h;
+  h.fromRank = 1;
+  h.toRank = 3;
+  h.nRanks = 4;
+  h.channel = 1;
+  h.stream = 0;
+  h.nSlots = 8;
+  h.slotBytes = 262144;
+  for (size_t i = 0; i < h.nonce.size(); ++i) h.nonce[i] = static_cast<uint8_t>(i * 3 + 1);
+  h.session = {9, 8, 7, 6, 5, 4, 3, 2};
+  return h;
+}
+
+Secret secretFilledWith(uint8_t v) {
+  Secret s;
+  s.fill(v);
+  return s;
+}
+
+TEST(TcpHandshake, HelloRoundTripsThroughItsWireForm) {
+  const Hello in = sampleHello();
+  const auto bytes = encodeHello(in);
+  Result<Hello> out = decodeHello(bytes.data());
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->fromRank, in.fromRank);
+  EXPECT_EQ(out->toRank, in.toRank);
+  EXPECT_EQ(out->nRanks, in.nRanks);
+  EXPECT_EQ(out->channel, in.channel);
+  EXPECT_EQ(out->stream, in.stream);
+  EXPECT_EQ(out->nSlots, in.nSlots);
+  EXPECT_EQ(out->slotBytes, in.slotBytes);
+  EXPECT_EQ(out->nonce, in.nonce);
+  EXPECT_EQ(out->session, in.session);
+}
+
+TEST(TcpHandshake, HelloIntegersAreLittleEndianOnTheWire) {
+  Hello h = sampleHello();
+  h.slotBytes = 0x0102030405060708ull;
+  const auto bytes = encodeHello(h);
+  EXPECT_EQ(bytes[32], 0x08);
+  EXPECT_EQ(bytes[39], 0x01);
+  EXPECT_EQ(bytes[8], 1);  // fromRank
+}
+
+TEST(TcpHandshake, DecodeRejectsGarbageAndOtherProtocolVersions) {
+  std::array<uint8_t, kHelloBytes> garbage{};
+  garbage.fill(0xab);
+  Result<Hello> bad = decodeHello(garbage.data());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a Conflux TCP peer"), std::string::npos);
+
+  auto other = encodeHello(sampleHello());
+  other[7] = 99;  // the version byte
+  Result<Hello> version = decodeHello(other.data());
+  ASSERT_FALSE(version.ok());
+  EXPECT_NE(version.status().message().find("version"), std::string::npos);
+}
+
+TEST(TcpHandshake, AckRoundTripsAndRejectsGarbage) {
+  for (AckCode code : {AckCode::Ok, AckCode::GeometryMismatch, AckCode::Duplicate}) {
+    const auto bytes = encodeAck(code);
+    Result<AckCode> back = decodeAck(bytes.data());
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back.value(), code);
+  }
+  auto unknown = encodeAck(AckCode::Ok);
+  unknown[8] = 77;
+  EXPECT_FALSE(decodeAck(unknown.data()).ok());
+  std::array<uint8_t, kAckBytes> zeros{};
+  EXPECT_FALSE(decodeAck(zeros.data()).ok());
+}
+
+TEST(TcpHandshake, ProofsDependOnSecretRoleHelloAndNonce) {
+  const auto hello = encodeHello(sampleHello());
+  Nonce nonce{};
+  nonce.fill(0x11);
+  const Secret secret = secretFilledWith(0x5a);
+
+  const Mac server = serverMac(secret, hello.data(), nonce).value();
+  const Mac client = clientMac(secret, hello.data(), nonce).value();
+  EXPECT_NE(server, client) << "the two roles must not share a proof, or one could reflect the other's";
+  EXPECT_EQ(server, serverMac(secret, hello.data(), nonce).value());
+  EXPECT_TRUE(macEquals(server, server.data()));
+  EXPECT_FALSE(macEquals(server, client.data()));
+
+  EXPECT_NE(server, serverMac(secretFilledWith(0x5b), hello.data(), nonce).value());
+  auto otherHello = hello;
+  otherHello[20] ^= 1;  // another channel
+  EXPECT_NE(server, serverMac(secret, otherHello.data(), nonce).value());
+  Nonce otherNonce = nonce;
+  otherNonce[31] ^= 1;
+  EXPECT_NE(client, clientMac(secret, hello.data(), otherNonce).value());
+}
+
+TEST(TcpHandshake, FrameHeaderIsSixteenLittleEndianBytes) {
+  const WireHeader h = WireHeader::encode(0x1234, 0xfedcba9876543210ull);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&h);
+  EXPECT_EQ(bytes[0], 0x34);
+  EXPECT_EQ(bytes[1], 0x12);
+  EXPECT_EQ(bytes[8], 0x10);
+  EXPECT_EQ(bytes[15], 0xfe);
+  EXPECT_EQ(h.bytes(), 0x1234u);
+  EXPECT_EQ(h.tag(), 0xfedcba9876543210ull);
+}
+
+}  // namespace
+}  // namespace cfx::transport::tcp
