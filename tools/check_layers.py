@@ -48,7 +48,7 @@ for path in sorted((src / "api").glob("*.cc")):
         fn = body[start:i]
         # Allowed besides api::call: the noexcept not-supported helpers, and bodies that cannot throw (a
         # switch over result codes, reading or resetting the log state).
-        safe = ("api::call(", "notSupported(", "warnNotSupported(", "emptyTeam(", "noRank(", "switch (result)", "log::lastError()",
+        safe = ("api::call(", "notSupported(", "warnNotSupported(", "emptyTeam(", "noRank(", "switch (api::rawEnum(result))", "log::lastError()",
                 "log::reset()")
         if not any(s in fn for s in safe):
             errors.append(f"{path.relative_to(root)}: {m.group(1)} does not go through api::call")

@@ -25,17 +25,16 @@ Result<core::Communicator*> checkComm(ncclComm_t comm) {
   return unchecked(comm);
 }
 
-Status checkDataType(ncclDataType_t type) {
-  if (static_cast<int>(type) < 0 || static_cast<int>(type) >= ncclNumTypes) {
-    return Status::error(Errc::InvalidArgument, strprintf("invalid datatype %d (valid: 0..%d)", static_cast<int>(type),
-                                                          ncclNumTypes - 1));
+Status checkDataType(int type) {
+  if (type < 0 || type >= ncclNumTypes) {
+    return Status::error(Errc::InvalidArgument, strprintf("invalid datatype %d (valid: 0..%d)", type, ncclNumTypes - 1));
   }
   return Status();
 }
 
-Result<ReduceOp> checkRedOp(core::Communicator& comm, ncclRedOp_t op, ncclDataType_t type) {
+Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type) {
   const auto dt = static_cast<DataType>(type);
-  const int o = static_cast<int>(op);
+  const int o = op;
   if (o >= 0 && o < ncclNumOps) return ReduceOp::builtin(dt, static_cast<RedOpKind>(o), comm.nRanks());
   const core::UserRedOp* user = comm.findRedOp(o);
   if (user == nullptr) {

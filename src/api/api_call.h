@@ -56,9 +56,19 @@ Result<core::Communicator*> checkComm(ncclComm_t comm);
 inline core::Communicator* unchecked(ncclComm_t comm) { return reinterpret_cast<core::Communicator*>(comm); }
 inline ncclComm_t toHandle(core::Communicator* comm) { return reinterpret_cast<ncclComm_t>(comm); }
 
-Status checkDataType(ncclDataType_t type);
-// Resolves a built-in or user op for `type` into its executable form.
-Result<ReduceOp> checkRedOp(core::Communicator& comm, ncclRedOp_t op, ncclDataType_t type);
+// A C caller may pass any int where an enum is declared (bad-input tests do). Loading such a value as the
+// C++ enum type is undefined behaviour, so entry points read enum parameters through this, as raw bytes.
+template <typename E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+Status checkDataType(int type);
+// Resolves a built-in or user op for `type` (already checked) into its executable form.
+Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type);
 Status checkRoot(const core::Communicator& comm, int root, const char* what);
 Status checkBuffer(const void* p, size_t count, const char* name);
 

@@ -12,8 +12,8 @@ struct CollCall {
   const void* sendbuff;
   void* recvbuff;
   size_t count;
-  ncclDataType_t type;
-  ncclRedOp_t op;             // ignored unless reducing
+  int type;                   // raw ncclDataType_t (see rawEnum)
+  int op;                     // raw ncclRedOp_t; ignored unless reducing
   int root;                   // -1 unless rooted
   ncclComm_t comm;
   cudaStream_t stream;
@@ -67,8 +67,7 @@ Status submitCollective(const CollCall& c) {
       op.args.op = ReduceOp::builtin(op.args.type, RedOpKind::Sum, comm->nRanks());
     }
     CFX_INFO(log::Sys::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
-             "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, static_cast<int>(c.type),
-             static_cast<int>(c.op), c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
+             "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
     return core::submit(op);
   }();
   if (!st.ok()) core::noteGroupError(st);
@@ -79,13 +78,14 @@ Status submitCollective(const CollCall& c) {
 }  // namespace cfx::api
 
 using cfx::api::CollCall;
+using cfx::api::rawEnum;
 using cfx::coll::Collective;
 
 CFX_API ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclAllReduce", [&] {
     return cfx::api::submitCollective(
-        {"ncclAllReduce", Collective::AllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream, true});
+        {"ncclAllReduce", Collective::AllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), -1, comm, stream, true});
   });
 }
 CFX_NCCL_ALIAS(ncclAllReduce)
@@ -94,7 +94,7 @@ CFX_API ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclBroadcast", [&] {
     return cfx::api::submitCollective(
-        {"ncclBroadcast", Collective::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, false});
+        {"ncclBroadcast", Collective::Broadcast, sendbuff, recvbuff, count, rawEnum(datatype), ncclSum, root, comm, stream, false});
   });
 }
 CFX_NCCL_ALIAS(ncclBroadcast)
@@ -103,7 +103,7 @@ CFX_API ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatyp
                                 cudaStream_t stream) {
   return cfx::api::call("ncclBcast", [&] {
     return cfx::api::submitCollective(
-        {"ncclBcast", Collective::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream, false});
+        {"ncclBcast", Collective::Broadcast, buff, buff, count, rawEnum(datatype), ncclSum, root, comm, stream, false});
   });
 }
 CFX_NCCL_ALIAS(ncclBcast)
@@ -112,7 +112,7 @@ CFX_API ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t co
                                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclReduce", [&] {
     return cfx::api::submitCollective(
-        {"ncclReduce", Collective::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream, true});
+        {"ncclReduce", Collective::Reduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root, comm, stream, true});
   });
 }
 CFX_NCCL_ALIAS(ncclReduce)
@@ -121,7 +121,7 @@ CFX_API ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t
                                     ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclAllGather", [&] {
     return cfx::api::submitCollective(
-        {"ncclAllGather", Collective::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm, stream, false});
+        {"ncclAllGather", Collective::AllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), ncclSum, -1, comm, stream, false});
   });
 }
 CFX_NCCL_ALIAS(ncclAllGather)
@@ -130,7 +130,7 @@ CFX_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, si
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclReduceScatter", [&] {
     return cfx::api::submitCollective({"ncclReduceScatter", Collective::ReduceScatter, sendbuff, recvbuff, recvcount,
-                                       datatype, op, -1, comm, stream, true});
+                                       rawEnum(datatype), rawEnum(op), -1, comm, stream, true});
   });
 }
 CFX_NCCL_ALIAS(ncclReduceScatter)
@@ -139,7 +139,7 @@ CFX_API ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t 
                                    ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclAlltoAll", [&] {
     return cfx::api::submitCollective(
-        {"ncclAlltoAll", Collective::AlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, stream, false});
+        {"ncclAlltoAll", Collective::AlltoAll, sendbuff, recvbuff, count, rawEnum(datatype), ncclSum, -1, comm, stream, false});
   });
 }
 CFX_NCCL_ALIAS(ncclAlltoAll)
@@ -148,7 +148,7 @@ CFX_API ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t co
                                  ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclGather", [&] {
     return cfx::api::submitCollective(
-        {"ncclGather", Collective::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, false});
+        {"ncclGather", Collective::Gather, sendbuff, recvbuff, count, rawEnum(datatype), ncclSum, root, comm, stream, false});
   });
 }
 CFX_NCCL_ALIAS(ncclGather)
@@ -157,7 +157,7 @@ CFX_API ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t c
                                   ncclComm_t comm, cudaStream_t stream) {
   return cfx::api::call("ncclScatter", [&] {
     return cfx::api::submitCollective(
-        {"ncclScatter", Collective::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream, false});
+        {"ncclScatter", Collective::Scatter, sendbuff, recvbuff, count, rawEnum(datatype), ncclSum, root, comm, stream, false});
   });
 }
 CFX_NCCL_ALIAS(ncclScatter)
@@ -167,7 +167,7 @@ CFX_API ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_
   return cfx::api::call("ncclSend", [&]() -> cfx::Status {
     CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
     cfx::Status st = [&]() -> cfx::Status {
-      CFX_TRY(cfx::api::checkDataType(datatype));
+      CFX_TRY(cfx::api::checkDataType(cfx::api::rawEnum(datatype)));
       if (peer < 0 || peer >= c->nRanks()) {
         return cfx::Status::error(cfx::Errc::InvalidArgument,
                                   cfx::strprintf("ncclSend : invalid peer %d (should be in the 0..%d range)", peer, c->nRanks() - 1));
@@ -178,7 +178,7 @@ CFX_API ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_
       op.kind = cfx::core::Op::Kind::Send;
       op.comm = c;
       op.sendbuff = sendbuff;
-      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(datatype));
+      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(cfx::api::rawEnum(datatype)));
       op.peer = peer;
       op.stream = stream;
       return cfx::core::submit(op);
@@ -194,7 +194,7 @@ CFX_API ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t data
   return cfx::api::call("ncclRecv", [&]() -> cfx::Status {
     CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
     cfx::Status st = [&]() -> cfx::Status {
-      CFX_TRY(cfx::api::checkDataType(datatype));
+      CFX_TRY(cfx::api::checkDataType(cfx::api::rawEnum(datatype)));
       if (peer < 0 || peer >= c->nRanks()) {
         return cfx::Status::error(cfx::Errc::InvalidArgument,
                                   cfx::strprintf("ncclRecv : invalid peer %d (should be in the 0..%d range)", peer, c->nRanks() - 1));
@@ -205,7 +205,7 @@ CFX_API ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t data
       op.kind = cfx::core::Op::Kind::Recv;
       op.comm = c;
       op.recvbuff = recvbuff;
-      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(datatype));
+      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(cfx::api::rawEnum(datatype)));
       op.peer = peer;
       op.stream = stream;
       return cfx::core::submit(op);

@@ -299,7 +299,7 @@ CFX_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
 CFX_NCCL_ALIAS(ncclCommUserRank)
 
 CFX_API const char* pncclGetErrorString(ncclResult_t result) {
-  switch (result) {
+  switch (api::rawEnum(result)) {  // any int may arrive; loading it as the enum would be undefined
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";

@@ -141,14 +141,16 @@ CFX_API ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, nc
                                                ncclScalarResidence_t residence, ncclComm_t comm) {
   return api::call("ncclRedOpCreatePreMulSum", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    CFX_TRY(api::checkDataType(datatype));
+    const int type = api::rawEnum(datatype);
+    const int where = api::rawEnum(residence);
+    CFX_TRY(api::checkDataType(type));
     if (op == nullptr || scalar == nullptr) return Status::error(Errc::InvalidArgument, "op or scalar is NULL");
-    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
-      return Status::error(Errc::InvalidArgument, strprintf("invalid scalar residence %d", static_cast<int>(residence)));
+    if (where != ncclScalarDevice && where != ncclScalarHostImmediate) {
+      return Status::error(Errc::InvalidArgument, strprintf("invalid scalar residence %d", where));
     }
     core::UserRedOp user;
-    user.type = static_cast<DataType>(datatype);
-    if (residence == ncclScalarHostImmediate) {
+    user.type = static_cast<DataType>(type);
+    if (where == ncclScalarHostImmediate) {
       std::memcpy(user.scalar, scalar, dataTypeSize(user.type));
     } else {
       user.deviceScalar = true;  // host memory here: dereferenced when the op runs, as NCCL does on the device
@@ -163,12 +165,11 @@ CFX_NCCL_ALIAS(ncclRedOpCreatePreMulSum)
 CFX_API ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return api::call("ncclRedOpDestroy", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    if (static_cast<int>(op) < ncclNumOps) {
-      return Status::error(Errc::InvalidArgument, strprintf("ncclRedOpDestroy: op %d is built-in", static_cast<int>(op)));
-    }
-    if (!c->removeRedOp(static_cast<int>(op))) {
+    const int o = api::rawEnum(op);
+    if (o < ncclNumOps) return Status::error(Errc::InvalidArgument, strprintf("ncclRedOpDestroy: op %d is built-in", o));
+    if (!c->removeRedOp(o)) {
       return Status::error(Errc::InvalidArgument, strprintf("ncclRedOpDestroy: op %d is not a live user op of this "
-                                                            "communicator", static_cast<int>(op)));
+                                                            "communicator", o));
     }
     return Status();
   });
