@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 # Debian packages the build, the tests and the demo need. `deps` installs only the missing ones.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
-                iproute2 procps
+                iproute2 procps libhwloc-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc clean
@@ -58,7 +58,7 @@ test-asan:
 test-tsan:
 	cmake -S . -B build-tsan -G Ninja $(SAN_FLAGS) -DCFX_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && CFX_TEST_QUICK=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	cd build-tsan && CFX_TEST_QUICK=1 TSAN_OPTIONS=second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
 
 check-layers:
@@ -69,3 +69,31 @@ env-doc: build
 
 clean:
 	rm -rf build build-asan build-tsan
+
+# ---- compare: Conflux beside Open MPI (vader, UCX, TCP) and Gloo, one collective; see perf/compare/README.md ----
+#   make compare COLL=all_reduce NP=4 [SIZES=1K:256M[:4]] [REPS=3] [ITERS=20] [WARMUP=5] [COMPARE_OUT=dir]
+# The peers' Debian packages are installed here only (compare-deps), never by `make test`.
+COLL ?= all_reduce
+NP ?= 2
+SIZES ?= 1K:64M
+REPS ?= 3
+ITERS ?= 20
+WARMUP ?= 5
+COMPARE_PACKAGES := openmpi-bin libopenmpi-dev libgloo-dev python3-matplotlib
+COMPARE_PYTHON ?= /usr/bin/python3
+
+.PHONY: compare compare-deps
+
+compare-deps:
+	@missing=""; for p in $(COMPARE_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing missing Debian packages for compare:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	else echo "All Debian packages for compare present."; fi
+
+compare: deps compare-deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target cfx_perf
+	$(COMPARE_PYTHON) perf/compare/compare.py --build $(BUILD) --coll $(COLL) --np $(NP) --sizes $(SIZES) \
+	  --reps $(REPS) --iters $(ITERS) --warmup $(WARMUP) $(if $(COMPARE_OUT),--out $(COMPARE_OUT))

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/tsan.h"
 #include "primitives/executor.h"
 #include "primitives/reduce.h"
 
@@ -204,11 +205,13 @@ bool Transfer::progressDirectOut(bool* moved) {
     r.bytes = bytes;
     r.pid = static_cast<int32_t>(::getpid());
     std::memcpy(slot, &r, sizeof(r));
+    tsanRelease(reinterpret_cast<const void*>(r.address));  // pairs with the reader's tsanAcquire in readDirect
     send->post(sizeof(r), tag | transport::kDirectTagFlag);
     directPosted = true;
     *moved = true;
   }
   if (!send->drained()) return false;
+  tsanAcquire(kind == Kind::Send ? static_cast<const void*>(local) : dst);  // the reader is done with our buffer
   directDone = true;
   *moved = true;
   return true;

@@ -2,6 +2,8 @@
 // Shared-memory FIFO ends: the SPSC protocol described in shm_fifo.h (transport layer, shm transport).
 #include "transport/shm/shm_fifo.h"
 
+#include "common/tsan.h"
+
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -134,7 +136,10 @@ Status ShmRecvEnd::readDirect(const DirectRegion& region, size_t offset, void* d
   if (bytes == 0) return Status();
   const uint64_t from = region.address + offset;
   if (sameProcess_) {
+    const void* base = reinterpret_cast<const void*>(static_cast<uintptr_t>(region.address));
+    tsanAcquire(base);  // pairs with the sender's tsanRelease before it posted the region
     std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(from)), bytes);
+    tsanRelease(base);  // pairs with the sender's tsanAcquire once the slot is drained
     return Status();
   }
   size_t done = 0;

@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicator creation (blocking, nonblocking, grouped, InitAll, scalable, NCCL_COMM_ID), queries, split, shrink,
+// finalize, destroy and abort through the public C API, with ranks as forked processes (integration layer).
+#include "integration/multiproc.h"
+#include "integration/nccl_checks.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cfx::itest {
+namespace {
+
+TEST(CommTest, VersionIs22809) {
+  int version = 0;
+  ASSERT_TRUE(succeeded(ncclGetVersion(&version)));
+  EXPECT_EQ(version, 22809);
+  EXPECT_EQ(version, NCCL_VERSION_CODE);
+}
+
+TEST(CommTest, ErrorStringsMatchNccl) {
+  EXPECT_STREQ(ncclGetErrorString(ncclSuccess), "no error");
+  EXPECT_STREQ(ncclGetErrorString(ncclUnhandledCudaError),
+               "unhandled cuda error (run with NCCL_DEBUG=INFO for details)");
+  EXPECT_STREQ(ncclGetErrorString(ncclSystemError), "unhandled system error (run with NCCL_DEBUG=INFO for details)");
+  EXPECT_STREQ(ncclGetErrorString(ncclInternalError), "internal error - please report this issue to the NCCL developers");
+  EXPECT_STREQ(ncclGetErrorString(ncclInvalidArgument), "invalid argument (run with NCCL_DEBUG=WARN for details)");
+  EXPECT_STREQ(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)");
+  EXPECT_STREQ(ncclGetErrorString(ncclRemoteError), "remote process exited or there was a network error");
+  EXPECT_STREQ(ncclGetErrorString(ncclInProgress), "NCCL operation in progress");
+  for (int code : {static_cast<int>(ncclNumResults), 9, 100, -1}) {
+    EXPECT_STREQ(ncclGetErrorString(static_cast<ncclResult_t>(code)), "unknown result code") << "code " << code;
+  }
+}
+
+TEST(CommTest, LastErrorIsNeverNull) {
+  runRanks(1, [](RankContext&) {
+    const char* before = ncclGetLastError(nullptr);
+    ASSERT_NE(before, nullptr);
+    int count = 0;
+    EXPECT_EQ(ncclCommCount(nullptr, &count), ncclInvalidArgument);
+    const char* after = ncclGetLastError(nullptr);
+    ASSERT_NE(after, nullptr);
+    EXPECT_STRNE(after, "") << "an invalid-argument error should leave its WARN text behind";
+  });
+}
+
+TEST(CommTest, QueriesReportSizeRankAndDevice) {
+  runRanks(3, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    int count = -1, rank = -1, device = -2;
+    EXPECT_TRUE(succeeded(ncclCommCount(comm, &count)));
+    EXPECT_TRUE(succeeded(ncclCommUserRank(comm, &rank)));
+    EXPECT_TRUE(succeeded(ncclCommCuDevice(comm, &device)));
+    EXPECT_EQ(count, 3);
+    EXPECT_EQ(rank, ctx.rank());
+    EXPECT_GE(device, -1) << "a host communicator may report -1, never garbage";
+    ncclResult_t async = ncclInternalError;
+    EXPECT_TRUE(succeeded(ncclCommGetAsyncError(comm, &async)));
+    EXPECT_EQ(async, ncclSuccess);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+// Splits the parent with color(rank)/key(rank) and checks the child's size, rank order (via AllGather of
+// parent ranks) and an AllReduce over exactly its members.
+void splitAndCheck(RankContext& ctx, ncclComm_t parent, const std::function<int(int)>& color,
+                   const std::function<int(int)>& key) {
+  const int me = ctx.rank();
+  std::vector<int> members;
+  for (int r = 0; r < ctx.nRanks(); ++r) {
+    if (color(me) != NCCL_SPLIT_NOCOLOR && color(r) == color(me)) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return key(a) < key(b); });
+  ncclComm_t child = reinterpret_cast<ncclComm_t>(0x1);  // must be overwritten, NULL included
+  ASSERT_TRUE(succeeded(ncclCommSplit(parent, color(me), key(me), &child, nullptr)));
+  if (color(me) == NCCL_SPLIT_NOCOLOR) {
+    EXPECT_EQ(child, nullptr) << "NCCL_SPLIT_NOCOLOR must give a NULL communicator";
+    return;
+  }
+  ASSERT_NE(child, nullptr);
+  int count = -1, rank = -1;
+  EXPECT_TRUE(succeeded(ncclCommCount(child, &count)));
+  EXPECT_TRUE(succeeded(ncclCommUserRank(child, &rank)));
+  EXPECT_EQ(count, static_cast<int>(members.size()));
+  const int expectedRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  EXPECT_EQ(rank, expectedRank);
+  std::vector<int32_t> order(members.size(), -1);
+  const int32_t mine = me;
+  EXPECT_TRUE(succeeded(ncclAllGather(&mine, order.data(), 1, ncclInt32, child, nullptr)));
+  EXPECT_EQ(order, std::vector<int32_t>(members.begin(), members.end())) << "child ranks are not ordered by key";
+  int total = 0;
+  for (int r : members) total += r + 1;
+  expectAllReduceSum(child, me + 1, total);
+  EXPECT_TRUE(succeeded(ncclCommDestroy(child)));
+}
+
+void runSplit(int nRanks, std::function<int(int)> color, std::function<int(int)> key) {
+  runRanks(nRanks, [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    splitAndCheck(ctx, comm, color, key);
+    expectAllReduceSum(comm, 1, ctx.nRanks());  // the parent still works after the split
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommSplitTest, HalvesWorkAsIndependentCommunicators) {
+  runSplit(6, [](int r) { return r < 3 ? 0 : 1; }, [](int r) { return r; });
+}
+
+TEST(CommSplitTest, OddAndEvenRanksFormTwoCommunicators) {
+  runSplit(7, [](int r) { return r % 2; }, [](int r) { return r; });
+}
+
+TEST(CommSplitTest, ReversedKeysReverseTheRankOrder) {
+  runSplit(5, [](int) { return 0; }, [](int r) { return 100 - r; });
+}
+
+TEST(CommSplitTest, EqualKeysKeepTheParentOrder) {
+  runSplit(4, [](int r) { return r == 2 ? 7 : 3; }, [](int) { return 0; });
+}
+
+TEST(CommSplitTest, NoColorGivesNullAndTheOthersProceed) {
+  runSplit(4, [](int r) { return r == 0 ? NCCL_SPLIT_NOCOLOR : 5; }, [](int r) { return r; });
+}
+
+TEST(CommSplitTest, ChildOfAChildWorks) {
+  runRanks(8, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int me = ctx.rank();
+    ncclComm_t half = nullptr, quarter = nullptr;
+    ASSERT_TRUE(succeeded(ncclCommSplit(comm, me / 4, me, &half, nullptr)));
+    ASSERT_NE(half, nullptr);
+    ASSERT_TRUE(succeeded(ncclCommSplit(half, me % 2, -me, &quarter, nullptr)));
+    ASSERT_NE(quarter, nullptr);
+    int rank = -1;
+    EXPECT_TRUE(succeeded(ncclCommUserRank(quarter, &rank)));
+    EXPECT_EQ(rank, (me % 4) < 2 ? 1 : 0) << "keys -me order the pair by descending parent rank";
+    // Members of my quarter: same me/4 and same parity.
+    const int base = (me / 4) * 4 + me % 2;
+    expectAllReduceSum(quarter, me + 1, (base + 1) + (base + 3));
+    expectAllReduceSum(half, me + 1, (me / 4) * 16 + 10);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(quarter)));
+    EXPECT_TRUE(succeeded(ncclCommDestroy(half)));
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommInitTest, NonBlockingInitCompletesThroughAsyncErrorPolling) {
+  runRanks(3, [](RankContext& ctx) {
+    const ncclUniqueId id = ctx.uniqueId();
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm, ctx.nRanks(), id, ctx.rank(), &config);
+    ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+    ASSERT_NE(comm, nullptr) << "a nonblocking init must hand out the communicator at once";
+    ASSERT_EQ(waitWhileInProgress(comm), ncclSuccess);
+
+    std::vector<float> send(1000), recv(1000, -1.0f);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(ctx.rank() + i % 5);
+    const ncclResult_t arc = ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat32, ncclSum, comm, nullptr);
+    ASSERT_TRUE(arc == ncclSuccess || arc == ncclInProgress) << resultName(arc);
+    ASSERT_EQ(waitWhileInProgress(comm), ncclSuccess);
+    for (size_t i = 0; i < recv.size(); ++i) {
+      ASSERT_EQ(recv[i], static_cast<float>(0 + 1 + 2 + 3 * (i % 5))) << "element " << i;
+    }
+    const ncclResult_t frc = ncclCommFinalize(comm);
+    ASSERT_TRUE(frc == ncclSuccess || frc == ncclInProgress) << resultName(frc);
+    ASSERT_EQ(waitWhileInProgress(comm), ncclSuccess);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommInitTest, InitAllDrivesEveryRankFromOneThreadInAGroup) {
+  runRanks(1, [](RankContext&) {
+    constexpr int kDevs = 4;
+    constexpr size_t kCount = 70001;
+    ncclComm_t comms[kDevs] = {};
+    ASSERT_TRUE(succeeded(ncclCommInitAll(comms, kDevs, nullptr)));
+    for (int i = 0; i < kDevs; ++i) {
+      ASSERT_NE(comms[i], nullptr);
+      int count = -1, rank = -1;
+      EXPECT_TRUE(succeeded(ncclCommCount(comms[i], &count)));
+      EXPECT_TRUE(succeeded(ncclCommUserRank(comms[i], &rank)));
+      EXPECT_EQ(count, kDevs);
+      EXPECT_EQ(rank, i) << "devlist order is rank order";
+    }
+    std::vector<std::vector<int64_t>> send(kDevs, std::vector<int64_t>(kCount)), recv = send;
+    for (int r = 0; r < kDevs; ++r) {
+      for (size_t i = 0; i < kCount; ++i) send[r][i] = static_cast<int64_t>(i) * (r + 1);
+    }
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    for (int r = 0; r < kDevs; ++r) {
+      ASSERT_TRUE(succeeded(
+          ncclAllReduce(send[r].data(), recv[r].data(), kCount, ncclInt64, ncclSum, comms[r], nullptr)));
+    }
+    ASSERT_TRUE(succeeded(ncclGroupEnd()));
+    for (int r = 0; r < kDevs; ++r) {
+      for (size_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(recv[r][i], static_cast<int64_t>(i) * 10) << "rank " << r << " element " << i;
+      }
+    }
+    // A broadcast from rank 2, also grouped.
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    for (int r = 0; r < kDevs; ++r) {
+      ASSERT_TRUE(succeeded(ncclBroadcast(send[r].data(), recv[r].data(), kCount, ncclInt64, 2, comms[r], nullptr)));
+    }
+    ASSERT_TRUE(succeeded(ncclGroupEnd()));
+    for (int r = 0; r < kDevs; ++r) EXPECT_EQ(recv[r], send[2]) << "rank " << r;
+    for (auto* comm : comms) EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommInitTest, GroupedInitOfTwoCommunicatorsFromOneThread) {
+  runRanks(2, [](RankContext& ctx) {
+    const ncclUniqueId idA = ctx.newUniqueId();
+    const ncclUniqueId idB = ctx.newUniqueId();
+    ncclComm_t a = nullptr, b = nullptr;
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    ASSERT_TRUE(succeeded(ncclCommInitRank(&a, 2, idA, ctx.rank())));
+    ASSERT_TRUE(succeeded(ncclCommInitRank(&b, 2, idB, 1 - ctx.rank())));
+    ASSERT_TRUE(succeeded(ncclGroupEnd()));
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    int rank = -1;
+    EXPECT_TRUE(succeeded(ncclCommUserRank(b, &rank)));
+    EXPECT_EQ(rank, 1 - ctx.rank());
+    expectAllReduceSum(a, 1, 2);
+    expectAllReduceSum(b, ctx.rank() + 2, 5);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(a)));
+    EXPECT_TRUE(succeeded(ncclCommDestroy(b)));
+  });
+}
+
+TEST(CommInitTest, TwoCommunicatorsUsedConcurrentlyFromTwoThreads) {
+  runRanks(3, [](RankContext& ctx) {
+    ncclComm_t a = ctx.initComm();
+    ASSERT_NE(a, nullptr);
+    const ncclUniqueId idB = ctx.newUniqueId();
+    ncclComm_t b = nullptr;
+    ASSERT_TRUE(succeeded(ncclCommInitRank(&b, ctx.nRanks(), idB, ctx.rank())));
+    std::thread other([&] {
+      for (int i = 0; i < 20; ++i) expectAllReduceSum(b, 2, 6, 5000 + i);
+    });
+    for (int i = 0; i < 20; ++i) expectAllReduceSum(a, 1, 3, 3000 + 7 * i);
+    other.join();
+    EXPECT_TRUE(succeeded(ncclCommDestroy(a)));
+    EXPECT_TRUE(succeeded(ncclCommDestroy(b)));
+  });
+}
+
+TEST(CommInitTest, ScalableInitWithSeveralRootsWorks) {
+  runRanks(5, [](RankContext& ctx) {
+    for (int nId : {1, 2}) {
+      std::vector<ncclUniqueId> ids;
+      for (int i = 0; i < nId; ++i) ids.push_back(ctx.newUniqueId());
+      ncclComm_t comm = nullptr;
+      ASSERT_TRUE(succeeded(ncclCommInitRankScalable(&comm, ctx.nRanks(), ctx.rank(), nId, ids.data(), nullptr)))
+          << "nId " << nId;
+      expectAllReduceSum(comm, ctx.rank() + 1, 15);
+      EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+    }
+  });
+}
+
+// NCCL_COMM_ID: every rank builds the id itself from the address; rank 0 serves the root inside init.
+TEST(CommInitTest, CommIdEnvironmentLetsEveryRankBuildTheId) {
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(probe, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  ::close(probe);  // a free port, most likely still free when rank 0 binds it
+  RunOptions options;
+  options.env = {{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(port)}};
+  runRanks(3, options, [](RankContext& ctx) {
+    ncclUniqueId id{};
+    ASSERT_TRUE(succeeded(ncclGetUniqueId(&id)));
+    ncclComm_t comm = nullptr;
+    ASSERT_TRUE(succeeded(ncclCommInitRank(&comm, ctx.nRanks(), id, ctx.rank())));
+    expectAllReduceSum(comm, ctx.rank() + 1, 6);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommShrinkTest, HealthyShrinkRenumbersTheSurvivors) {
+  runRanks(5, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int me = ctx.rank();
+    int excluded[] = {3, 1};  // unsorted on purpose
+    if (me != 1 && me != 3) {
+      ncclComm_t shrunk = nullptr;
+      ASSERT_TRUE(succeeded(ncclCommShrink(comm, excluded, 2, &shrunk, nullptr, NCCL_SHRINK_DEFAULT)));
+      ASSERT_NE(shrunk, nullptr);
+      int count = -1, rank = -1;
+      EXPECT_TRUE(succeeded(ncclCommCount(shrunk, &count)));
+      EXPECT_TRUE(succeeded(ncclCommUserRank(shrunk, &rank)));
+      EXPECT_EQ(count, 3);
+      EXPECT_EQ(rank, me == 0 ? 0 : me == 2 ? 1 : 2);
+      expectAllReduceSum(shrunk, me + 1, 1 + 3 + 5);
+      EXPECT_TRUE(succeeded(ncclCommDestroy(shrunk)));
+    }
+    // The excluded ranks never call shrink; everyone keeps the parent until the survivors are done with it.
+    ctx.barrier();
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommLifecycleTest, FinalizeThenDestroySucceeds) {
+  runRanks(4, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, 4);
+    EXPECT_TRUE(succeeded(ncclCommFinalize(comm)));
+    ncclResult_t state = ncclInternalError;
+    EXPECT_TRUE(succeeded(ncclCommGetAsyncError(comm, &state)));
+    EXPECT_EQ(state, ncclSuccess) << "a blocking finalize returns once the communicator is quiescent";
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommLifecycleTest, AbortAfterWorkAndRightAfterInitSucceeds) {
+  runRanks(3, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, 3);
+    EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+    ncclComm_t second = nullptr;
+    ASSERT_TRUE(succeeded(ncclCommInitRank(&second, ctx.nRanks(), ctx.newUniqueId(), ctx.rank())));
+    EXPECT_TRUE(succeeded(ncclCommAbort(second)));
+  });
+}
+
+size_t countEntries(const char* dir) {
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Creating and destroying communicators (and split children) many times must return every file descriptor
+// and thread: long jobs re-create process groups.
+TEST(CommLifecycleTest, RepeatedInitAndDestroyLeaksNoDescriptorsOrThreads) {
+  runRanks(3, [](RankContext& ctx) {
+    auto cycle = [&] {
+      ncclComm_t comm = nullptr;
+      ASSERT_TRUE(succeeded(ncclCommInitRank(&comm, ctx.nRanks(), ctx.newUniqueId(), ctx.rank())));
+      ncclComm_t child = nullptr;
+      ASSERT_TRUE(succeeded(ncclCommSplit(comm, ctx.rank() % 2, 0, &child, nullptr)));
+      expectAllReduceSum(comm, 1, 3, 70000);
+      EXPECT_TRUE(succeeded(ncclCommDestroy(child)));
+      EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+      ctx.barrier();
+    };
+    cycle();  // the first cycle may set up process-wide state
+    const size_t fds = countEntries("/proc/self/fd");
+    const size_t threads = countEntries("/proc/self/task");
+    for (int i = 0; i < 8; ++i) cycle();
+    // Let threads that are already exiting finish.
+    for (int i = 0; i < 200 && countEntries("/proc/self/task") > threads; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(countEntries("/proc/self/fd"), fds) << "file descriptors leaked";
+    EXPECT_EQ(countEntries("/proc/self/task"), threads) << "threads leaked";
+  });
+}
+
+TEST(CommLifecycleTest, DestroyAndAbortAcceptNull) {
+  runRanks(1, [](RankContext&) {
+    EXPECT_TRUE(succeeded(ncclCommDestroy(nullptr)));
+    EXPECT_TRUE(succeeded(ncclCommAbort(nullptr)));
+  });
+}
+
+}  // namespace
+}  // namespace cfx::itest

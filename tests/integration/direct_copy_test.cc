@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// Direct (single-copy) shared-memory transfers between processes, through the public API only: large messages
+// of every collective whose verbs may go direct (all-gather, broadcast, send/recv, all-to-all, reduce, gather,
+// scatter), with CFX_SHM_DIRECT on and off, must give the same, correct bytes.
+#include "integration/multiproc.h"
+#include "integration/nccl_checks.h"
+
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cfx::itest {
+namespace {
+
+constexpr size_t kBytes = size_t{64} << 20;
+
+uint32_t valueAt(int rank, size_t i) { return static_cast<uint32_t>(rank) * 2654435761u + static_cast<uint32_t>(i); }
+
+// Runs every collective on nRanks processes with the given CFX_SHM_DIRECT and checks every result element.
+void runAll(int nRanks, const char* direct) {
+  RunOptions options;
+  options.timeout = std::chrono::milliseconds(240000);
+  options.env = {{"CFX_SHM_DIRECT", direct}, {"CFX_SHM_DIRECT_THRESHOLD_BYTES", "262144"}};
+  runRanks(nRanks, options, [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int r = ctx.rank();
+    const int n = ctx.nRanks();
+    const size_t total = kBytes / sizeof(uint32_t);  // elements of the big buffer
+    const size_t block = total / static_cast<size_t>(n);
+    std::vector<uint32_t> send(total), recv(total);
+
+    ctx.note("all-gather");
+    for (size_t i = 0; i < block; ++i) send[i] = valueAt(r, i);
+    ASSERT_TRUE(succeeded(ncclAllGather(send.data(), recv.data(), block, ncclUint32, comm, nullptr)));
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < block; ++i) {
+        ASSERT_EQ(recv[static_cast<size_t>(p) * block + i], valueAt(p, i)) << "all-gather block " << p << " at " << i;
+      }
+    }
+
+    ctx.note("broadcast");
+    const int root = n - 1;
+    for (size_t i = 0; i < total; ++i) send[i] = valueAt(r, i);
+    ASSERT_TRUE(succeeded(ncclBroadcast(send.data(), recv.data(), total, ncclUint32, root, comm, nullptr)));
+    for (size_t i = 0; i < total; ++i) ASSERT_EQ(recv[i], valueAt(root, i)) << "broadcast at " << i;
+
+    ctx.note("all-to-all");
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < block; ++i) send[static_cast<size_t>(p) * block + i] = valueAt(r * 64 + p, i);
+    }
+    ASSERT_TRUE(succeeded(ncclAlltoAll(send.data(), recv.data(), block, ncclUint32, comm, nullptr)));
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < block; ++i) {
+        ASSERT_EQ(recv[static_cast<size_t>(p) * block + i], valueAt(p * 64 + r, i)) << "all-to-all from " << p;
+      }
+    }
+
+    ctx.note("send/recv ring");
+    for (size_t i = 0; i < total; ++i) send[i] = valueAt(r + 100, i);
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    ASSERT_TRUE(succeeded(ncclSend(send.data(), total, ncclUint32, (r + 1) % n, comm, nullptr)));
+    ASSERT_TRUE(succeeded(ncclRecv(recv.data(), total, ncclUint32, (r + n - 1) % n, comm, nullptr)));
+    ASSERT_TRUE(succeeded(ncclGroupEnd()));
+    for (size_t i = 0; i < total; ++i) ASSERT_EQ(recv[i], valueAt((r + n - 1) % n + 100, i)) << "recv at " << i;
+
+    ctx.note("gather and scatter");
+    for (size_t i = 0; i < block; ++i) send[i] = valueAt(r + 7, i);
+    ASSERT_TRUE(succeeded(ncclGather(send.data(), recv.data(), block, ncclUint32, 0, comm, nullptr)));
+    if (r == 0) {
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < block; ++i) ASSERT_EQ(recv[static_cast<size_t>(p) * block + i], valueAt(p + 7, i));
+      }
+    }
+    for (size_t i = 0; i < total; ++i) send[i] = valueAt(9, i);
+    ASSERT_TRUE(succeeded(ncclScatter(send.data(), recv.data(), block, ncclUint32, 0, comm, nullptr)));
+    for (size_t i = 0; i < block; ++i) ASSERT_EQ(recv[i], valueAt(9, static_cast<size_t>(r) * block + i));
+
+    ctx.note("reduce");
+    for (size_t i = 0; i < total; ++i) send[i] = static_cast<uint32_t>(i) + static_cast<uint32_t>(r);
+    ASSERT_TRUE(succeeded(ncclReduce(send.data(), recv.data(), total, ncclUint32, ncclSum, 0, comm, nullptr)));
+    if (r == 0) {
+      const uint32_t ranksSum = static_cast<uint32_t>(n * (n - 1) / 2);
+      for (size_t i = 0; i < total; ++i) {
+        ASSERT_EQ(recv[i], static_cast<uint32_t>(n) * static_cast<uint32_t>(i) + ranksSum) << "reduce at " << i;
+      }
+    }
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(DirectCopyTest, TwoProcessesDirect) { runAll(2, "1"); }
+TEST(DirectCopyTest, FourProcessesDirect) { runAll(4, "1"); }
+TEST(DirectCopyTest, FourProcessesSliced) { runAll(4, "0"); }
+
+}  // namespace
+}  // namespace cfx::itest
