@@ -64,6 +64,7 @@ Result<transport::UniqueId> idFromCommId(const transport::BootstrapParams& bp) {
 }
 
 void destroyComm(core::Communicator* c, const char* what) {
+  log::setThreadRank(c->rank());
   core::unregisterComm(c);
   const int rank = c->rank();
   const int nranks = c->nRanks();
