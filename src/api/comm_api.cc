@@ -66,11 +66,11 @@ Result<transport::UniqueId> idFromCommId(const transport::BootstrapParams& bp) {
 void destroyComm(core::Communicator* c, const char* what) {
   log::setThreadRank(c->rank());
   core::unregisterComm(c);
-  const int rank = c->rank();
-  const int nranks = c->nRanks();
+  // Formatted before the delete: the pointer is only an identity in the line, never dereferenced after.
+  const std::string line = strprintf("comm %p rank %d nranks %d cudaDev %d busId %lx - %s COMPLETE",
+                                     static_cast<void*>(c), c->rank(), c->nRanks(), -1, 0ul, what);
   delete c;
-  CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d cudaDev %d busId %lx - %s COMPLETE", static_cast<void*>(c), rank,
-           nranks, -1, 0ul, what);
+  CFX_INFO(log::Sys::Init, "%s", line.c_str());
 }
 
 }  // namespace
