@@ -157,7 +157,7 @@ void Communicator::startAsyncInit(const transport::UniqueId& id, const CommOptio
 Status Communicator::connect(const transport::UniqueId& id) {
   log::setThreadRank(rank_);
   transport::BootstrapOptions bo = options_.bootstrap.options;
-  bo.abortFlag = &abortFlag_;  // ncclCommAbort during a non-blocking init unblocks it
+  bo.abortFlag = &bootstrapAbort_;  // ncclCommAbort during a non-blocking init unblocks it
   CFX_TRY_ASSIGN(bootstrap_, transport::Bootstrap::init(id, rank_, nRanks_, bo));
   commHash_ = hashBytes(&id.magic, sizeof(id.magic), hashBytes(id.secret.data(), id.secret.size()));
 
@@ -349,6 +349,7 @@ Status Communicator::finalize() {
 void Communicator::abort() {
   // seq_cst pairs with runInline(): running and queued work stops at its next poll.
   abortFlag_.store(true, std::memory_order_seq_cst);
+  bootstrapAbort_.store(true, std::memory_order_release);  // read by the bootstrap's waits
   if (bootstrap_) bootstrap_->abort();
   if (tcp_) tcp_->abort();  // fails every tcp end now and skips the destructor's flush to dead peers
   if (doorbell_) doorbell_->ring();

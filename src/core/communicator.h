@@ -148,6 +148,9 @@ class Communicator {
   mutable std::mutex errorMutex_;
   Status asyncStatus_;
   std::atomic<bool> abortFlag_{false};
+  // The bootstrap's own abort flag: set by abort() only. revoke() stops data operations but leaves the
+  // bootstrap working, because split and shrink of a revoked communicator exchange ids over it.
+  std::atomic<bool> bootstrapAbort_{false};
   // Threads currently inside runInline(): abort() must not free the communicator under them (a watchdog
   // thread aborting while the user's thread is blocked in a collective is the normal PyTorch pattern).
   std::atomic<int> inlineActive_{0};

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: Apache-2.0
+// Peer failure through the public C API (fault tests): a rank is killed, stopped, leaves early or never arrives,
+// and every survivor must get a named error within a bound instead of a hang, then abort or shrink cleanly.
+#include "integration/multiproc.h"
+#include "integration/nccl_checks.h"
+
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <ostream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cfx::itest {
+namespace {
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: comparable across the forked ranks
+
+constexpr int kMaxRanks = 8;
+constexpr size_t kBigCount = size_t{4} << 20;  // 16 MiB of float: many slices, so no survivor can finish alone
+constexpr int kFaultTimeoutMs = 3000;          // CFX_TIMEOUT_MS inside the ranks of the fault scenarios
+constexpr double kDetectBoundMs = 20000;       // a survivor's error must come within this, whatever the cause
+constexpr double kHungMarginMs = 7000;         // a stopped peer: CFX_TIMEOUT_MS plus this (2 shared cores, CI load)
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+double msBetween(int64_t fromNs, int64_t toNs) { return static_cast<double>(toNs - fromNs) / 1e6; }
+
+// Shared by the parent and every rank: an anonymous MAP_SHARED mapping made before the fork. Every field is a
+// lock-free atomic, so a rank dying at any point leaves nothing locked.
+struct SharedBlock {
+  std::atomic<int> pids[kMaxRanks];
+  std::atomic<int64_t> faultNs;    // when the victim was about to fail (steady clock), 0 before
+  std::atomic<int> survivorsDone;  // survivors past their checks
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+struct Transport {
+  const char* name;
+  bool tcp;  // NCCL_SHM_DISABLE=1: every pair talks TCP over loopback
+};
+
+void PrintTo(const Transport& t, std::ostream* os) { *os << t.name; }
+
+// What a survivor saw from the operation that should fail.
+struct Observed {
+  ncclResult_t rc = ncclSuccess;
+  std::string text;     // ncclGetLastError right after the failure
+  double opMs = 0;      // from the call to the error
+  double detectMs = 0;  // from the fault to the error
+};
+
+// "rank 2" as a word: the WARN names the failed rank (not rank 21, not only "rank 2x").
+bool namesRank(const std::string& text, int rank) {
+  return std::regex_search(text, std::regex("\\brank " + std::to_string(rank) + "\\b"));
+}
+
+// One all-reduce that cannot complete. A blocking call that returns ncclSuccess anyway is followed by polling
+// ncclCommGetAsyncError (NCCL's other way to report it), bounded by kDetectBoundMs.
+Observed allReduceExpectingError(ncclComm_t comm, std::vector<float>& send, std::vector<float>& recv,
+                                 const SharedBlock& shared) {
+  Observed o;
+  const int64_t start = nowNs();
+  o.rc = ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat, ncclSum, comm, nullptr);
+  if (o.rc == ncclSuccess) {
+    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs));
+    ncclResult_t async = ncclSuccess;
+    while (Clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+           (async == ncclSuccess || async == ncclInProgress)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    o.rc = async;
+  }
+  const int64_t end = nowNs();
+  const char* last = ncclGetLastError(nullptr);
+  o.text = last ? last : "";
+  o.opMs = msBetween(start, end);
+  const int64_t fault = shared.faultNs.load();
+  o.detectMs = fault > 0 ? msBetween(fault, end) : o.opMs;
+  return o;
+}
+
+void reportObserved(RankContext& ctx, const Observed& o) {
+  char line[128];
+  std::snprintf(line, sizeof(line), "%s after %.0f ms (call %.0f ms)", resultName(o.rc), o.detectMs, o.opMs);
+  ctx.report("observed", line);
+  ctx.report("text", o.text);
+}
+
+// Counts a survivor as done on every way out of its body (an early ASSERT return included). The last one
+// SIGKILLs a stopped victim (SIGKILL ends a stopped process; SIGCONT for good measure), so the launcher reaps it
+// now instead of at its timeout. The launcher's timeout is the backstop if a survivor crashes.
+class SurvivorDone {
+ public:
+  SurvivorDone(SharedBlock& shared, int survivors, int stoppedVictim)
+      : shared_(shared), survivors_(survivors), stoppedVictim_(stoppedVictim) {}
+  ~SurvivorDone() {
+    if (shared_.survivorsDone.fetch_add(1) + 1 != survivors_ || stoppedVictim_ < 0) return;
+    const int pid = shared_.pids[stoppedVictim_].load();
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::kill(pid, SIGCONT);
+    }
+  }
+  SurvivorDone(const SurvivorDone&) = delete;
+  SurvivorDone& operator=(const SurvivorDone&) = delete;
+
+ private:
+  SharedBlock& shared_;
+  int survivors_;
+  int stoppedVictim_;
+};
+
+enum class Fault { Kill, Stop, Leave };           // SIGKILL, SIGSTOP, or ncclCommDestroy and _exit(0)
+enum class Naming { AnySurvivor, EverySurvivor };  // whose WARN must name the failed rank
+
+class PeerFailureTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  void SetUp() override {
+    void* p = ::mmap(nullptr, sizeof(SharedBlock), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+    shared_ = new (p) SharedBlock{};
+  }
+  void TearDown() override {
+    if (shared_ != nullptr) ::munmap(shared_, sizeof(SharedBlock));
+  }
+
+  RunOptions options(int timeoutMs) const {
+    RunOptions o;
+    o.timeout = std::chrono::seconds(45);
+    o.env = {{"CFX_TIMEOUT_MS", std::to_string(timeoutMs)}};
+    if (GetParam().tcp) o.env.emplace_back("NCCL_SHM_DISABLE", "1");
+    return o;
+  }
+
+  // In a rank, first thing: the parent checks for leftover processes and segments by these pids.
+  void registerRank(const RankContext& ctx) { shared_->pids[ctx.rank()].store(static_cast<int>(::getpid())); }
+
+  RunResult runFault(Fault fault, int nRanks, int victim, Naming naming);
+  void runShrinkAfterKill(int flags);
+  void printObserved(const RunResult& result, const char* scenario) const;
+  void expectNoLeftovers(int nRanks) const;
+
+  SharedBlock* shared_ = nullptr;
+};
+
+void PeerFailureTest::printObserved(const RunResult& result, const char* scenario) const {
+  for (const auto& r : result.ranks) {
+    const std::string& seen = result.report(r.rank, "observed");
+    if (seen.empty()) continue;
+    std::printf("[%s/%s] rank %d: %s", GetParam().name, scenario, r.rank, seen.c_str());
+    const std::string& abortMs = result.report(r.rank, "abortMs");
+    if (!abortMs.empty()) std::printf("; abort %s ms", abortMs.c_str());
+    const std::string& recoverMs = result.report(r.rank, "recoverMs");
+    if (!recoverMs.empty()) std::printf("; fault to good op on the shrunk comm %s ms", recoverMs.c_str());
+    std::printf("\n    %s\n", result.report(r.rank, "text").c_str());
+  }
+}
+
+// Every rank's process is gone and reaped, and no shared-memory segment any of them created is left in /dev/shm
+// (names are /cfx-<creator pid>-<rank>-<random>; other tests running alongside have other pids).
+void PeerFailureTest::expectNoLeftovers(int nRanks) const {
+  std::vector<int> pids;
+  for (int r = 0; r < nRanks; ++r) {
+    const int pid = shared_->pids[r].load();
+    EXPECT_GT(pid, 0) << "rank " << r << " never started its body";
+    if (pid <= 0) continue;
+    pids.push_back(pid);
+    errno = 0;
+    EXPECT_EQ(::kill(pid, 0), -1) << "rank " << r << " (pid " << pid << ") is still alive after the job";
+    EXPECT_EQ(errno, ESRCH) << "rank " << r << " (pid " << pid << ")";
+  }
+  int status = 0;
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1) << "a child process of the test is left unreaped";
+  EXPECT_EQ(errno, ECHILD);
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;  // no /dev/shm: shm segments cannot exist either
+  std::vector<std::string> leaked;
+  while (const dirent* e = ::readdir(dir)) {
+    int creator = 0;
+    if (std::sscanf(e->d_name, "cfx-%d-", &creator) != 1) continue;
+    for (int pid : pids) {
+      if (pid == creator) leaked.emplace_back(e->d_name);
+    }
+  }
+  ::closedir(dir);
+  for (const auto& name : leaked) {
+    ADD_FAILURE() << "leaked shared-memory segment /dev/shm/" << name;
+    ::shm_unlink(("/" + name).c_str());  // do not let one failure spill into later tests
+  }
+}
+
+// ---- scenarios (1) to (3): a victim fails right before a 16 MiB all-reduce --------------------------------------
+
+// Runs the all-reduce on every survivor and checks: ncclRemoteError (from the call or ncclCommGetAsyncError) within
+// the bound, then a successful ncclCommAbort. With Naming::EverySurvivor each survivor's WARN must name the victim;
+// with Naming::AnySurvivor at least one must (the direct neighbours of the victim see it first-hand).
+RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming naming) {
+  const double boundMs = fault == Fault::Stop ? kFaultTimeoutMs + kHungMarginMs : kDetectBoundMs;
+  const RunResult result = runRanks(nRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, nRanks);  // connections are up and healthy before the fault
+    std::vector<float> send(kBigCount, 1.0f), recv(kBigCount, 0.0f);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == victim) {
+      shared_->faultNs.store(nowNs());
+      if (fault == Fault::Kill) ctx.killSelf(SIGKILL);
+      if (fault == Fault::Stop) ctx.killSelf(SIGSTOP);  // announced as an expected death; SurvivorDone kills it
+      EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));      // Fault::Leave: a clean exit
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(ctx.failureCount() == 0 ? 0 : 1);
+    }
+    const SurvivorDone done(*shared_, nRanks - 1, fault == Fault::Stop ? victim : -1);
+    const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
+    reportObserved(ctx, o);
+    EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+    EXPECT_LT(o.opMs, boundMs) << "rank " << ctx.rank() << " took too long to report the failed peer";
+    if (naming == Naming::EverySurvivor) {
+      EXPECT_TRUE(namesRank(o.text, victim)) << "rank " << ctx.rank() << "'s WARN does not name the failed rank "
+                                             << victim << ": " << o.text;
+    }
+    const int64_t abortStart = nowNs();
+    EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+    ctx.report("abortMs", std::to_string(static_cast<int>(msBetween(abortStart, nowNs()))));
+  });
+  if (fault == Fault::Leave) {
+    EXPECT_TRUE(result.ranks[victim].exited && result.ranks[victim].exitCode == 0) << result.ranks[victim].describe();
+  } else {
+    EXPECT_EQ(result.terminationSignal(victim), SIGKILL);  // SIGSTOP victims are SIGKILLed by the last survivor
+  }
+  int namingSurvivors = 0;
+  for (const auto& r : result.ranks) {
+    if (r.rank != victim && namesRank(result.report(r.rank, "text"), victim)) ++namingSurvivors;
+  }
+  EXPECT_GE(namingSurvivors, 1) << "no survivor's WARN names the failed rank " << victim;
+  printObserved(result, fault == Fault::Kill ? "sigkill" : fault == Fault::Stop ? "sigstop" : "clean-exit");
+  expectNoLeftovers(nRanks);
+  return result;
+}
+
+// Why the Naming::EverySurvivor variants are skipped: a library gap, described for the lead.
+constexpr const char* kNamingBug =
+    "library gap (issue 5 item 1): only the victim's direct ring neighbours name it. A survivor that waits on "
+    "another survivor reports that survivor instead: 'peer rank 3 ... closed its shared-memory connection' (or "
+    "'tcp: connection to peer rank 3 ... was closed by the peer') once rank 3 aborted, or a timeout naming its own "
+    "neighbours for a SIGSTOPped rank. The failed rank is not propagated with the close/abort. Remove this skip "
+    "once it is";
+
+// (1) A rank is SIGKILLed right before the all-reduce: every survivor gets ncclRemoteError, ncclCommAbort succeeds.
+TEST_P(PeerFailureTest, KilledPeerFailsAllReduceOnEverySurvivor) { runFault(Fault::Kill, 4, 2, Naming::AnySurvivor); }
+
+TEST_P(PeerFailureTest, KilledPeerIsNamedByEverySurvivor) {
+  GTEST_SKIP() << kNamingBug;
+  runFault(Fault::Kill, 4, 2, Naming::EverySurvivor);
+}
+
+// (2) A rank SIGSTOPs itself (hung: its sockets and segments stay open): survivors get an error within
+// CFX_TIMEOUT_MS plus a margin. The last survivor SIGKILLs the stopped rank, so nothing outlives the test.
+TEST_P(PeerFailureTest, StoppedPeerFailsAllReduceWithinTheTimeout) { runFault(Fault::Stop, 4, 1, Naming::AnySurvivor); }
+
+TEST_P(PeerFailureTest, StoppedPeerIsNamedByEverySurvivor) {
+  GTEST_SKIP() << kNamingBug;
+  runFault(Fault::Stop, 4, 1, Naming::EverySurvivor);
+}
+
+// (3) A rank destroys its communicator and exits cleanly while the others start a collective: an error, not a
+// hang. Rank 0 leaves: it also created the unique id, which must not matter.
+TEST_P(PeerFailureTest, PeerThatLeftCleanlyFailsAllReduceInsteadOfHanging) {
+  runFault(Fault::Leave, 3, 0, Naming::AnySurvivor);
+}
+
+TEST_P(PeerFailureTest, PeerThatLeftCleanlyIsNamedByEverySurvivor) {
+  GTEST_SKIP() << kNamingBug;
+  runFault(Fault::Leave, 3, 0, Naming::EverySurvivor);
+}
+
+// ---- (4) shrink after a SIGKILL ------------------------------------------------------------------------------
+
+// After a SIGKILL, the survivors shrink the communicator with `flags` and get correct results from a 16 MiB
+// all-reduce on it; the parent is aborted afterwards.
+void PeerFailureTest::runShrinkAfterKill(int flags) {
+  constexpr int kRanks = 4;
+  constexpr int kVictim = 1;
+  const RunResult result = runRanks(kRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
+    registerRank(ctx);
+    const int me = ctx.rank();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    std::vector<float> send(kBigCount, static_cast<float>(me + 1)), recv(kBigCount, 0.0f);
+    ASSERT_TRUE(ctx.barrier());
+    if (me == kVictim) {
+      shared_->faultNs.store(nowNs());
+      ctx.killSelf(SIGKILL);
+    }
+    const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
+    reportObserved(ctx, o);
+    EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+
+    int dead = kVictim;
+    ncclComm_t shrunk = nullptr;
+    ASSERT_TRUE(succeeded(ncclCommShrink(comm, &dead, 1, &shrunk, nullptr, flags)));
+    ASSERT_NE(shrunk, nullptr);
+    int count = -1, rank = -1;
+    EXPECT_TRUE(succeeded(ncclCommCount(shrunk, &count)));
+    EXPECT_TRUE(succeeded(ncclCommUserRank(shrunk, &rank)));
+    EXPECT_EQ(count, kRanks - 1);
+    EXPECT_EQ(rank, me < kVictim ? me : me - 1) << "survivors keep their order";
+    std::fill(recv.begin(), recv.end(), -1.0f);
+    ASSERT_TRUE(succeeded(ncclAllReduce(send.data(), recv.data(), kBigCount, ncclFloat, ncclSum, shrunk, nullptr)));
+    ctx.report("recoverMs", std::to_string(static_cast<int>(msBetween(shared_->faultNs.load(), nowNs()))));
+    const float expected = 1 + 3 + 4;  // parent ranks 0, 2, 3 contribute rank + 1; exact in float
+    for (size_t i = 0; i < kBigCount; ++i) {
+      if (recv[i] != expected) {
+        ADD_FAILURE() << "shrunk all-reduce element " << i << ": got " << recv[i] << ", expected " << expected;
+        break;
+      }
+    }
+    EXPECT_TRUE(succeeded(ncclCommDestroy(shrunk)));
+    EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+  });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL);
+  printObserved(result, flags == NCCL_SHRINK_ABORT ? "shrink-abort" : "shrink-default");
+  expectNoLeftovers(kRanks);
+}
+
+TEST_P(PeerFailureTest, SurvivorsShrinkAfterKillAndAllReduceCorrectly) { runShrinkAfterKill(NCCL_SHRINK_DEFAULT); }
+
+// What example 8 and NCCL 2.27+ recommend after a failure: NCCL_SHRINK_ABORT.
+TEST_P(PeerFailureTest, SurvivorsShrinkWithShrinkAbortAfterKill) {
+  runShrinkAfterKill(NCCL_SHRINK_ABORT);
+}
+
+// (5) ncclCommAbort from a second thread while the main thread is blocked in an all-reduce whose third rank never
+// arrives: the blocked call returns an error promptly (long before CFX_TIMEOUT_MS) and abort succeeds.
+TEST_P(PeerFailureTest, AbortFromAnotherThreadUnblocksAllReduce) {
+  constexpr int kRanks = 3;
+  constexpr int kAborter = 0;  // aborts from a helper thread
+  constexpr int kAbsent = 2;   // never calls the all-reduce
+  constexpr int kLongTimeoutMs = 30000;  // so only the abort can end the wait
+  const RunResult result = runRanks(kRanks, options(kLongTimeoutMs), [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kAbsent) {
+      // Keeps its communicator (and so its connections) open until both others are done with theirs.
+      const auto until = Clock::now() + std::chrono::milliseconds(kLongTimeoutMs);
+      while (shared_->survivorsDone.load() < kRanks - 1 && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+      return;
+    }
+    const SurvivorDone done(*shared_, kRanks - 1, -1);
+    std::vector<float> send(kBigCount, 1.0f), recv(kBigCount, 0.0f);
+    if (ctx.rank() != kAborter) {
+      // Blocked too; it sees rank 0's abort as a closed peer (or times out, well inside the launcher's limit).
+      const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
+      reportObserved(ctx, o);
+      EXPECT_NE(o.rc, ncclSuccess);
+      EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+      return;
+    }
+    std::atomic<int64_t> abortStart{0}, abortEnd{0};
+    ncclResult_t abortRc = ncclInternalError;
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      abortStart.store(nowNs());
+      abortRc = ncclCommAbort(comm);
+      abortEnd.store(nowNs());
+    });
+    const int64_t callStart = nowNs();
+    const ncclResult_t rc = ncclAllReduce(send.data(), recv.data(), kBigCount, ncclFloat, ncclSum, comm, nullptr);
+    const int64_t returned = nowNs();
+    const char* last = ncclGetLastError(nullptr);
+    const std::string text = last ? last : "";
+    aborter.join();  // comm is freed by the abort: no call on it after this point
+    Observed o;
+    o.rc = rc;
+    o.text = text;
+    o.opMs = msBetween(callStart, returned);
+    o.detectMs = abortStart.load() > 0 ? msBetween(abortStart.load(), returned) : o.opMs;
+    reportObserved(ctx, o);
+    ctx.report("abortMs", std::to_string(static_cast<int>(msBetween(abortStart.load(), abortEnd.load()))));
+    EXPECT_NE(rc, ncclSuccess) << "an all-reduce missing a rank cannot succeed";
+    EXPECT_EQ(abortRc, ncclSuccess) << text;
+    EXPECT_GE(returned, abortStart.load()) << "the all-reduce returned before the abort: " << text;
+    EXPECT_LT(o.detectMs, kLongTimeoutMs / 2.0) << "the blocked all-reduce did not return promptly after the abort";
+  });
+  printObserved(result, "abort-thread");
+  expectNoLeftovers(kRanks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerFailureTest,
+                         ::testing::Values(Transport{"shm", false}, Transport{"tcp", true}),
+                         [](const ::testing::TestParamInfo<Transport>& param) { return std::string(param.param.name); });
+
+}  // namespace
+}  // namespace cfx::itest
