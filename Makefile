@@ -15,14 +15,19 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# $(call install_missing,PACKAGES,WHAT): installs whichever of PACKAGES dpkg does not report installed.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "Installing missing Debian packages:$$missing"; \
+	  echo "Installing missing Debian packages$(2):$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	else echo "All Debian packages present."; fi
+	else echo "All Debian packages$(2) present."; fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PACKAGES),)
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCFX_WERROR=ON
@@ -85,13 +90,7 @@ COMPARE_PYTHON ?= /usr/bin/python3
 .PHONY: compare compare-deps
 
 compare-deps:
-	@missing=""; for p in $(COMPARE_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "Installing missing Debian packages for compare:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	else echo "All Debian packages for compare present."; fi
+	$(call install_missing,$(COMPARE_PACKAGES), for compare)
 
 compare: deps compare-deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target cfx_perf

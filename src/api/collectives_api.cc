@@ -74,6 +74,33 @@ Status submitCollective(const CollCall& c) {
   return st;
 }
 
+// ncclSend / ncclRecv: validate, then record or launch one point-to-point op.
+Status submitP2p(core::Op::Kind kind, void* buff, size_t count, int type, int peer, ncclComm_t handle,
+                 cudaStream_t stream) {
+  const bool isSend = kind == core::Op::Kind::Send;
+  CFX_TRY_ASSIGN(core::Communicator * comm, checkComm(handle));
+  Status st = [&]() -> Status {
+    CFX_TRY(checkDataType(type));
+    if (peer < 0 || peer >= comm->nRanks()) {
+      return Status::error(Errc::InvalidArgument, strprintf("%s : invalid peer %d (should be in the 0..%d range)",
+                                                            isSend ? "ncclSend" : "ncclRecv", peer, comm->nRanks() - 1));
+    }
+    CFX_TRY(checkBuffer(buff, count, isSend ? "sendbuff" : "recvbuff"));
+    CFX_TRY(comm->checkUsable());
+    core::Op op;
+    op.kind = kind;
+    op.comm = comm;
+    op.sendbuff = isSend ? buff : nullptr;
+    op.recvbuff = isSend ? nullptr : buff;
+    op.bytes = count * dataTypeSize(static_cast<DataType>(type));
+    op.peer = peer;
+    op.stream = stream;
+    return core::submit(op);
+  }();
+  if (!st.ok()) core::noteGroupError(st);
+  return st;
+}
+
 }  // namespace
 }  // namespace cfx::api
 
@@ -164,54 +191,17 @@ CFX_NCCL_ALIAS(ncclScatter)
 
 CFX_API ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                cudaStream_t stream) {
-  return cfx::api::call("ncclSend", [&]() -> cfx::Status {
-    CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
-    cfx::Status st = [&]() -> cfx::Status {
-      CFX_TRY(cfx::api::checkDataType(cfx::api::rawEnum(datatype)));
-      if (peer < 0 || peer >= c->nRanks()) {
-        return cfx::Status::error(cfx::Errc::InvalidArgument,
-                                  cfx::strprintf("ncclSend : invalid peer %d (should be in the 0..%d range)", peer, c->nRanks() - 1));
-      }
-      CFX_TRY(cfx::api::checkBuffer(sendbuff, count, "sendbuff"));
-      CFX_TRY(c->checkUsable());
-      cfx::core::Op op;
-      op.kind = cfx::core::Op::Kind::Send;
-      op.comm = c;
-      op.sendbuff = sendbuff;
-      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(cfx::api::rawEnum(datatype)));
-      op.peer = peer;
-      op.stream = stream;
-      return cfx::core::submit(op);
-    }();
-    if (!st.ok()) cfx::core::noteGroupError(st);
-    return st;
+  return cfx::api::call("ncclSend", [&] {
+    return cfx::api::submitP2p(cfx::core::Op::Kind::Send, const_cast<void*>(sendbuff), count, rawEnum(datatype), peer,
+                               comm, stream);
   });
 }
 CFX_NCCL_ALIAS(ncclSend)
 
 CFX_API ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                cudaStream_t stream) {
-  return cfx::api::call("ncclRecv", [&]() -> cfx::Status {
-    CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
-    cfx::Status st = [&]() -> cfx::Status {
-      CFX_TRY(cfx::api::checkDataType(cfx::api::rawEnum(datatype)));
-      if (peer < 0 || peer >= c->nRanks()) {
-        return cfx::Status::error(cfx::Errc::InvalidArgument,
-                                  cfx::strprintf("ncclRecv : invalid peer %d (should be in the 0..%d range)", peer, c->nRanks() - 1));
-      }
-      CFX_TRY(cfx::api::checkBuffer(recvbuff, count, "recvbuff"));
-      CFX_TRY(c->checkUsable());
-      cfx::core::Op op;
-      op.kind = cfx::core::Op::Kind::Recv;
-      op.comm = c;
-      op.recvbuff = recvbuff;
-      op.bytes = count * cfx::dataTypeSize(static_cast<cfx::DataType>(cfx::api::rawEnum(datatype)));
-      op.peer = peer;
-      op.stream = stream;
-      return cfx::core::submit(op);
-    }();
-    if (!st.ok()) cfx::core::noteGroupError(st);
-    return st;
+  return cfx::api::call("ncclRecv", [&] {
+    return cfx::api::submitP2p(cfx::core::Op::Kind::Recv, recvbuff, count, rawEnum(datatype), peer, comm, stream);
   });
 }
 CFX_NCCL_ALIAS(ncclRecv)
