@@ -51,6 +51,17 @@ std::optional<Reduction> reduction(MPI_Datatype dt, MPI_Op op) {
 
 char* at(void* base, size_t offset) { return static_cast<char*>(base) + offset; }
 
+// Bytes per rank of a rooted gather or scatter, or 0 to pass the call through. The root's blocks are described
+// by (rootCount, rootType), every other rank's by (leafCount, leafType); at the root both pairs must agree unless
+// the call is in place, and the type must be a predefined dense one.
+size_t rootedBlock(bool isRoot, bool inPlace, int rootCount, MPI_Datatype rootType, int leafCount,
+                   MPI_Datatype leafType) {
+  std::optional<size_t> size = denseSize(isRoot ? rootType : leafType);
+  const int count = isRoot ? rootCount : leafCount;
+  if (isRoot && !inPlace && (leafType != rootType || leafCount != rootCount)) size.reset();
+  return size && count > 0 ? static_cast<size_t>(count) * *size : 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -181,25 +192,13 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  // Significant arguments differ by rank: the root's block is described by recvcount/recvtype (and by nothing
-  // else when it is in place), every other rank's by sendcount/sendtype. Both must be the same predefined type.
   int rank = 0;
   int nRanks = 0;
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &nRanks);
   const bool isRoot = rank == root;
   const bool inPlace = isRoot && sendbuf == MPI_IN_PLACE;
-  std::optional<size_t> size;
-  int count = 0;
-  if (isRoot) {
-    size = denseSize(recvtype);
-    count = recvcount;
-    if (!inPlace && (sendtype != recvtype || sendcount != recvcount)) size.reset();
-  } else {
-    size = denseSize(sendtype);
-    count = sendcount;
-  }
-  const size_t block = size && count > 0 ? count * *size : 0;
+  const size_t block = rootedBlock(isRoot, inPlace, recvcount, recvtype, sendcount, sendtype);
   const Mirror* m = block > 0 ? routeTarget(MpiColl::Gather, comm, block * nRanks) : nullptr;
   countCall(MpiColl::Gather, m != nullptr);
   if (m == nullptr) return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -216,17 +215,7 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
   PMPI_Comm_size(comm, &nRanks);
   const bool isRoot = rank == root;
   const bool inPlace = isRoot && recvbuf == MPI_IN_PLACE;
-  std::optional<size_t> size;
-  int count = 0;
-  if (isRoot) {
-    size = denseSize(sendtype);
-    count = sendcount;
-    if (!inPlace && (sendtype != recvtype || sendcount != recvcount)) size.reset();
-  } else {
-    size = denseSize(recvtype);
-    count = recvcount;
-  }
-  const size_t block = size && count > 0 ? count * *size : 0;
+  const size_t block = rootedBlock(isRoot, inPlace, sendcount, sendtype, recvcount, recvtype);
   const Mirror* m = block > 0 ? routeTarget(MpiColl::Scatter, comm, block * nRanks) : nullptr;
   countCall(MpiColl::Scatter, m != nullptr);
   if (m == nullptr) return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
