@@ -276,9 +276,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
 }
 
 std::shared_ptr<JobState> Communicator::enqueue(std::vector<std::unique_ptr<prims::Work>> works,
-                                                std::vector<std::shared_ptr<JobState>> deps,
-                                                std::shared_ptr<std::vector<std::function<void()>>> onDone) {
-  (void)onDone;
+                                                std::vector<std::shared_ptr<JobState>> deps) {
   auto state = std::make_shared<JobState>();
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
@@ -370,10 +368,7 @@ Status Communicator::revoke() {
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
   if (doorbell_) doorbell_->ring();
-  {
-    std::unique_lock<std::mutex> lock(queueMutex_);
-    queueCv_.wait(lock, [this] { return queue_.empty() && busyJobs_ == 0; });
-  }
+  (void)drain();  // queued work fails fast on the flag; its errors are the revoke's point, not a failure of it
   return Status();
 }
 

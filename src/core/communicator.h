@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -88,8 +87,7 @@ class Communicator {
   Status runInline(std::vector<prims::Work*>& works);
   // Queues works for the progress thread; they start once every dependency is done.
   std::shared_ptr<JobState> enqueue(std::vector<std::unique_ptr<prims::Work>> works,
-                                    std::vector<std::shared_ptr<JobState>> deps,
-                                    std::shared_ptr<std::vector<std::function<void()>>> onDone = nullptr);
+                                    std::vector<std::shared_ptr<JobState>> deps);
   // Waits until every queued job has finished (ncclCommFinalize).
   Status drain();
 
