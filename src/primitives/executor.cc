@@ -33,13 +33,19 @@ Status timeoutError(const std::vector<Work*>& works, std::chrono::milliseconds w
                                  static_cast<long long>(waited.count()), what.c_str()));
 }
 
-// Asks the ends each parked Work waits on whether their peers still live.
+// Asks the ends each parked Work is blocked on whether their peers still live. Only a blocking end counts: a
+// peer that finished its part of the op and tore down (legal: its data already sits in our FIFO) must not fail
+// a transfer that is waiting on some other peer.
 Status checkPeers(const std::vector<Work*>& works) {
   for (const Work* w : works) {
     if (w->finished() || !w->waiting) continue;
     const Transfer& t = *w->waiting;
-    if (t.needsRecv() && t.recv) CFX_TRY(t.recv->check());
-    if (t.needsSend() && t.send) CFX_TRY(t.send->check());
+    size_t bytes = 0;
+    uint64_t tag = 0;
+    if (t.needsRecv() && t.recv && t.recv->tryPeek(&bytes, &tag) == nullptr) CFX_TRY(t.recv->check());
+    // A sender blocks on a full FIFO, or (single-copy) on the receiver releasing the descriptor slot.
+    const bool sendBlocked = t.directPosted ? !t.send->drained() : t.send && t.send->tryAcquire() == nullptr;
+    if (t.needsSend() && t.send && sendBlocked) CFX_TRY(t.send->check());
   }
   return Status();
 }
