@@ -78,6 +78,10 @@ class Link:
 class Spec:
     hosts: int
     links: list[Link]
+    # Largest TCP buffer autotuning may grow to on every host (net.ipv4.tcp_{r,w}mem max, which are per
+    # namespace); None keeps the kernel's. A long fat link needs about 2 x bandwidth x RTT, as a WAN host
+    # would be tuned. (net.core.{r,w}mem_max, the cap on an explicit SO_SNDBUF, is not per namespace.)
+    tcp_buf_max: int | None = None
 
     def validate(self) -> None:
         if self.hosts < 1:
@@ -295,6 +299,9 @@ class Bed:
     def _build(self) -> None:
         for ns in self.hosts:
             self._add_ns(ns)
+            if self.spec.tcp_buf_max:
+                for key, low in (("net.ipv4.tcp_rmem", "4096 131072"), ("net.ipv4.tcp_wmem", "4096 16384")):
+                    _sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"{key}={low} {self.spec.tcp_buf_max}")
         for k, link in enumerate(self.spec.links):
             net = ipaddress.ip_network(f"10.{100 + k // 256}.{k % 256}.0/24")
             for h in link.hosts:
@@ -396,9 +403,11 @@ class Bed:
         return ["ip", "netns", "exec", self.hosts[h], "env", *[f"{k}={v}" for k, v in full.items()], *argv]
 
     def run_ranks(self, ranks_per_host: int, argv: list[str], env: dict[str, str] | None = None,
-                  timeout: float = 120, port: int = 29500, quiet: bool = False) -> int:
+                  timeout: float = 120, port: int = 29500, quiet: bool = False,
+                  outputs: dict[int, str] | None = None) -> int:
         """Runs argv as ranks_per_host ranks on every host (torchrun-style variables); returns 0 when every rank
-        exited 0. Rank 0's output is printed; a failed rank's output is printed with its rank."""
+        exited 0. Rank 0's output is printed unless quiet; a failed rank's output is always printed with its
+        rank. `outputs`, when given, receives every rank's output."""
         world = self.spec.hosts * ranks_per_host
         procs = []
         with tempfile.TemporaryDirectory(prefix="cfxnb") as tmp:
@@ -433,6 +442,8 @@ class Bed:
             for rank, _, out in procs:
                 out.seek(0)
                 text = out.read()
+                if outputs is not None:
+                    outputs[rank] = text
                 if rank == 0 and not quiet or rank in failed[:2]:
                     status = rcs.get(rank)
                     why = "timed out" if status is None else f"exit {status}"
