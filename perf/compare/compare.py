@@ -218,15 +218,22 @@ def make_netns_variants(a, sizes, benches, bed, work):
             f"NCCL_SOCKET_IFNAME=<dev> NCCL_HOSTID=<host> " + " ".join(cmd) + f"  ({where})")
     variants.append(Variant("conflux", [ns + cmd for ns in in_ns], envs, parse_nccl_tests, text))
 
+    # --bind-to none: every orted believes it has the machine's cores to itself and would bind its first rank to
+    # core 0, so ranks of different "hosts" would share one core and each op would wait for a time slice.
     hostfile = os.path.join(work, "hostfile")
     with open(hostfile, "w") as f:
         f.writelines(f"{ns} slots={per_host}\n" for ns in bed.hosts)
     dev = bed.primary_dev(0)
     mpi_env = dict(base, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cmd = (["ip", "netns", "exec", bed.hosts[0], "mpirun", "-np", str(a.np), "--hostfile", hostfile,
-            "--oversubscribe", "--allow-run-as-root", "--mca", "plm_rsh_agent", os.path.join(HERE, "netns_agent.sh"),
+            "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
+            "--mca", "plm_rsh_agent", os.path.join(HERE, "netns_agent.sh"),
             "--mca", "oob_tcp_if_include", dev, "--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
             "--mca", "btl_tcp_if_include", dev, benches["mpi_bench"]] + bench_args + ["--algo", "tcp"])
+    if a.np > (os.cpu_count() or 1):
+        # Each orted sees only its own host's ranks, so none notices that all of them share this machine's cores
+        # and Open MPI would busy-poll as on an idle node; on one node it yields once oversubscribed. Say so.
+        cmd[cmd.index("--bind-to"):cmd.index("--bind-to")] = ["--mca", "mpi_yield_when_idle", "1"]
     variants.append(Variant("mpi-tcp", [cmd], [mpi_env], parse_bench, " ".join(cmd)))
 
     for algo in GLOO_ALGOS[a.coll]:

@@ -211,7 +211,9 @@ def preflight(spec: Spec, relay: str | None) -> None:
         raise Skip(f"`ip netns add` does not work here: {p.stderr.strip()}")
     try:
         if any(l.rate for l in spec.links):
-            _sh("ip", "-n", probe, "link", "add", "p0", "type", "veth", "peer", "name", "p1", check=False)
+            v = _sh("ip", "-n", probe, "link", "add", "p0", "type", "veth", "peer", "name", "p1", check=False)
+            if v.returncode != 0:
+                raise Skip(f"veth devices unavailable: {v.stderr.strip()}")
             t = _sh("ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "p0", "root", "tbf", "rate", "1mbit",
                     "burst", "10kb", "limit", "100kb", check=False)
             if t.returncode != 0:
@@ -235,7 +237,11 @@ class Bed:
     """Builds `spec` on enter and tears it down on exit (also on SIGTERM/SIGINT, which become exceptions)."""
 
     def __init__(self, spec: Spec, relay: str | None = None, tag: str = ""):
+        """`tag` (lower-case letters) tells apart several beds of one process; the pid in every name is what the
+        sweeper reads, so it must not be followed by more digits."""
         spec.validate()
+        if not re.fullmatch(r"[a-z]*", tag):
+            raise BedError(f"bed tag {tag!r}: lower-case letters only")
         self.spec = spec
         self.relay = relay
         self.base = f"{PREFIX}{os.getpid()}{tag}"
