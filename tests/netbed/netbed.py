@@ -27,7 +27,8 @@ tbf sizing (see tbf_params): burst = max(1 ms at the rate, 2 x MTU): big enough 
 does not cap the rate, small enough that a burst is ~1 ms of line time. limit (the queue) = rate x max(5 ms,
 RTT/2): CUBIC backs off to 0.7 of its window on a loss, so a queue of about 0.43 BDP keeps the link busy
 through the back-off (a queue of a few packets would starve a single flow on a long link), while never more
-than half an RTT (or 5 ms on a local link) of queueing delay is added.
+than half an RTT (or 5 ms on a local link) of queueing delay is added. (This machine's default congestion
+control is BBR, which keeps its own queue short; the sizes are chosen for loss-based CUBIC, the harder case.)
 
 Names: every namespace is `cfxnb<pid>-<role>`, so parallel runs never collide and `sweep()` can remove what a
 crashed run left (only names with our prefix whose pid is gone). Each host runs with NCCL_HOSTID set to its
