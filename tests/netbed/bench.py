@@ -43,7 +43,7 @@ LINKS = {
     "relay": (lambda: netbed.pair(None, 0.1), 64 * MiB),
     "1gbit": (lambda: netbed.pair("1gbit"), 64 * MiB),
     "100mbit": (lambda: netbed.pair("100mbit"), 16 * MiB),
-    "1gbit_rtt50": (lambda: _tuned(netbed.pair("1gbit", 50)), 64 * MiB),
+    "1gbit_rtt50": (lambda: _tuned(netbed.pair("1gbit", 50)), 16 * MiB),
 }
 
 
@@ -153,6 +153,9 @@ def main() -> int:
     except netbed.BedError as e:
         print(f"bench: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as e:
+        print(f"bench: interrupted ({e or 'SIGINT'}); the bed was removed", file=sys.stderr)
+        return 130
     finally:
         if a.json:
             with open(a.json, "w") as f:

@@ -25,7 +25,8 @@ How a link is built:
 
 tbf sizing (see tbf_params): burst = max(1 ms at the rate, 2 x MTU): big enough that tbf's timer granularity
 does not cap the rate, small enough that a burst is ~1 ms of line time. limit (the queue) = rate x max(5 ms,
-RTT/2): CUBIC backs off to 0.7 of its window on a loss, so a queue of about 0.43 BDP keeps the link busy
+RTT/2), and at least 4 x 64 KiB: tbf enqueues a GSO frame (up to 64 KiB) whole, so a smaller queue drops whole
+bursts (at 100 Mbit/s a 62.5 kB queue cost BBR 8 000-23 000 retransmits in 5 s, 256 KiB none). CUBIC backs off to 0.7 of its window on a loss, so a queue of about 0.43 BDP keeps the link busy
 through the back-off (a queue of a few packets would starve a single flow on a long link), while never more
 than half an RTT (or 5 ms on a local link) of queueing delay is added. (This machine's default congestion
 control is BBR, which keeps its own queue short; the sizes are chosen for loss-based CUBIC, the harder case.)
@@ -54,6 +55,7 @@ import time
 from collections import deque
 
 PREFIX = "cfxnb"
+GSO_MAX = 65536  # largest frame a veth or an offloading TUN hands its qdisc
 SKIP_RC = 77  # ctest's SKIP_RETURN_CODE for this label
 _NAME_RE = re.compile(rf"^{PREFIX}(\d+)-")
 
@@ -134,7 +136,7 @@ def tbf_params(rate_bps: int, rtt_ms: float, mtu: int) -> tuple[int, int]:
     """(burst, limit) in bytes for tbf; the reasoning is in the module docstring."""
     bytes_per_s = rate_bps / 8
     burst = max(int(bytes_per_s * 0.001), 2 * mtu)
-    limit = max(int(bytes_per_s * max(0.005, rtt_ms / 2000)), 2 * burst)
+    limit = max(int(bytes_per_s * max(0.005, rtt_ms / 2000)), 4 * GSO_MAX, 2 * burst)
     return burst, limit
 
 
@@ -275,6 +277,9 @@ class Bed:
         raise KeyboardInterrupt(f"signal {signum}")
 
     def teardown(self) -> None:
+        # A second Ctrl-C or SIGTERM must not cut the cleanup short; the handlers are restored at the end.
+        for sig in self._old_handlers:
+            signal.signal(sig, signal.SIG_IGN)
         for r in self.relays:
             if r.poll() is None:
                 r.terminate()
@@ -409,6 +414,30 @@ class Bed:
         full.update(env or {})
         return ["ip", "netns", "exec", self.hosts[h], "env", *[f"{k}={v}" for k, v in full.items()], *argv]
 
+    @staticmethod
+    def _wait_ranks(procs, timeout: float, grace: float = 5.0) -> dict:
+        """Waits for every rank until `timeout`; once one fails, the others get `grace` seconds to report their own
+        view (a peer's death, with its name) and are then killed. rank -> exit code, None (timed out) or
+        "killed"."""
+        deadline = time.monotonic() + timeout
+        rcs: dict = {}
+        try:
+            while len(rcs) < len(procs) and time.monotonic() < deadline:
+                for rank, p, _ in procs:
+                    if rank not in rcs and p.poll() is not None:
+                        rcs[rank] = p.returncode
+                        if p.returncode != 0:
+                            deadline = min(deadline, time.monotonic() + grace)
+                time.sleep(0.05)
+        finally:
+            for rank, p, _ in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+                    rcs.setdefault(rank, None if not any(rcs.values()) else "killed")
+                rcs.setdefault(rank, p.returncode)
+        return rcs
+
     def run_ranks(self, ranks_per_host: int, argv: list[str], env: dict[str, str] | None = None,
                   timeout: float = 120, port: int = 29500, quiet: bool = False,
                   outputs: dict[int, str] | None = None) -> int:
@@ -428,34 +457,19 @@ class Bed:
                     p = subprocess.Popen(self.exec_argv(h, argv, {k: str(v) for k, v in e.items()}), stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
                     procs.append((rank, p, out))
-            deadline = time.monotonic() + timeout
-            rcs = {}
-            try:
-                for rank, p, _ in procs:
-                    try:
-                        rcs[rank] = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        rcs[rank] = None
-                    # Once one rank failed, the others would only wait for it until their own timeout.
-                    if rcs[rank] != 0:
-                        break
-            finally:
-                for rank, p, _ in procs:
-                    if p.poll() is None:
-                        os.killpg(p.pid, signal.SIGKILL)
-                        p.wait()
-                        rcs.setdefault(rank, "killed")
-            failed = [r for r, _, _ in procs if rcs.get(r, "killed") != 0]
+            rcs = self._wait_ranks(procs, timeout)
+            # Ranks that failed on their own first: a rank killed because a peer died only echoes the cause.
+            failed = sorted((r for r, _, _ in procs if rcs[r] != 0), key=lambda r: (rcs[r] == "killed", r))
             for rank, _, out in procs:
                 out.seek(0)
                 text = out.read()
                 if outputs is not None:
                     outputs[rank] = text
                 if rank == 0 and not quiet or rank in failed[:2]:
-                    status = rcs.get(rank)
-                    why = "timed out" if status is None else f"exit {status}"
-                    print(f"--- rank {rank} ({self.hosts[rank // ranks_per_host]}){'' if rank not in failed else ', ' + why}"
-                          f" ---\n{text}", end="" if text.endswith("\n") else "\n")
+                    status = rcs[rank]
+                    why = {None: "timed out", "killed": "killed after another rank failed"}.get(status, f"exit {status}")
+                    print(f"--- rank {rank} ({self.hosts[rank // ranks_per_host]})"
+                          f"{', ' + why if rank in failed else ''} ---\n{text}", end="" if text.endswith("\n") else "\n")
                 out.close()
         return 1 if failed else 0
 
