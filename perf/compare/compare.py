@@ -376,7 +376,8 @@ def write_markdown(path, a, sizes, table, variants, meta):
     L.append(f"- Method: {a.reps} repetitions, variants interleaved per repetition; per run {a.warmup} warm-up and "
              f"{a.iters} timed ops per size; time = mean op time of a run (nccl-tests' out-of-place `time`, averaged "
              f"over ranks), median over repetitions. busbw = bytes / time x {bus_factor(coll, n):.3g} (GB = 1e9).")
-    peers_mpi = "mpi-tcp (the one transport that crosses hosts)" if meta.get("netns") else "better of vader and UCX per size"
+    peers_mpi = ("mpi-tcp (the one transport that crosses hosts)" if meta.get("netns")
+                 else "better of vader and UCX per size")
     L.append(f"- Open MPI = {peers_mpi}; Gloo = best of {', '.join(g[5:] for g in gloo)}; "
              f"best peer = better of the two. Ratio > 1 means Conflux is faster.")
     L.append(f"- Started {meta['started']}, took {meta['elapsed_s']:.0f} s; load average before/after: "

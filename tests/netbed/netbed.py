@@ -26,9 +26,10 @@ How a link is built:
 tbf sizing (see tbf_params): burst = max(1 ms at the rate, 2 x MTU): big enough that tbf's timer granularity
 does not cap the rate, small enough that a burst is ~1 ms of line time. limit (the queue) = rate x max(5 ms,
 RTT/2), and at least 4 x 64 KiB: tbf enqueues a GSO frame (up to 64 KiB) whole, so a smaller queue drops whole
-bursts (at 100 Mbit/s a 62.5 kB queue cost BBR 8 000-23 000 retransmits in 5 s, 256 KiB none). CUBIC backs off to 0.7 of its window on a loss, so a queue of about 0.43 BDP keeps the link busy
-through the back-off (a queue of a few packets would starve a single flow on a long link), while never more
-than half an RTT (or 5 ms on a local link) of queueing delay is added. (This machine's default congestion
+bursts (at 100 Mbit/s a 62.5 kB queue cost BBR 8 000-23 000 retransmits in 5 s, 256 KiB 0-26). CUBIC
+backs off to 0.7 of its window on a loss, so a queue of about 0.43 BDP keeps the link busy through the
+back-off (a queue of a few packets would starve a single flow on a long link), while no more than half an RTT
+of queueing delay is added (5 ms on a local link at 1 Gbit/s; 21 ms at 100 Mbit/s, where the floor applies). (This machine's default congestion
 control is BBR, which keeps its own queue short; the sizes are chosen for loss-based CUBIC, the harder case.)
 
 Names: every namespace is `cfxnb<pid>-<role>`, so parallel runs never collide and `sweep()` can remove what a
@@ -467,9 +468,11 @@ class Bed:
                     outputs[rank] = text
                 if rank == 0 and not quiet or rank in failed[:2]:
                     status = rcs[rank]
-                    why = {None: "timed out", "killed": "killed after another rank failed"}.get(status, f"exit {status}")
+                    why = {None: "timed out", "killed": "killed after another rank failed"}.get(status,
+                                                                                                f"exit {status}")
                     print(f"--- rank {rank} ({self.hosts[rank // ranks_per_host]})"
-                          f"{', ' + why if rank in failed else ''} ---\n{text}", end="" if text.endswith("\n") else "\n")
+                          f"{', ' + why if rank in failed else ''} ---\n{text}",
+                          end="" if text.endswith("\n") else "\n")
                 out.close()
         return 1 if failed else 0
 

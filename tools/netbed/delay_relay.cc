@@ -22,9 +22,10 @@
 // kernel hands the relay GSO packets of up to 64 KiB with a virtio_net_hdr in front, and the relay writes them
 // unchanged to the other TUN, where the kernel accepts them as already-validated GSO packets. The wire MTU
 // (what TCP's MSS and tbf's per-packet accounting see) stays --mtu; only the batching changes. --no-offload
-// turns it off. The TUN queue is --txqueuelen packets long (default 1000, twice the kernel's): a TUN does not push back on its
-// qdisc, it drops when its ring is full, and a short ring would turn every scheduling hiccup of the relay into
-// TCP losses.
+// turns it off. Measured through the relay on this 2-core machine: 9.5 Gbit/s one way with offload, 1.0 Gbit/s
+// with 30k retransmits without. The TUN queue is --txqueuelen packets long (default 1000, twice the kernel's):
+// a TUN does not push back on its qdisc, it drops when its ring is full, and a short ring would turn every
+// scheduling hiccup of the relay into TCP losses.
 //
 // Queued bytes are capped (--max-queue-bytes) like a router's buffer: beyond it new packets are dropped and
 // counted. The relay exits on SIGTERM/SIGINT, or when its parent dies (PR_SET_PDEATHSIG), and its TUN devices
@@ -364,7 +365,8 @@ int main(int argc, char** argv) {
     } else if (a == "--max-queue-bytes") {
       if (!parseInt64(next(), &maxQueue) || maxQueue < 65536) die("--max-queue-bytes must be at least 65536");
     } else if (a == "--txqueuelen") {
-      if (!parseInt64(next(), &txQueueLen) || txQueueLen < 1 || txQueueLen > 1000000) die("--txqueuelen must be 1..1000000");
+      if (!parseInt64(next(), &txQueueLen) || txQueueLen < 1 || txQueueLen > 1000000)
+        die("--txqueuelen must be 1..1000000");
     } else if (a == "--no-offload") {
       offload = false;
     } else if (a == "-h" || a == "--help") {
