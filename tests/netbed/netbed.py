@@ -512,12 +512,13 @@ def selftest(relay: str) -> int:
     if _ours(child.pid):
         problems.append(f"namespaces left after SIGTERM: {_ours(child.pid)}")
     child = _spawn_bed_and_wait(relay)
+    made = _ours(child.pid)
     child.kill()
     child.wait()
-    left = _ours(child.pid)
-    swept = sweep(verbose=False)
-    if not left or sorted(left) != sorted(set(swept) & set(left)) or _ours(child.pid):
-        problems.append(f"after SIGKILL: left {left}, swept {swept}, still there {_ours(child.pid)}")
+    # Another bed starting in parallel (ctest -j) may sweep them first, which is the same success.
+    sweep(verbose=False)
+    if not made or _ours(child.pid):
+        problems.append(f"after SIGKILL and a sweep: had {made}, still there {_ours(child.pid)}")
     for p in problems:
         print(f"netbed selftest: {p}", file=sys.stderr)
     print(f"netbed selftest: {'FAILED' if problems else 'ok'}")
