@@ -495,6 +495,43 @@ def _spawn_bed_and_wait(relay: str) -> subprocess.Popen:
     raise BedError("selftest: the child bed did not come up within 30 s")
 
 
+_LISTEN = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 29400)); s.listen()
+print("listening", flush=True)
+for _ in range(5):
+    s.accept()[0].close()
+"""
+_CONNECT = """
+import socket, sys, time
+for _ in range(5):
+    t = time.monotonic(); c = socket.create_connection((sys.argv[1], 29400), timeout=30)
+    print(f"{(time.monotonic() - t) * 1000:.3f}"); c.close()
+"""
+
+
+def _check_relay_delay(relay: str) -> list[str]:
+    """A TCP handshake takes one round trip, so through a 40 ms RTT link it can never complete sooner: a lower
+    bound, which a slow machine cannot break. Also checks that the relay forwards at all."""
+    problems = []
+    with Bed(pair(None, rtt_ms=40), relay) as bed:
+        server = subprocess.Popen(bed.exec_argv(1, [sys.executable, "-c", _LISTEN]), stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            server.stdout.readline()
+            c = subprocess.run(bed.exec_argv(0, [sys.executable, "-c", _CONNECT, bed.primary_addr(1)]),
+                               capture_output=True, text=True, timeout=60)
+            times = [float(t) for t in c.stdout.split()]
+            if c.returncode != 0 or len(times) != 5:
+                problems.append(f"no TCP connection through the relay: {c.stderr.strip()[-300:]}")
+            elif min(times) < 40:
+                problems.append(f"TCP handshakes through a 40 ms RTT relay took {times} ms: the delay is missing")
+        finally:
+            server.kill()
+            server.wait()
+    return problems
+
+
 def selftest(relay: str) -> int:
     """Checks that the bed leaves nothing behind: after a failing rank, after SIGTERM, and (with the sweeper)
     after SIGKILL of the process that built it."""
@@ -506,6 +543,7 @@ def selftest(relay: str) -> int:
             problems.append("a rank that exited 1 was reported as success")
     if any(ns in _netns_list() for ns in made):
         problems.append(f"namespaces left after a failing rank: {made}")
+    problems += _check_relay_delay(relay)
     child = _spawn_bed_and_wait(relay)
     child.send_signal(signal.SIGTERM)
     child.wait(timeout=30)
