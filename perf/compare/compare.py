@@ -15,7 +15,17 @@ Variants: conflux (build/perf/<coll>_perf under cfxrun), mpi-vader, mpi-ucx, mpi
 gloo-<algorithm> (gloo_bench.cc, TCP on 127.0.0.1). "Open MPI" is the better of vader and UCX per size; TCP is
 shown but not counted. "Gloo" is its best algorithm per size. A variant whose check found wrong elements at a
 size is shown as "wrong" there and never counted. See perf/compare/README.md.
+
+Namespace mode (--netns HOSTS, root only): the race runs across HOSTS network namespaces of the test bed
+(tests/netbed/netbed.py) joined by one link (--link-rate, --link-rtt-ms, --link-p2p), --np / HOSTS ranks per
+host, so every library crosses the same shaped links: conflux (one process per rank inside its namespace,
+torchrun-style variables), mpi-tcp (mpirun inside the first host's namespace, its daemons started on every host
+by netns_agent.sh as the rsh launch agent; counted as Open MPI here, since shared memory and UCX do not cross
+hosts) and gloo-<algorithm> (each rank in its namespace, GLOO_SOCKET_IFNAME set to the host's device). The bed
+is built once for the whole race and removed at the end, also on failure.
 """
+
+import contextlib
 
 import argparse
 import csv
@@ -170,6 +180,75 @@ def parse_nccl_tests(out, sizes):
     return result
 
 
+def netns_bed(a):
+    """The namespace test bed for --netns (a context manager); see tests/netbed/netbed.py."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "netbed"))
+    import netbed
+    if a.np % a.netns:
+        sys.exit(f"compare: --np {a.np} is not a multiple of --netns {a.netns}")
+    if a.link_p2p and a.netns != 2:
+        sys.exit("compare: --link-p2p joins exactly 2 hosts")
+    spec = (netbed.pair(a.link_rate, a.link_rtt_ms) if a.link_p2p
+            else netbed.switch(a.netns, a.link_rate, a.link_rtt_ms / 2))
+    if a.link_rtt_ms:
+        spec.tcp_buf_max = 32 << 20  # a long fat link needs large TCP windows; see netbed.Spec
+    relay = a.relay or os.path.join(a.build, "tools", "cfx_delay_relay")
+    return netbed.Bed(spec, relay)
+
+
+def make_netns_variants(a, sizes, benches, bed, work):
+    """Variants whose ranks run on the bed's hosts: rank r on host r // (np / hosts), like the hostfile's slots."""
+    per_host = a.np // a.netns
+    host_of = [r // per_host for r in range(a.np)]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "NCCL_", "GLOO_"))}
+    bench_args = ["--coll", a.coll, "--sizes", ",".join(str(s) for s in sizes), "--iters", str(a.iters),
+                  "--warmup", str(a.warmup), "--check", "1"]
+    in_ns = [["ip", "netns", "exec", bed.hosts[h]] for h in host_of]
+    rank_env = [dict(base, RANK=str(r), WORLD_SIZE=str(a.np), LOCAL_RANK=str(r % per_host),
+                     LOCAL_WORLD_SIZE=str(per_host)) for r in range(a.np)]
+    where = f"r = 0..{a.np - 1} on host r / {per_host}"
+    variants = []
+
+    perf = os.path.join(a.build, "perf", f"{a.coll}_perf")
+    cmd = [perf, "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(a.factor), "-n", str(a.iters), "-w",
+           str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"]
+    envs = [dict(e, MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="29500", NCCL_SOCKET_IFNAME=bed.primary_dev(h),
+                 NCCL_HOSTID=bed.hosts[h]) for e, h in zip(rank_env, host_of)]
+    text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} MASTER_ADDR={bed.primary_addr(0)} MASTER_PORT=<port> "
+            f"NCCL_SOCKET_IFNAME=<dev> NCCL_HOSTID=<host> " + " ".join(cmd) + f"  ({where})")
+    variants.append(Variant("conflux", [ns + cmd for ns in in_ns], envs, parse_nccl_tests, text))
+
+    # --bind-to none: every orted believes it has the machine's cores to itself and would bind its first rank to
+    # core 0, so ranks of different "hosts" would share one core and each op would wait for a time slice.
+    hostfile = os.path.join(work, "hostfile")
+    with open(hostfile, "w") as f:
+        f.writelines(f"{ns} slots={per_host}\n" for ns in bed.hosts)
+    dev = bed.primary_dev(0)
+    mpi_env = dict(base, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = (["ip", "netns", "exec", bed.hosts[0], "mpirun", "-np", str(a.np), "--hostfile", hostfile,
+            "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
+            "--mca", "plm_rsh_agent", os.path.join(HERE, "netns_agent.sh"),
+            "--mca", "oob_tcp_if_include", dev, "--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
+            "--mca", "btl_tcp_if_include", dev, benches["mpi_bench"]] + bench_args + ["--algo", "tcp"])
+    if a.np > (os.cpu_count() or 1):
+        # Each orted sees only its own host's ranks, so none notices that all of them share this machine's cores
+        # and Open MPI would busy-poll as on an idle node; on one node it yields once oversubscribed. Say so.
+        cmd[cmd.index("--bind-to"):cmd.index("--bind-to")] = ["--mca", "mpi_yield_when_idle", "1"]
+    variants.append(Variant("mpi-tcp", [cmd], [mpi_env], parse_bench, " ".join(cmd)))
+
+    for algo in GLOO_ALGOS[a.coll]:
+        cmd = [benches["gloo_bench"]] + bench_args + ["--algo", algo]
+        envs = [dict(e, GLOO_SOCKET_IFNAME=bed.primary_dev(h)) for e, h in zip(rank_env, host_of)]
+        text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} GLOO_STORE=<tmpdir> GLOO_SOCKET_IFNAME=<dev> "
+                + " ".join(cmd) + f"  ({where})")
+        variants.append(Variant(f"gloo-{algo}", [ns + cmd for ns in in_ns], envs, parse_bench, text))
+
+    if a.only:
+        keep = set(a.only.split(","))
+        variants = [v for v in variants if v.name in keep or family(v.name) in keep]
+    return variants
+
+
 def make_variants(a, sizes, benches):
     env = dict(os.environ)
     env.setdefault("NCCL_SOCKET_IFNAME", "lo")
@@ -205,9 +284,16 @@ def make_variants(a, sizes, benches):
     return variants
 
 
+_next_port = [29500]
+
+
 def run_variant(v, sizes, timeout, store_root):
     envs = v.envs
     store = None
+    if any("MASTER_PORT" in e for e in envs):
+        # A fresh rendezvous port per run: the last run's root socket may still be in TIME_WAIT.
+        _next_port[0] = 29500 + (_next_port[0] - 29500 + 1) % 1000
+        envs = [dict(e, MASTER_PORT=str(_next_port[0])) for e in envs]
     if v.name.startswith("gloo-"):
         store = tempfile.mkdtemp(prefix="gloo_store_", dir=store_root)
         envs = [dict(e, GLOO_STORE=store) for e in envs]
@@ -280,6 +366,8 @@ def write_markdown(path, a, sizes, table, variants, meta):
     gloo = [v for v in variants if family(v) == "Gloo"]
     L = []
     L.append(f"# {coll}: Conflux vs Open MPI vs Gloo, {n} ranks, float32 sum, host memory\n")
+    if meta.get("netns"):
+        L.append(f"- Hosts: {meta['netns']}\n")
     m = meta["machine"]
     L.append(f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['os']}, Linux {m['kernel']} "
              f"(shared, so timings are noisy)")
@@ -288,7 +376,9 @@ def write_markdown(path, a, sizes, table, variants, meta):
     L.append(f"- Method: {a.reps} repetitions, variants interleaved per repetition; per run {a.warmup} warm-up and "
              f"{a.iters} timed ops per size; time = mean op time of a run (nccl-tests' out-of-place `time`, averaged "
              f"over ranks), median over repetitions. busbw = bytes / time x {bus_factor(coll, n):.3g} (GB = 1e9).")
-    L.append(f"- Open MPI = better of vader and UCX per size; Gloo = best of {', '.join(g[5:] for g in gloo)}; "
+    peers_mpi = ("mpi-tcp (the one transport that crosses hosts)" if meta.get("netns")
+                 else "better of vader and UCX per size")
+    L.append(f"- Open MPI = {peers_mpi}; Gloo = best of {', '.join(g[5:] for g in gloo)}; "
              f"best peer = better of the two. Ratio > 1 means Conflux is faster.")
     L.append(f"- Started {meta['started']}, took {meta['elapsed_s']:.0f} s; load average before/after: "
              f"{meta['load_before']} / {meta['load_after']}")
@@ -405,6 +495,11 @@ def main():
     p.add_argument("--raw-dir", default=None, help="per-run logs (perf/results/raw/<coll>_np<N>)")
     p.add_argument("--only", default="", help="comma list of variants or families to run (e.g. conflux,mpi-vader)")
     p.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    p.add_argument("--netns", type=int, default=0, help="namespace mode: this many hosts (tests/netbed), root only")
+    p.add_argument("--link-rate", default=None, help="namespace mode: tc rate of the link (e.g. 1gbit)")
+    p.add_argument("--link-rtt-ms", type=float, default=0.0, help="namespace mode: RTT through the delay relay")
+    p.add_argument("--link-p2p", action="store_true", help="namespace mode, 2 hosts: point-to-point, no bridge")
+    p.add_argument("--relay", default=None, help="cfx_delay_relay (default BUILD/tools/cfx_delay_relay)")
     a = p.parse_args()
 
     parts = a.sizes.split(":")
@@ -416,6 +511,12 @@ def main():
     if not sizes or a.factor < 2 or a.np < 2:
         p.error("need MIN <= MAX, FACTOR >= 2 and --np >= 2")
     tag = f"{a.coll}_np{a.np}"
+    if a.netns:
+        if a.netns < 2:
+            p.error("--netns needs at least 2 hosts")
+        FAMILY_OF["mpi-tcp"] = "Open MPI"  # the only Open MPI transport that crosses hosts here
+        tag += f"_netns{a.netns}" + (f"_{a.link_rate}" if a.link_rate else "") + (
+            f"_rtt{a.link_rtt_ms:g}ms" if a.link_rtt_ms else "")
     a.build = os.path.abspath(a.build)
     out = os.path.abspath(a.out or os.path.join(REPO, "perf", "results", tag))
     raw = os.path.abspath(a.raw_dir or os.path.join(REPO, "perf", "results", "raw", tag))
@@ -428,7 +529,21 @@ def main():
     benches = build_benches(a.bench_dir or os.path.join(a.build, "compare"))
 
     store_root = tempfile.mkdtemp(prefix="cfx_compare_")
-    variants = make_variants(a, sizes, benches)
+    stack = contextlib.ExitStack()
+    netns_text = ""
+    if a.netns:
+        try:
+            bed = stack.enter_context(netns_bed(a))
+        except Exception as e:  # netbed.Skip or BedError: say why and stop
+            shutil.rmtree(store_root, ignore_errors=True)
+            sys.exit(f"compare: cannot build the namespace bed: {e}")
+        variants = make_netns_variants(a, sizes, benches, bed, store_root)
+        netns_text = (f"{a.netns} network namespaces ({a.np // a.netns} ranks each) on "
+                      f"{'a point-to-point link' if a.link_p2p else 'one switch'}, "
+                      f"{a.link_rate or 'unshaped'}{f', RTT {a.link_rtt_ms:g} ms' if a.link_rtt_ms else ''} "
+                      f"(tests/netbed); Open MPI = mpi-tcp")
+    else:
+        variants = make_variants(a, sizes, benches)
     names = [v.name for v in variants]
     started = datetime.datetime.now().astimezone()
     load_before = f"{os.getloadavg()[0]:.2f}"
@@ -457,17 +572,23 @@ def main():
                 print(f"  rep {rep} {v.name:<22} exit {rc:<3} {len(rows)}/{len(sizes)} sizes  {secs:6.1f} s",
                       flush=True)
     finally:
+        stack.close()
         shutil.rmtree(store_root, ignore_errors=True)
 
     elapsed = (datetime.datetime.now().astimezone() - started).total_seconds()
     table = summarize(samples, names, sizes, a.coll, a.np)
     reproduce = (f"make compare COLL={a.coll} NP={a.np} SIZES={human(lo)}:{human(hi)}"
                  + (f":{a.factor}" if a.factor != 4 else "") + (f" REPS={a.reps}" if a.reps != 3 else ""))
+    if a.netns:
+        reproduce = (f"python3 perf/compare/compare.py --coll {a.coll} --np {a.np} --sizes {a.sizes} --reps {a.reps} "
+                     f"--netns {a.netns}" + (f" --link-rate {a.link_rate}" if a.link_rate else "")
+                     + (f" --link-rtt-ms {a.link_rtt_ms:g}" if a.link_rtt_ms else "")
+                     + (" --link-p2p" if a.link_p2p else ""))
     meta = dict(collective=a.coll, ranks=a.np, datatype="float32", op="sum", sizes=sizes, reps=a.reps,
                 iters=a.iters, warmup=a.warmup, started=started.isoformat(timespec="seconds"), elapsed_s=elapsed,
                 load_before=load_before, load_after=f"{os.getloadavg()[0]:.2f}", machine=machine_info(),
                 commands={v.name: v.command_text for v in variants}, runs=runs, failures=failures,
-                reproduce=reproduce, time_definition="mean op time of one run (nccl-tests out-of-place time, "
+                reproduce=reproduce, netns=netns_text, time_definition="mean op time of one run (nccl-tests out-of-place time, "
                 "averaged over ranks); medians over repetitions")
 
     with open(os.path.join(out, "samples.csv"), "w", newline="") as f:

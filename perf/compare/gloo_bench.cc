@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// perf/compare: Gloo's C++ collectives over its TCP transport on 127.0.0.1, float32 sum, host memory. One line per
-// size in the format of bench_common.h. Ranks rendezvous through a gloo::rendezvous::FileStore directory.
+// perf/compare: Gloo's C++ collectives over its TCP transport on 127.0.0.1 (or on the interface named by
+// GLOO_SOCKET_IFNAME, as PyTorch's Gloo backend reads it: compare.py's namespace mode sets it to each host's
+// device), float32 sum, host memory. One line per size in the format of bench_common.h. Ranks rendezvous through
+// a gloo::rendezvous::FileStore directory.
 // Build: g++ -O2 -std=c++17 gloo_bench.cc -lgloo -lpthread -o gloo_bench (compare.py does this).
 //
 // usage: RANK=r WORLD_SIZE=n GLOO_STORE=<dir> gloo_bench --coll all_reduce --sizes 1024,4096 --algo ring
@@ -154,6 +156,10 @@ int main(int argc, char** argv) {
   }
 
   gloo::transport::tcp::attr attr("127.0.0.1");
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
+    attr.hostname.clear();
+    attr.iface = iface;
+  }
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(storeEnv);
   auto rctx = std::make_shared<gloo::rendezvous::Context>(rank, nRanks);
