@@ -1,7 +1,8 @@
 # Conflux: the two commands a new user needs on a fresh Debian 12 machine.
 #   make demo   installs missing Debian packages, builds, runs a 4-rank all-reduce benchmark on host memory
-#   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan
-# Other targets: deps, build, check-layers, env-doc, compare (see perf/README.md), clean.
+#   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan,
+#               then every wire fuzzer briefly
+# Other targets: deps, build, check-layers, env-doc, compare (see perf/README.md), fuzz (tests/fuzz/README.md), clean.
 
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -47,7 +48,8 @@ test: build
 	$(MAKE) --no-print-directory test-main
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
-	@echo "make test: all labels passed (main, asan, tsan)"
+	$(MAKE) --no-print-directory fuzz-smoke
+	@echo "make test: all labels passed (main, asan, tsan) and the fuzzers found nothing"
 
 test-main: check-layers
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
@@ -76,7 +78,31 @@ env-doc: build
 	$(BUILD)/tools/cfx_env_doc > docs/ENV.md
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan $(FUZZ_BUILD)
+
+# ---- fuzz: libFuzzer targets for every parser of bytes from the network; see tests/fuzz/README.md ----
+#   make fuzz-smoke                    every target for FUZZ_SMOKE_SECONDS (part of make test)
+#   make fuzz [FUZZ_SECONDS=600]       every target for FUZZ_SECONDS; findings land in build-fuzz/fuzz-artifacts
+# A clang build of its own (g++ has no libFuzzer); clang >= 15, since clang 14 lacks std::source_location.
+FUZZ_CXX ?= clang++-16
+FUZZ_CC ?= clang-16
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 10
+
+.PHONY: fuzz fuzz-build fuzz-smoke
+
+fuzz-build:
+	CXX=$(FUZZ_CXX) CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1" \
+	  -DCFX_FUZZ=ON -DCFX_BUILD_TESTS=OFF -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target cfx_fuzz
+
+fuzz-smoke: fuzz-build
+	tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS)
+
+fuzz: deps fuzz-build
+	tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # ---- compare: Conflux beside Open MPI (vader, UCX, TCP) and Gloo, one collective; see perf/compare/README.md ----
 #   make compare COLL=all_reduce NP=4 [SIZES=1K:256M[:4]] [REPS=3] [ITERS=20] [WARMUP=5] [COMPARE_OUT=dir]

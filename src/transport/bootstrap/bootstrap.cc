@@ -98,31 +98,17 @@ Result<std::vector<sockaddr_storage>> awaitTable(net::Socket& root, int rank, in
   if (!h.ok()) return withContext(h.status(), prefix + "bad answer: ");
   std::vector<uint8_t> payload(h->bytes);
   if (!payload.empty()) CFX_TRY(root.recvAll(payload.data(), payload.size(), deadline, abortFlag));
-  const std::string text(payload.begin(), payload.end());
-  switch (h->kind) {
-    case boot::FrameKind::Table: {
-      if (h->tag != static_cast<uint64_t>(nRanks) || h->bytes != tableBytes) {
-        return Status::error(Errc::RemoteError, prefix + "sent a table of the wrong size");
-      }
-      std::vector<sockaddr_storage> table(static_cast<size_t>(nRanks));
-      for (int r = 0; r < nRanks; ++r) {
-        Result<sockaddr_storage> a = boot::decodeAddress(payload.data() + static_cast<size_t>(r) * boot::kAddressBytes);
-        if (!a.ok()) return withContext(a.status(), prefix + strprintf("bad address for rank %d: ", r));
-        table[r] = *a;
-      }
-      return table;
-    }
-    case boot::FrameKind::Error: {
-      const bool known =
-          h->tag >= static_cast<uint64_t>(Errc::SystemError) && h->tag <= static_cast<uint64_t>(Errc::Timeout);
-      return Status::error(known ? static_cast<Errc>(h->tag) : Errc::RemoteError, prefix + text);
-    }
-    case boot::FrameKind::Status:
+  Result<boot::RootAnswer> answer = boot::decodeRootAnswer(*h, payload, nRanks);
+  if (!answer.ok()) return withContext(answer.status(), prefix);
+  switch (answer->kind) {
+    case boot::FrameKind::Table:
+      return std::move(answer->table);
+    case boot::FrameKind::Error:
+      return Status::error(answer->code, prefix + answer->text);
+    default:
       return Status::error(Errc::Timeout,
                            strprintf("%stimed out after %lld ms waiting for all %d ranks to join: %s", prefix.c_str(),
-                                     static_cast<long long>(options.timeout.count()), nRanks, text.c_str()));
-    default:
-      return Status::error(Errc::RemoteError, prefix + "sent an unexpected frame");
+                                     static_cast<long long>(options.timeout.count()), nRanks, answer->text.c_str()));
   }
 }
 
@@ -161,12 +147,17 @@ Result<UniqueId> UniqueId::decode(const uint8_t in[kBytes]) {
                                                           "versions?)",
                                                           version, kIdVersion));
   }
+  if ((flags & ~kIdFlagRootInInit) != 0) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("unique id flags 0x%04x, this library knows only 0x%04x (mixed library versions?)",
+                                   flags, kIdFlagRootInInit));
+  }
   CFX_TRY_ASSIGN(const crypto::Digest check, crypto::sha256(std::span<const uint8_t>(in, kIdCheckedBytes)));
   if (std::memcmp(check.data(), in + kIdCheckedBytes, kIdCheckBytes) != 0) {
     return Status::error(Errc::InvalidArgument, "the unique id is corrupted (its check word does not match)");
   }
   UniqueId id;
-  Result<sockaddr_storage> root = boot::decodeAddress(in + 8);
+  Result<sockaddr_storage> root = boot::decodeAddress(std::span<const uint8_t>(in + 8, boot::kAddressBytes));
   if (!root.ok()) return withContext(root.status(), "the unique id holds a bad root address: ");
   id.root = *root;
   boot::Reader rest(in + 8 + boot::kAddressBytes);

@@ -160,6 +160,180 @@ Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_
   return h;
 }
 
+// ---- handshake messages -------------------------------------------------------------------------------------
+
+std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce) {
+  std::array<uint8_t, kChallengeBytes> out{};
+  Writer w(out.data());
+  w.u32(kHandshakeMagic);
+  w.u16(kProtocolVersion);
+  w.u16(0);
+  w.bytes(serverNonce.data(), kNonceBytes);
+  return out;
+}
+
+Result<std::array<uint8_t, kAuthBytes>> encodeAuth(const Credentials& cred,
+                                                   std::span<const uint8_t, kNonceBytes> serverNonce, ConnKind kind,
+                                                   int rank, int nRanks,
+                                                   std::span<const uint8_t, kNonceBytes> clientNonce) {
+  CFX_TRY_ASSIGN(const crypto::Digest mac, clientMac(cred, serverNonce.data(), kind, rank, nRanks));
+  std::array<uint8_t, kAuthBytes> out{};
+  Writer w(out.data());
+  w.u32(kHandshakeMagic);
+  w.u16(kProtocolVersion);
+  w.u16(static_cast<uint16_t>(kind));
+  w.u32(static_cast<uint32_t>(rank));
+  w.u32(static_cast<uint32_t>(nRanks));
+  w.bytes(clientNonce.data(), kNonceBytes);
+  w.bytes(mac.data(), mac.size());
+  return out;
+}
+
+Result<std::array<uint8_t, kProofBytes>> encodeServerProof(const Credentials& cred,
+                                                           std::span<const uint8_t, kNonceBytes> clientNonce,
+                                                           std::span<const uint8_t, kNonceBytes> serverNonce) {
+  CFX_TRY_ASSIGN(const crypto::Digest mac, serverMac(cred, clientNonce.data(), serverNonce.data()));
+  static_assert(crypto::kDigestBytes == kProofBytes);
+  return mac;
+}
+
+// ---- parsers of received bytes ------------------------------------------------------------------------------
+
+Result<sockaddr_storage> decodeAddress(std::span<const uint8_t> in) {
+  if (in.size() != kAddressBytes) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("an address is %zu bytes, not %zu", kAddressBytes, in.size()));
+  }
+  return decodeAddress(in.data());
+}
+
+Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t> in, size_t maxBytes) {
+  if (in.size() != kFrameHeaderBytes) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("a frame header is %zu bytes, not %zu", kFrameHeaderBytes, in.size()));
+  }
+  return decodeFrameHeader(in.data(), maxBytes);
+}
+
+namespace {
+
+// Magic and version of a Challenge or an Auth; `what` names the message for the error.
+Status checkMagicAndVersion(std::span<const uint8_t> in, const char* what) {
+  if (in.size() < kAuthPrefixBytes) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("a %s starts with %zu bytes, not %zu", what, kAuthPrefixBytes, in.size()));
+  }
+  Reader r(in.data());
+  const uint32_t magic = r.u32();
+  const uint16_t version = r.u16();
+  if (magic != kHandshakeMagic) {
+    return Status::error(Errc::RemoteError, strprintf("sent garbage instead of a %s (0x%08x)", what, magic));
+  }
+  if (version != kProtocolVersion) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("speaks bootstrap protocol %u, this library speaks %u", version, kProtocolVersion));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::array<uint8_t, kNonceBytes>> decodeChallenge(std::span<const uint8_t> in) {
+  if (in.size() != kChallengeBytes) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("a handshake challenge is %zu bytes, not %zu", kChallengeBytes, in.size()));
+  }
+  CFX_TRY(checkMagicAndVersion(in, "handshake challenge"));
+  std::array<uint8_t, kNonceBytes> nonce{};
+  std::memcpy(nonce.data(), in.data() + 8, kNonceBytes);
+  return nonce;
+}
+
+Status checkServerProof(const Credentials& cred, std::span<const uint8_t, kNonceBytes> clientNonce,
+                        std::span<const uint8_t, kNonceBytes> serverNonce, std::span<const uint8_t> proof) {
+  CFX_TRY_ASSIGN(const crypto::Digest expected, serverMac(cred, clientNonce.data(), serverNonce.data()));
+  if (proof.size() != kProofBytes || !crypto::constantTimeEqual(proof, expected)) {
+    return Status::error(Errc::RemoteError, "failed to prove it knows the communicator's secret");
+  }
+  return {};
+}
+
+Status checkAuthPrefix(std::span<const uint8_t> in) { return checkMagicAndVersion(in, "handshake"); }
+
+Result<Auth> checkAuth(const Credentials& cred, std::span<const uint8_t, kNonceBytes> serverNonce,
+                       std::span<const uint8_t> in) {
+  if (in.size() != kAuthBytes) {
+    return Status::error(Errc::RemoteError, strprintf("a handshake is %zu bytes, not %zu", kAuthBytes, in.size()));
+  }
+  CFX_TRY(checkAuthPrefix(in));
+  Reader r(in.data() + kAuthPrefixBytes);
+  const uint16_t kind = r.u16();
+  Auth auth;
+  auth.rank = static_cast<int>(r.u32());
+  auth.nRanks = static_cast<int>(r.u32());
+  r.bytes(auth.clientNonce.data(), kNonceBytes);
+  uint8_t mac[crypto::kDigestBytes];
+  r.bytes(mac, sizeof(mac));
+  if (kind != static_cast<uint16_t>(ConnKind::RootJoin) && kind != static_cast<uint16_t>(ConnKind::Peer)) {
+    return Status::error(Errc::RemoteError, strprintf("asked for an unknown connection kind %u", kind));
+  }
+  auth.kind = static_cast<ConnKind>(kind);
+  CFX_TRY_ASSIGN(const crypto::Digest expected, clientMac(cred, serverNonce.data(), auth.kind, auth.rank, auth.nRanks));
+  if (!crypto::constantTimeEqual(mac, expected)) {
+    return Status::error(Errc::RemoteError,
+                         "failed authentication: wrong HMAC (a different secret or communicator, a handshake "
+                         "recorded from another connection, or not a Conflux peer)");
+  }
+  return auth;
+}
+
+Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks) {
+  if (payload.size() != h.bytes) {
+    return Status::error(Errc::RemoteError, strprintf("the frame promised %llu bytes but carries %zu",
+                                                      static_cast<unsigned long long>(h.bytes), payload.size()));
+  }
+  RootAnswer answer;
+  answer.kind = h.kind;
+  switch (h.kind) {
+    case FrameKind::Table: {
+      const size_t tableBytes = static_cast<size_t>(nRanks) * kAddressBytes;
+      if (nRanks < 1 || h.tag != static_cast<uint64_t>(nRanks) || h.bytes != tableBytes) {
+        return Status::error(Errc::RemoteError, "sent a table of the wrong size");
+      }
+      answer.table.resize(static_cast<size_t>(nRanks));
+      for (int r = 0; r < nRanks; ++r) {
+        Result<sockaddr_storage> a =
+            decodeAddress(payload.subspan(static_cast<size_t>(r) * kAddressBytes, kAddressBytes));
+        if (!a.ok())
+          return Status::error(Errc::RemoteError,
+                               strprintf("bad address for rank %d: %s", r, a.status().message().c_str()));
+        answer.table[static_cast<size_t>(r)] = *a;
+      }
+      return answer;
+    }
+    case FrameKind::Error:
+    case FrameKind::Status: {
+      if (payload.size() > kMaxControlBytes) {
+        return Status::error(Errc::RemoteError, strprintf("sent a %zu-byte message, over the %zu-byte limit",
+                                                          payload.size(), kMaxControlBytes));
+      }
+      // The text ends up in an error message and a log line: nothing in it may forge or break a line.
+      answer.text.reserve(payload.size());
+      for (const uint8_t c : payload) answer.text.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+      if (h.kind == FrameKind::Error) {
+        // InProgress would make a failed init look pending to a non-blocking caller, which would then poll forever.
+        const bool known = h.tag >= static_cast<uint64_t>(Errc::SystemError) &&
+                           h.tag <= static_cast<uint64_t>(Errc::Timeout) &&
+                           h.tag != static_cast<uint64_t>(Errc::InProgress);
+        answer.code = known ? static_cast<Errc>(h.tag) : Errc::RemoteError;
+      }
+      return answer;
+    }
+    default:
+      return Status::error(Errc::RemoteError, "sent an unexpected frame");
+  }
+}
+
 Status sendFrame(net::Socket& sock, const FrameHeader& h, const void* payload, const Deadline& deadline,
                  const std::atomic<bool>* abortFlag) {
   constexpr size_t kCoalesceBytes = 64 * 1024;
@@ -181,32 +355,17 @@ Status clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind
                        const sockaddr_storage* hello, const Deadline& deadline, const std::atomic<bool>* abortFlag) {
   uint8_t challenge[kChallengeBytes];
   CFX_TRY(sock.recvAll(challenge, sizeof(challenge), deadline, abortFlag));
-  Reader r(challenge);
-  const uint32_t magic = r.u32();
-  const uint16_t version = r.u16();
-  if (magic != kHandshakeMagic) {
-    return Status::error(Errc::RemoteError, strprintf("%s is not a Conflux bootstrap endpoint (magic 0x%08x)",
-                                                      sock.peerName().c_str(), magic));
+  Result<std::array<uint8_t, kNonceBytes>> challenged = decodeChallenge(challenge);
+  if (!challenged.ok()) {
+    return Status::error(Errc::RemoteError, strprintf("%s is not a Conflux bootstrap endpoint of this version: it %s",
+                                                      sock.peerName().c_str(), challenged.status().message().c_str()));
   }
-  if (version != kProtocolVersion) {
-    return Status::error(Errc::RemoteError, strprintf("%s speaks bootstrap protocol %u, this library speaks %u",
-                                                      sock.peerName().c_str(), version, kProtocolVersion));
-  }
-  const uint8_t* serverNonce = challenge + 8;
+  const std::array<uint8_t, kNonceBytes> serverNonce = *challenged;
 
   std::array<uint8_t, kNonceBytes> clientNonce{};
   CFX_TRY(crypto::randomBytes(clientNonce));
-  CFX_TRY_ASSIGN(const crypto::Digest mac, clientMac(cred, serverNonce, kind, rank, nRanks));
-  uint8_t auth[kAuthBytes];
-  Writer w(auth);
-  w.u32(kHandshakeMagic);
-  w.u16(kProtocolVersion);
-  w.u16(static_cast<uint16_t>(kind));
-  w.u32(static_cast<uint32_t>(rank));
-  w.u32(static_cast<uint32_t>(nRanks));
-  w.bytes(clientNonce.data(), kNonceBytes);
-  w.bytes(mac.data(), mac.size());
-  CFX_TRY(sock.sendAll(auth, sizeof(auth), deadline, abortFlag));
+  CFX_TRY_ASSIGN(const auto auth, encodeAuth(cred, serverNonce, kind, rank, nRanks, clientNonce));
+  CFX_TRY(sock.sendAll(auth.data(), auth.size(), deadline, abortFlag));
 
   uint8_t proof[kProofBytes];
   if (Status st = sock.recvAll(proof, sizeof(proof), deadline, abortFlag); !st.ok()) {
@@ -219,10 +378,8 @@ Status clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind
                                    "process serving %s logs the reason",
                                    sock.peerName().c_str(), st.message().c_str(), sock.peerName().c_str()));
   }
-  CFX_TRY_ASSIGN(const crypto::Digest expected, serverMac(cred, clientNonce.data(), serverNonce));
-  if (!crypto::constantTimeEqual(proof, expected)) {
-    return Status::error(Errc::RemoteError,
-                         strprintf("%s failed to prove it knows the communicator's secret", sock.peerName().c_str()));
+  if (Status st = checkServerProof(cred, clientNonce, serverNonce, proof); !st.ok()) {
+    return Status::error(st.code(), sock.peerName() + " " + st.message());
   }
   if (hello != nullptr) {
     uint8_t addr[kAddressBytes];
@@ -241,13 +398,8 @@ ServerHandshake::ServerHandshake(net::Socket sock, const Credentials& cred, std:
     fail("cannot draw a nonce: " + st.message());
     return;
   }
-  uint8_t challenge[kChallengeBytes];
-  Writer w(challenge);
-  w.u32(kHandshakeMagic);
-  w.u16(kProtocolVersion);
-  w.u16(0);
-  w.bytes(serverNonce_.data(), kNonceBytes);
-  startSend(challenge, sizeof(challenge), Stage::SendChallenge);
+  const auto challenge = encodeChallenge(serverNonce_);
+  startSend(challenge.data(), challenge.size(), Stage::SendChallenge);
 }
 
 ServerHandshake::State ServerHandshake::fail(std::string why) {
@@ -298,20 +450,14 @@ ServerHandshake::State ServerHandshake::progress() {
     const size_t before = inHave_;
     inHave_ += *n;
     // Reject garbage (an HTTP probe, a port scanner) as soon as the first words are in, not at the deadline.
-    if (stage_ == Stage::RecvAuth && before < 6 && inHave_ >= 6) {
-      Reader r(in_.data());
-      const uint32_t magic = r.u32();
-      const uint16_t version = r.u16();
-      if (magic != kHandshakeMagic) return fail(strprintf("sent garbage instead of a handshake (0x%08x)", magic));
-      if (version != kProtocolVersion) {
-        return fail(strprintf("speaks bootstrap protocol %u, this library speaks %u", version, kProtocolVersion));
-      }
+    if (stage_ == Stage::RecvAuth && before < kAuthPrefixBytes && inHave_ >= kAuthPrefixBytes) {
+      if (Status st = checkAuthPrefix({in_.data(), kAuthPrefixBytes}); !st.ok()) return fail(st.message());
     }
     if (inHave_ < inNeed_) continue;
     if (stage_ == Stage::RecvAuth) {
       if (onAuth() != State::Running) return state_;
     } else {
-      Result<sockaddr_storage> addr = decodeAddress(in_.data());
+      Result<sockaddr_storage> addr = decodeAddress(std::span<const uint8_t>(in_.data(), kAddressBytes));
       if (!addr.ok()) return fail("sent a bad listen address: " + addr.status().message());
       hello_ = *addr;
       state_ = State::Done;
@@ -326,29 +472,15 @@ ServerHandshake::State ServerHandshake::progress() {
 }
 
 ServerHandshake::State ServerHandshake::onAuth() {
-  Reader r(in_.data() + 6);
-  const uint16_t kind = r.u16();
-  const int rank = static_cast<int>(r.u32());
-  const int nRanks = static_cast<int>(r.u32());
-  uint8_t clientNonce[kNonceBytes];
-  r.bytes(clientNonce, kNonceBytes);
-  uint8_t mac[crypto::kDigestBytes];
-  r.bytes(mac, sizeof(mac));
-  if (kind != static_cast<uint16_t>(ConnKind::RootJoin) && kind != static_cast<uint16_t>(ConnKind::Peer)) {
-    return fail(strprintf("asked for an unknown connection kind %u", kind));
-  }
-  Result<crypto::Digest> expected = clientMac(*cred_, serverNonce_.data(), static_cast<ConnKind>(kind), rank, nRanks);
-  if (!expected.ok()) return fail("cannot compute the HMAC: " + expected.status().message());
-  if (!crypto::constantTimeEqual(mac, *expected)) {
-    return fail("failed authentication: wrong HMAC (a different secret or communicator, or not a Conflux peer)");
-  }
-  kind_ = static_cast<ConnKind>(kind);
-  rank_ = rank;
-  nRanks_ = nRanks;
+  Result<Auth> auth = checkAuth(*cred_, serverNonce_, {in_.data(), kAuthBytes});
+  if (!auth.ok()) return fail(auth.status().message());
+  kind_ = auth->kind;
+  rank_ = auth->rank;
+  nRanks_ = auth->nRanks;
   if (admission_) {
-    if (std::string why = admission_(kind_, rank, nRanks); !why.empty()) return fail("authenticated, but " + why);
+    if (std::string why = admission_(kind_, rank_, nRanks_); !why.empty()) return fail("authenticated, but " + why);
   }
-  Result<crypto::Digest> proof = serverMac(*cred_, clientNonce, serverNonce_.data());
+  Result<std::array<uint8_t, kProofBytes>> proof = encodeServerProof(*cred_, auth->clientNonce, serverNonce_);
   if (!proof.ok()) return fail("cannot compute the HMAC: " + proof.status().message());
   startSend(proof->data(), proof->size(), Stage::SendProof);
   return state_;

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,7 @@ class Reader {
 };
 
 void encodeAddress(const sockaddr_storage& addr, uint8_t out[kAddressBytes]);
+// InvalidArgument for an unknown family code or a port of 0.
 Result<sockaddr_storage> decodeAddress(const uint8_t in[kAddressBytes]);
 
 // What a connection carries once authenticated.
@@ -99,15 +101,66 @@ void encodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]);
 // Checks the magic, the kind and that bytes <= maxBytes. The error says what was wrong.
 Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_t maxBytes);
 
-// Sends a frame header and its payload as one message where it is small.
-Status sendFrame(net::Socket& sock, const FrameHeader& h, const void* payload, const Deadline& deadline,
-                 const std::atomic<bool>* abortFlag);
-
 // The communicator's shared knowledge: connections prove they hold it.
 struct Credentials {
   Secret secret{};
   uint64_t commMagic = 0;
 };
+
+// The handshake's messages as this library sends them (the fuzz seeds are built with these too).
+std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce);
+Result<std::array<uint8_t, kAuthBytes>> encodeAuth(const Credentials& cred,
+                                                   std::span<const uint8_t, kNonceBytes> serverNonce, ConnKind kind,
+                                                   int rank, int nRanks,
+                                                   std::span<const uint8_t, kNonceBytes> clientNonce);
+Result<std::array<uint8_t, kProofBytes>> encodeServerProof(const Credentials& cred,
+                                                           std::span<const uint8_t, kNonceBytes> clientNonce,
+                                                           std::span<const uint8_t, kNonceBytes> serverNonce);
+
+// ---- parsers of received bytes ------------------------------------------------------------------------------
+// Everything a bootstrap endpoint reads from a socket passes through one of these pure functions before anything
+// acts on it. Each takes exactly the bytes that arrived (a span, so the length is checked first, never assumed),
+// allocates no more than its input implies, and fails with RemoteError (InvalidArgument for addresses) naming
+// what is wrong. tests/fuzz drives each one with libFuzzer.
+
+Result<sockaddr_storage> decodeAddress(std::span<const uint8_t> in);
+Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t> in, size_t maxBytes);
+
+// The client's view of the server's Challenge: its nonce, once magic and version check out.
+Result<std::array<uint8_t, kNonceBytes>> decodeChallenge(std::span<const uint8_t> in);
+// The client's check of the server's Proof; RemoteError when the server does not know the secret (or answers a
+// different challenge: a recorded proof is worthless because clientNonce is fresh).
+Status checkServerProof(const Credentials& cred, std::span<const uint8_t, kNonceBytes> clientNonce,
+                        std::span<const uint8_t, kNonceBytes> serverNonce, std::span<const uint8_t> proof);
+
+// The first words of an Auth (magic and version) arrive before the rest; garbage is refused on them alone.
+inline constexpr size_t kAuthPrefixBytes = 6;
+Status checkAuthPrefix(std::span<const uint8_t> in);
+
+// A client's Auth, decoded and authenticated against the challenge this server sent.
+struct Auth {
+  ConnKind kind = ConnKind::Peer;
+  int rank = -1;
+  int nRanks = -1;
+  std::array<uint8_t, kNonceBytes> clientNonce{};
+};
+// RemoteError for a malformed Auth, an unknown kind, or an HMAC that does not match (another secret or
+// communicator, or an Auth recorded against another challenge: serverNonce is fresh per connection).
+Result<Auth> checkAuth(const Credentials& cred, std::span<const uint8_t, kNonceBytes> serverNonce,
+                       std::span<const uint8_t> in);
+
+// The root's answer to a joining rank (header already decoded, payload exactly h.bytes long).
+struct RootAnswer {
+  FrameKind kind = FrameKind::Table;    // Table, Error or Status
+  std::vector<sockaddr_storage> table;  // Table: nRanks addresses
+  Errc code = Errc::RemoteError;        // Error: the root's code, never Ok or InProgress (init must not look pending)
+  std::string text;                     // Error, Status: the root's words, printable ASCII only
+};
+Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks);
+
+// Sends a frame header and its payload as one message where it is small.
+Status sendFrame(net::Socket& sock, const FrameHeader& h, const void* payload, const Deadline& deadline,
+                 const std::atomic<bool>* abortFlag);
 
 // The client half of the handshake, blocking. `hello` is sent after the server's proof checks out (RootJoin).
 // RemoteError when the server closes the connection (it rejected us) or its proof is wrong.

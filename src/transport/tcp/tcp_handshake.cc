@@ -59,6 +59,13 @@ std::array<uint8_t, kHelloBytes> encodeHello(const Hello& hello) {
   return out;
 }
 
+Result<Hello> decodeHello(std::span<const uint8_t> bytes) {
+  if (bytes.size() != kHelloBytes) {
+    return Status::error(Errc::InvalidArgument, strprintf("a hello is %zu bytes, not %zu", kHelloBytes, bytes.size()));
+  }
+  return decodeHello(bytes.data());
+}
+
 Result<Hello> decodeHello(const uint8_t* bytes) {
   if (std::memcmp(bytes, kHelloMagic, sizeof(kHelloMagic) - 1) != 0) {
     return Status::error(Errc::InvalidArgument, "bad magic (not a Conflux TCP peer)");
@@ -86,6 +93,14 @@ std::array<uint8_t, kAckBytes> encodeAck(AckCode code) {
   std::memcpy(out.data(), kAckMagic, sizeof(kAckMagic));
   putU32(out.data() + 8, static_cast<uint32_t>(code));
   return out;
+}
+
+Result<AckCode> decodeAck(std::span<const uint8_t> bytes) {
+  if (bytes.size() != kAckBytes) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("a handshake acknowledgement is %zu bytes, not %zu", kAckBytes, bytes.size()));
+  }
+  return decodeAck(bytes.data());
 }
 
 Result<AckCode> decodeAck(const uint8_t* bytes) {

@@ -27,6 +27,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "common/status.h"
@@ -71,11 +72,14 @@ enum class AckCode : uint32_t {
 };
 
 std::array<uint8_t, kHelloBytes> encodeHello(const Hello& hello);
-// InvalidArgument naming what is wrong (bad magic: not a Conflux TCP peer, or another version).
+// InvalidArgument naming what is wrong (bad magic: not a Conflux TCP peer, or another version). The span form
+// checks the length first; it is what tests/fuzz drives, and the pointer form reads exactly kHelloBytes.
+Result<Hello> decodeHello(std::span<const uint8_t> bytes);
 Result<Hello> decodeHello(const uint8_t* bytes);
 
 std::array<uint8_t, kAckBytes> encodeAck(AckCode code);
-// InvalidArgument when the bytes are not an Ack.
+// InvalidArgument when the bytes are not an Ack (span form: also when they are not kAckBytes long).
+Result<AckCode> decodeAck(std::span<const uint8_t> bytes);
 Result<AckCode> decodeAck(const uint8_t* bytes);
 const char* ackCodeName(AckCode code);
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/socket.h"
 #include "transport/bootstrap/wire.h"
 
@@ -82,6 +83,21 @@ TEST(UniqueIdTest, DecodeRejectsZeroedAndCorruptedIds) {
   Result<UniqueId> bad = UniqueId::decode(bytes);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("corrupted"), std::string::npos) << bad.status().message();
+}
+
+TEST(UniqueIdTest, DecodeRejectsFlagsOfAnotherVersion) {
+  Result<UniqueId> id = uniqueIdFromAddress("127.0.0.1:4242", "s", false);
+  ASSERT_TRUE(id.ok());
+  uint8_t bytes[UniqueId::kBytes];
+  id->encode(bytes);
+  bytes[6] |= 0x80;  // a flag this version does not know, with a check word that matches it
+  Result<crypto::Digest> check = crypto::sha256(std::span<const uint8_t>(bytes, 72));
+  ASSERT_TRUE(check.ok());
+  std::memcpy(bytes + 72, check->data(), 8);
+  Result<UniqueId> bad = UniqueId::decode(bytes);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::InvalidArgument);
+  EXPECT_NE(bad.status().message().find("flags 0x8000"), std::string::npos) << bad.status().message();
 }
 
 TEST(UniqueIdTest, CommIdTextIsValidated) {

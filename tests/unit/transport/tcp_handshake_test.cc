@@ -104,6 +104,47 @@ TEST(TcpHandshake, ProofsDependOnSecretRoleHelloAndNonce) {
   EXPECT_NE(client, clientMac(secret, hello.data(), otherNonce).value());
 }
 
+TEST(TcpHandshake, ProofRecordedOnOneConnectionIsRefusedOnAnother) {
+  const auto hello = encodeHello(sampleHello());
+  const Secret secret = secretFilledWith(0x5a);
+  Nonce first{};
+  first.fill(0x21);
+  const Mac recorded = clientMac(secret, hello.data(), first).value();
+  // The replayer re-sends the same Hello; the server draws a fresh nonce, so the recorded proof fails.
+  Nonce second = first;
+  second[0] ^= 0x80;
+  EXPECT_FALSE(macEquals(clientMac(secret, hello.data(), second).value(), recorded.data()));
+  // Nor does a recorded server challenge convince a client whose Hello carries a fresh client nonce.
+  const Mac serverRecorded = serverMac(secret, hello.data(), first).value();
+  Hello fresh = sampleHello();
+  fresh.nonce[0] ^= 1;
+  EXPECT_FALSE(macEquals(serverMac(secret, encodeHello(fresh).data(), first).value(), serverRecorded.data()));
+}
+
+TEST(TcpHandshake, ProofFromAnotherSessionIsRefused) {
+  const Hello h = sampleHello();
+  const auto hello = encodeHello(h);
+  Nonce nonce{};
+  nonce.fill(0x42);
+  const Mac mine = clientMac(secretFilledWith(0x5a), hello.data(), nonce).value();
+  EXPECT_FALSE(macEquals(mine, clientMac(secretFilledWith(0x5b), hello.data(), nonce).value().data()))
+      << "another unique id's secret";
+  Hello otherListener = h;
+  otherListener.session[0] ^= 1;
+  EXPECT_FALSE(
+      macEquals(mine, clientMac(secretFilledWith(0x5a), encodeHello(otherListener).data(), nonce).value().data()))
+      << "another listener session under the same secret";
+}
+
+TEST(TcpHandshake, SpanDecodersCheckTheLength) {
+  const auto hello = encodeHello(sampleHello());
+  EXPECT_TRUE(decodeHello(std::span<const uint8_t>(hello)).ok());
+  EXPECT_FALSE(decodeHello(std::span<const uint8_t>(hello.data(), kHelloBytes - 1)).ok());
+  const auto ack = encodeAck(AckCode::Ok);
+  EXPECT_TRUE(decodeAck(std::span<const uint8_t>(ack)).ok());
+  EXPECT_FALSE(decodeAck(std::span<const uint8_t>(ack.data(), kAckBytes - 1)).ok());
+}
+
 TEST(TcpHandshake, FrameHeaderIsSixteenLittleEndianBytes) {
   const WireHeader h = WireHeader::encode(0x1234, 0xfedcba9876543210ull);
   const auto* bytes = reinterpret_cast<const uint8_t*>(&h);

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+// cfx_fuzz_seeds DIR: writes a seed corpus for every fuzz target into DIR/<target>/, built with the library's
+// own serializers, so the seeds follow the wire format wherever it changes and no binary blob is committed.
+// Each target starts from well-formed messages (valid handshakes signed with the fixed test credentials) and
+// the fuzzer mutates from there.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fuzz_common.h"
+#include "transport/tcp/tcp_handshake.h"
+
+namespace boot = cfx::transport::boot;
+namespace tcp = cfx::transport::tcp;
+using Bytes = std::vector<uint8_t>;
+
+namespace {
+
+std::string g_dir;
+int g_failures = 0;
+
+void append(Bytes& out, const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); }
+template <typename C>
+void append(Bytes& out, const C& c) {
+  append(out, reinterpret_cast<const uint8_t*>(c.data()), c.size());
+}
+
+void write(const std::string& target, const std::string& name, const Bytes& bytes) {
+  const std::string dir = g_dir + "/" + target;
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "cfx_fuzz_seeds: mkdir %s: %s\n", dir.c_str(), std::strerror(errno));
+    ++g_failures;
+    return;
+  }
+  std::ofstream f(dir + "/" + name, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) {
+    std::fprintf(stderr, "cfx_fuzz_seeds: cannot write %s/%s\n", dir.c_str(), name.c_str());
+    ++g_failures;
+  }
+}
+
+sockaddr_storage v4(const char* ip, uint16_t port) {
+  sockaddr_storage s{};
+  auto& a = reinterpret_cast<sockaddr_in&>(s);
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &a.sin_addr);
+  return s;
+}
+
+sockaddr_storage v6(const char* ip, uint16_t port, uint32_t scope) {
+  sockaddr_storage s{};
+  auto& a = reinterpret_cast<sockaddr_in6&>(s);
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  a.sin6_scope_id = scope;
+  ::inet_pton(AF_INET6, ip, &a.sin6_addr);
+  return s;
+}
+
+Bytes address(const sockaddr_storage& a) {
+  Bytes out(boot::kAddressBytes);
+  boot::encodeAddress(a, out.data());
+  return out;
+}
+
+void uniqueIds() {
+  cfx::transport::UniqueId id;
+  id.root = v4("10.1.2.3", 29500);
+  id.secret = cfx::fuzz::fixedSecret();
+  id.magic = 0x1122334455667788ull;
+  Bytes b(cfx::transport::UniqueId::kBytes);
+  id.encode(b.data());
+  write("unique_id", "v4", b);
+  id.root = v6("fe80::1", 4242, 3);
+  id.startRootInInit = true;
+  id.encode(b.data());
+  write("unique_id", "v6_root_in_init", b);
+}
+
+void addresses() {
+  write("boot_address", "v4", address(v4("127.0.0.1", 1)));
+  write("boot_address", "v6", address(v6("2001:db8::7", 65535, 0)));
+}
+
+Bytes frame(uint8_t nRanksByte, const boot::FrameHeader& h, const Bytes& payload) {
+  Bytes out{nRanksByte};
+  uint8_t hdr[boot::kFrameHeaderBytes];
+  boot::encodeFrameHeader(h, hdr);
+  append(out, hdr, sizeof(hdr));
+  append(out, payload);
+  return out;
+}
+
+void frames() {
+  Bytes table;
+  append(table, address(v4("10.0.0.1", 4000)));
+  append(table, address(v6("::1", 4001, 0)));
+  append(table, address(v4("10.0.0.3", 4002)));
+  write("boot_frame", "table3", frame(2, {boot::FrameKind::Table, 3, table.size()}, table));
+  const std::string text = "the bootstrap root gave up waiting: missing rank 2 (2 of 3 joined)";
+  const Bytes textBytes(text.begin(), text.end());
+  write("boot_frame", "error_timeout",
+        frame(2, {boot::FrameKind::Error, static_cast<uint64_t>(cfx::Errc::Timeout), textBytes.size()}, textBytes));
+  write("boot_frame", "status", frame(2, {boot::FrameKind::Status, 0, textBytes.size()}, textBytes));
+  write("boot_frame", "query", frame(0, {boot::FrameKind::Query, 0, 0}, {}));
+  write("boot_frame", "user", frame(7, {boot::FrameKind::User, 42, 4}, {1, 2, 3, 4}));
+}
+
+void bootHandshakes() {
+  const boot::Credentials cred = cfx::fuzz::fixedCredentials();
+  const auto serverNonce = cfx::fuzz::fixedNonce(1);
+  const auto clientNonce = cfx::fuzz::fixedNonce(2);
+  for (const auto kind : {boot::ConnKind::RootJoin, boot::ConnKind::Peer}) {
+    cfx::Result<std::array<uint8_t, boot::kAuthBytes>> auth =
+        boot::encodeAuth(cred, serverNonce, kind, 1, 4, clientNonce);
+    if (!auth.ok()) {
+      ++g_failures;
+      return;
+    }
+    Bytes server{0};
+    append(server, *auth);
+    if (kind == boot::ConnKind::RootJoin) append(server, address(v4("192.168.0.9", 5555)));
+    write("boot_handshake", kind == boot::ConnKind::RootJoin ? "server_rootjoin" : "server_peer", server);
+    Bytes session{static_cast<uint8_t>(kind == boot::ConnKind::RootJoin ? 17 : 200)};
+    append(session, *auth);
+    append(session, address(v4("192.168.0.9", 5555)));
+    write("boot_server_session", kind == boot::ConnKind::RootJoin ? "rootjoin" : "peer", session);
+  }
+  cfx::Result<std::array<uint8_t, boot::kProofBytes>> proof = boot::encodeServerProof(cred, clientNonce, serverNonce);
+  if (!proof.ok()) {
+    ++g_failures;
+    return;
+  }
+  Bytes client{1};
+  append(client, boot::encodeChallenge(serverNonce));
+  append(client, *proof);
+  write("boot_handshake", "client", client);
+}
+
+void tcpHandshakes() {
+  tcp::Hello hello;
+  hello.fromRank = 1;
+  hello.toRank = 3;
+  hello.nRanks = 4;
+  hello.channel = 2;
+  hello.nSlots = 8;
+  hello.slotBytes = 1 << 20;
+  hello.nonce = cfx::fuzz::fixedNonce(4);
+  hello.session = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto helloBytes = tcp::encodeHello(hello);
+  cfx::Result<tcp::Mac> proof = tcp::clientMac(cfx::fuzz::fixedSecret(), helloBytes.data(), cfx::fuzz::fixedNonce(3));
+  if (!proof.ok()) {
+    ++g_failures;
+    return;
+  }
+  Bytes h{0};
+  append(h, helloBytes);
+  append(h, *proof);
+  write("tcp_handshake", "hello_proof", h);
+  for (const auto code : {tcp::AckCode::Ok, tcp::AckCode::GeometryMismatch, tcp::AckCode::Duplicate}) {
+    Bytes a{1};
+    append(a, tcp::encodeAck(code));
+    write("tcp_handshake", std::string("ack_") + std::to_string(static_cast<unsigned>(code)), a);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR   (writes DIR/<target>/<seed> for every fuzz target)\n", argv[0]);
+    return 2;
+  }
+  g_dir = argv[1];
+  if (::mkdir(g_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "cfx_fuzz_seeds: mkdir %s: %s\n", g_dir.c_str(), std::strerror(errno));
+    return 1;
+  }
+  uniqueIds();
+  addresses();
+  frames();
+  bootHandshakes();
+  tcpHandshakes();
+  return g_failures == 0 ? 0 : 1;
+}
