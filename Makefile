@@ -8,11 +8,11 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 # Debian packages the build, the tests and the demo need. `deps` installs only the missing ones.
-# Open MPI, gfortran and mpi4py serve the MPI interposer's tests; UCX the ucx transport; clang's libFuzzer the
+# Open MPI, gfortran and mpi4py serve the MPI interposer's tests; UCX the ucx transport; clang 16's libFuzzer the
 # wire fuzzers; iperf3 the raw-TCP baselines of the namespace test bed.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
                 iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py \
-                libucx-dev ucx-utils clang libclang-rt-14-dev iperf3
+                libucx-dev ucx-utils clang-16 libclang-rt-16-dev iperf3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc clean
