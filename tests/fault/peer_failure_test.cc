@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <conflux.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -35,6 +36,10 @@ using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: comparable across 
 constexpr int kMaxRanks = 8;
 constexpr size_t kBigCount = size_t{4} << 20;  // 16 MiB of float: many slices, so no survivor can finish alone
 constexpr int kFaultTimeoutMs = 3000;          // CFX_TIMEOUT_MS inside the ranks of the fault scenarios
+// Heartbeats inside the ranks: a stopped rank is declared hung after 5 x 200 ms, well before CFX_TIMEOUT_MS, so the
+// hung rank itself is named rather than whichever neighbour a survivor timed out on.
+constexpr int kHeartbeatMs = 200;
+constexpr int kHeartbeatMisses = 5;
 constexpr double kDetectBoundMs = 20000;       // a survivor's error must come within this, whatever the cause
 constexpr double kHungMarginMs = 7000;         // a stopped peer: CFX_TIMEOUT_MS plus this (2 shared cores, CI load)
 
@@ -131,6 +136,36 @@ class SurvivorDone {
 enum class Fault { Kill, Stop, Leave };           // SIGKILL, SIGSTOP, or ncclCommDestroy and _exit(0)
 enum class Naming { AnySurvivor, EverySurvivor };  // whose WARN must name the failed rank
 
+// cfxCommGetFailures on a survivor: the victim is the first (and only) failed rank, for the right reason.
+void expectFailureRecord(ncclComm_t comm, int victim, Fault fault) {
+  cfxFailureInfo info[4];
+  int n = -1;
+  ASSERT_EQ(cfxCommGetFailures(comm, info, 4, &n), ncclSuccess);
+  ASSERT_EQ(n, 1) << "exactly one failed rank";
+  EXPECT_EQ(info[0].rank, victim);
+  EXPECT_NE(info[0].detectedBy, victim);
+  EXPECT_GT(info[0].pid, 0);
+  EXPECT_NE(info[0].host[0], '\0');
+  EXPECT_NE(info[0].text[0], '\0');
+  switch (fault) {
+    case Fault::Stop:
+      EXPECT_EQ(info[0].reason, cfxFailureHung) << info[0].text;
+      break;
+    case Fault::Kill:  // seen exiting on this host, or its connection dropping first
+      EXPECT_TRUE(info[0].reason == cfxFailureExited || info[0].reason == cfxFailureConnectionLost) << info[0].text;
+      break;
+    case Fault::Leave:  // it left on purpose: only a transfer that still needed it makes it a failure
+      EXPECT_EQ(info[0].reason, cfxFailureConnectionLost) << info[0].text;
+      break;
+  }
+  int count = -1;
+  EXPECT_EQ(cfxCommGetFailures(comm, nullptr, 0, &count), ncclSuccess);
+  EXPECT_EQ(count, n);
+  EXPECT_EQ(cfxCommGetFailures(comm, nullptr, 1, &count), ncclInvalidArgument);
+  EXPECT_EQ(cfxCommGetFailures(comm, info, -1, &count), ncclInvalidArgument);
+  EXPECT_EQ(cfxCommGetFailures(comm, info, 1, nullptr), ncclInvalidArgument);
+}
+
 class PeerFailureTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
@@ -145,7 +180,9 @@ class PeerFailureTest : public ::testing::TestWithParam<Transport> {
   RunOptions options(int timeoutMs) const {
     RunOptions o;
     o.timeout = std::chrono::seconds(45);
-    o.env = {{"CFX_TIMEOUT_MS", std::to_string(timeoutMs)}};
+    o.env = {{"CFX_TIMEOUT_MS", std::to_string(timeoutMs)},
+             {"CFX_HEARTBEAT_MS", std::to_string(kHeartbeatMs)},
+             {"CFX_HEARTBEAT_MISSES", std::to_string(kHeartbeatMisses)}};
     if (GetParam().tcp) o.env.emplace_back("NCCL_SHM_DISABLE", "1");
     return o;
   }
@@ -239,6 +276,7 @@ RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming 
     if (naming == Naming::EverySurvivor) {
       EXPECT_TRUE(namesRank(o.text, victim)) << "rank " << ctx.rank() << "'s WARN does not name the failed rank "
                                              << victim << ": " << o.text;
+      expectFailureRecord(comm, victim, fault);
     }
     const int64_t abortStart = nowNs();
     EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
@@ -259,19 +297,10 @@ RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming 
   return result;
 }
 
-// Why the Naming::EverySurvivor variants are skipped: a library gap, described for the lead.
-constexpr const char* kNamingBug =
-    "library gap (issue 5 item 1): only the victim's direct ring neighbours name it. A survivor that waits on "
-    "another survivor reports that survivor instead: 'peer rank 3 ... closed its shared-memory connection' (or "
-    "'tcp: connection to peer rank 3 ... was closed by the peer') once rank 3 aborted, or a timeout naming its own "
-    "neighbours for a SIGSTOPped rank. The failed rank is not propagated with the close/abort. Remove this skip "
-    "once it is";
-
 // (1) A rank is SIGKILLed right before the all-reduce: every survivor gets ncclRemoteError, ncclCommAbort succeeds.
 TEST_P(PeerFailureTest, KilledPeerFailsAllReduceOnEverySurvivor) { runFault(Fault::Kill, 4, 2, Naming::AnySurvivor); }
 
 TEST_P(PeerFailureTest, KilledPeerIsNamedByEverySurvivor) {
-  GTEST_SKIP() << kNamingBug;
   runFault(Fault::Kill, 4, 2, Naming::EverySurvivor);
 }
 
@@ -280,7 +309,6 @@ TEST_P(PeerFailureTest, KilledPeerIsNamedByEverySurvivor) {
 TEST_P(PeerFailureTest, StoppedPeerFailsAllReduceWithinTheTimeout) { runFault(Fault::Stop, 4, 1, Naming::AnySurvivor); }
 
 TEST_P(PeerFailureTest, StoppedPeerIsNamedByEverySurvivor) {
-  GTEST_SKIP() << kNamingBug;
   runFault(Fault::Stop, 4, 1, Naming::EverySurvivor);
 }
 
@@ -291,7 +319,6 @@ TEST_P(PeerFailureTest, PeerThatLeftCleanlyFailsAllReduceInsteadOfHanging) {
 }
 
 TEST_P(PeerFailureTest, PeerThatLeftCleanlyIsNamedByEverySurvivor) {
-  GTEST_SKIP() << kNamingBug;
   runFault(Fault::Leave, 3, 0, Naming::EverySurvivor);
 }
 
