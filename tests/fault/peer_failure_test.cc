@@ -191,7 +191,7 @@ class PeerFailureTest : public ::testing::TestWithParam<Transport> {
   void registerRank(const RankContext& ctx) { shared_->pids[ctx.rank()].store(static_cast<int>(::getpid())); }
 
   RunResult runFault(Fault fault, int nRanks, int victim, Naming naming);
-  void runShrinkAfterKill(int flags);
+  void runShrinkAfterKill(int flags, bool revokeFirst = false);
   void printObserved(const RunResult& result, const char* scenario) const;
   void expectNoLeftovers(int nRanks) const;
 
@@ -326,7 +326,7 @@ TEST_P(PeerFailureTest, PeerThatLeftCleanlyIsNamedByEverySurvivor) {
 
 // After a SIGKILL, the survivors shrink the communicator with `flags` and get correct results from a 16 MiB
 // all-reduce on it; the parent is aborted afterwards.
-void PeerFailureTest::runShrinkAfterKill(int flags) {
+void PeerFailureTest::runShrinkAfterKill(int flags, bool revokeFirst) {
   constexpr int kRanks = 4;
   constexpr int kVictim = 1;
   const RunResult result = runRanks(kRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
@@ -344,6 +344,12 @@ void PeerFailureTest::runShrinkAfterKill(int flags) {
     const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
     reportObserved(ctx, o);
     EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+    if (revokeFirst) {
+      ASSERT_TRUE(succeeded(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT)));
+      std::vector<float> small(16, 1.0f);
+      EXPECT_NE(ncclAllReduce(small.data(), small.data(), small.size(), ncclFloat, ncclSum, comm, nullptr), ncclSuccess)
+          << "a revoked communicator takes no new operations";
+    }
 
     int dead = kVictim;
     ncclComm_t shrunk = nullptr;
@@ -368,7 +374,7 @@ void PeerFailureTest::runShrinkAfterKill(int flags) {
     EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
   });
   EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL);
-  printObserved(result, flags == NCCL_SHRINK_ABORT ? "shrink-abort" : "shrink-default");
+  printObserved(result, revokeFirst ? "revoke-shrink" : flags == NCCL_SHRINK_ABORT ? "shrink-abort" : "shrink-default");
   expectNoLeftovers(kRanks);
 }
 
@@ -378,6 +384,9 @@ TEST_P(PeerFailureTest, SurvivorsShrinkAfterKillAndAllReduceCorrectly) { runShri
 TEST_P(PeerFailureTest, SurvivorsShrinkWithShrinkAbortAfterKill) {
   runShrinkAfterKill(NCCL_SHRINK_ABORT);
 }
+
+// The survivors revoke the broken communicator (no new work is accepted on it), then shrink it as NCCL_SHRINK_DEFAULT.
+TEST_P(PeerFailureTest, SurvivorsRevokeThenShrinkAfterKill) { runShrinkAfterKill(NCCL_SHRINK_DEFAULT, true); }
 
 // (5) ncclCommAbort from a second thread while the main thread is blocked in an all-reduce whose third rank never
 // arrives: the blocked call returns an error promptly (long before CFX_TIMEOUT_MS) and abort succeeds.
