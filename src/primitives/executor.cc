@@ -85,6 +85,9 @@ Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor
 // scheduler delay of the monitor thread, and it is paid only by the rank that detects a failure first-hand.
 constexpr std::chrono::milliseconds kNoticeGrace{25};
 
+// The least time between two peer checks at the start of stalls (see execute()).
+constexpr std::chrono::milliseconds kStallCheckInterval{20};
+
 // A data-path failure (RemoteError) on `culprit`: the named failure if the monitor knows one, or else the
 // culprit is the failed rank, and every survivor is told so.
 Status blame(const std::vector<Work*>& works, Status st, const Culprit& culprit, ft::HealthMonitor* health) {
@@ -113,7 +116,8 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   auto lastCheck = Deadline::Clock::now();
   auto lastProgress = lastCheck;
   Deadline deadline(options.timeout);  // measured from the last progress, not from the start
-  bool checkedThisStall = false;       // peers were asked since the last progress
+  uint32_t checkedSeq = options.doorbell->read();  // the doorbell at the last progress or peer check
+  bool stallChecked = false;                       // peers were asked since the last progress
   for (;;) {
     bool progressed = false;
     bool allDone = true;
@@ -142,7 +146,8 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
     }
     if (options.health && options.health->failedCount() > 0) return failedRanksError(works, *options.health);
     if (progressed) {
-      checkedThisStall = false;
+      checkedSeq = options.doorbell->read();
+      stallChecked = false;
       backoff.reset();
       lastProgress = Deadline::Clock::now();
       deadline = Deadline(options.timeout);
@@ -161,27 +166,21 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       return timeoutError(works, std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::Clock::now() -
                                                                                         lastProgress));
     }
-    // Before the first sleep of a stall, and after a ring that made nothing ready, ask the ends whether their peers
-    // live: the ring may have been a transport reporting its peer gone (the tcp proxy rings when a connection
-    // dies), possibly while this rank was still spinning. Otherwise ask every checkInterval.
-    if (!checkedThisStall) {
-      checkedThisStall = true;
+    // Ask the ends whether their peers live: after a ring that made nothing ready (a transport may be reporting its
+    // peer gone: the tcp proxy rings when a connection dies), at the first sleep of a stall (that ring may have come
+    // while this rank was still busy), and every checkInterval. A stall's check is rate-limited because an shm check
+    // reads /proc: a rank in a tight loop of small ops stalls thousands of times a second.
+    const auto interval = std::chrono::duration_cast<std::chrono::microseconds>(options.checkInterval);
+    const auto sinceCheck = Deadline::Clock::now() - lastCheck;
+    const bool stallCheck = !stallChecked && sinceCheck >= kStallCheckInterval;
+    if (seq != checkedSeq || stallCheck || sinceCheck >= options.checkInterval) {
+      checkedSeq = seq;
+      stallChecked = true;
       lastCheck = Deadline::Clock::now();
       Culprit culprit;
       if (Status st = checkPeers(works, &culprit); !st.ok()) return blame(works, std::move(st), culprit, options.health);
     }
-    const auto interval = std::chrono::duration_cast<std::chrono::microseconds>(options.checkInterval);
     options.doorbell->wait(seq, deadline.remaining(interval));
-    const auto now = Deadline::Clock::now();
-    bool rungIdle = options.doorbell->read() != seq;
-    for (Work* w : works) {
-      if (rungIdle && !w->finished() && w->waiting && w->waiting->ready()) rungIdle = false;
-    }
-    if (rungIdle || now - lastCheck >= options.checkInterval) {
-      lastCheck = now;
-      Culprit culprit;
-      if (Status st = checkPeers(works, &culprit); !st.ok()) return blame(works, std::move(st), culprit, options.health);
-    }
   }
 }
 
