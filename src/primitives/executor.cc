@@ -85,8 +85,10 @@ Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor
 // scheduler delay of the monitor thread, and it is paid only by the rank that detects a failure first-hand.
 constexpr std::chrono::milliseconds kNoticeGrace{25};
 
-// The least time between two peer checks at the start of stalls (see execute()).
+// The least time between two peer checks at the start of stalls (see execute()), per thread and across calls, so
+// that the first stall of an op is checked unless this thread checked moments ago.
 constexpr std::chrono::milliseconds kStallCheckInterval{20};
+thread_local Deadline::Clock::time_point tlLastStallCheck{};
 
 // A data-path failure (RemoteError) on `culprit`: the named failure if the monitor knows one, or else the
 // culprit is the failed rank, and every survivor is told so.
@@ -171,12 +173,13 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
     // while this rank was still busy), and every checkInterval. A stall's check is rate-limited because an shm check
     // reads /proc: a rank in a tight loop of small ops stalls thousands of times a second.
     const auto interval = std::chrono::duration_cast<std::chrono::microseconds>(options.checkInterval);
-    const auto sinceCheck = Deadline::Clock::now() - lastCheck;
-    const bool stallCheck = !stallChecked && sinceCheck >= kStallCheckInterval;
-    if (seq != checkedSeq || stallCheck || sinceCheck >= options.checkInterval) {
+    const auto beforeCheck = Deadline::Clock::now();
+    const bool stallCheck = !stallChecked && beforeCheck - tlLastStallCheck >= kStallCheckInterval;
+    if (seq != checkedSeq || stallCheck || beforeCheck - lastCheck >= options.checkInterval) {
       checkedSeq = seq;
       stallChecked = true;
-      lastCheck = Deadline::Clock::now();
+      lastCheck = beforeCheck;
+      tlLastStallCheck = beforeCheck;
       Culprit culprit;
       if (Status st = checkPeers(works, &culprit); !st.ok()) return blame(works, std::move(st), culprit, options.health);
     }
