@@ -388,6 +388,50 @@ TEST_P(PeerFailureTest, SurvivorsShrinkWithShrinkAbortAfterKill) {
 // The survivors revoke the broken communicator (no new work is accepted on it), then shrink it as NCCL_SHRINK_DEFAULT.
 TEST_P(PeerFailureTest, SurvivorsRevokeThenShrinkAfterKill) { runShrinkAfterKill(NCCL_SHRINK_DEFAULT, true); }
 
+// (6) A rank is SIGKILLed while every survivor is idle (no operation in flight): each survivor's
+// ncclCommGetAsyncError turns to ncclRemoteError on its own, cfxCommGetFailures names the rank, and the next
+// operation fails at once with the same name instead of waiting for a timeout.
+TEST_P(PeerFailureTest, KilledPeerIsReportedToIdleSurvivorsThroughAsyncError) {
+  constexpr int kRanks = 4;
+  constexpr int kVictim = 2;
+  const RunResult result = runRanks(kRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kVictim) {
+      shared_->faultNs.store(nowNs());
+      ctx.killSelf(SIGKILL);
+    }
+    // Without data traffic only the health monitor can notice: by the exit watch on this host, or by the heartbeats
+    // over tcp (NCCL_SHM_DISABLE leaves no proof of a shared pid namespace).
+    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs));
+    ncclResult_t async = ncclSuccess;
+    while (Clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(async, ncclRemoteError);
+    cfxFailureInfo info{};
+    int n = 0;
+    ASSERT_EQ(cfxCommGetFailures(comm, &info, 1, &n), ncclSuccess);
+    ASSERT_GE(n, 1);
+    EXPECT_EQ(info.rank, kVictim);
+    EXPECT_EQ(info.opSeq, 0u) << "nobody was in an operation: " << info.op;
+    EXPECT_TRUE(info.reason == (GetParam().tcp ? cfxFailureHung : cfxFailureExited)) << info.reason << ": " << info.text;
+    std::vector<float> buf(16, 1.0f);
+    const int64_t start = nowNs();
+    EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr), ncclRemoteError);
+    const char* last = ncclGetLastError(nullptr);
+    const std::string text = last ? last : "";
+    EXPECT_TRUE(namesRank(text, kVictim)) << text;
+    EXPECT_LT(msBetween(start, nowNs()), kFaultTimeoutMs) << "the next op must fail at once, not time out";
+    EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+  });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL);
+  expectNoLeftovers(kRanks);
+}
+
 // (5) ncclCommAbort from a second thread while the main thread is blocked in an all-reduce whose third rank never
 // arrives: the blocked call returns an error promptly (long before CFX_TIMEOUT_MS) and abort succeeds.
 TEST_P(PeerFailureTest, AbortFromAnotherThreadUnblocksAllReduce) {
