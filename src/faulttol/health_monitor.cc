@@ -38,9 +38,12 @@ HealthOptions HealthOptions::fromParams() {
 
 const char* reasonName(FailureReason reason) {
   switch (reason) {
-    case FailureReason::Exited: return "exited";
-    case FailureReason::ConnectionLost: return "lost its connection";
-    case FailureReason::Hung: return "hung";
+    case FailureReason::Exited:
+      return "exited";
+    case FailureReason::ConnectionLost:
+      return "lost its connection";
+    case FailureReason::Hung:
+      return "hung";
   }
   return "failed";
 }
@@ -100,13 +103,15 @@ HealthMonitor::~HealthMonitor() { stop(); }
 
 Status HealthMonitor::start(std::vector<PeerIdentity> peers, Doorbell* doorbell, FailureSink sink) {
   if (static_cast<int>(peers.size()) != nRanks_) {
-    return Status::error(Errc::InvalidArgument, strprintf("health monitor: %zu peers for %d ranks", peers.size(), nRanks_));
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("health monitor: %zu peers for %d ranks", peers.size(), nRanks_));
   }
   for (int r = 0; r < nRanks_; ++r) {
     const sockaddr_storage& a = peers[static_cast<size_t>(r)].address;
     if (r != rank_ && a.ss_family != AF_INET && a.ss_family != AF_INET6) {
-      return Status::error(Errc::InvalidArgument,
-                           strprintf("health monitor: rank %d sent a bad heartbeat address (family %d)", r, a.ss_family));
+      return Status::error(
+          Errc::InvalidArgument,
+          strprintf("health monitor: rank %d sent a bad heartbeat address (family %d)", r, a.ss_family));
     }
   }
   doorbell_ = doorbell;
@@ -128,9 +133,8 @@ Status HealthMonitor::start(std::vector<PeerIdentity> peers, Doorbell* doorbell,
   } catch (const std::system_error& e) {
     return Status::error(Errc::SystemError, strprintf("cannot start the health monitor thread: %s", e.what()));
   }
-  CFX_INFO(log::Sys::Ft, "health monitor of rank %d on %s: heartbeat every %lld ms, hung after %d misses",
-           rank_, net::addressToString(address_).c_str(), static_cast<long long>(options_.period.count()),
-           options_.misses);
+  CFX_INFO(log::Sys::Ft, "health monitor of rank %d on %s: heartbeat every %lld ms, hung after %d misses", rank_,
+           net::addressToString(address_).c_str(), static_cast<long long>(options_.period.count()), options_.misses);
   return Status();
 }
 
@@ -357,10 +361,10 @@ void HealthMonitor::checkSilence() {
       const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.lastHeard);
       if (options_.period.count() > 0 && silent > options_.hungAfter()) {
         f.reason = FailureReason::Hung;
-        f.text = strprintf("no heartbeat for %lld ms (CFX_HEARTBEAT_MISSES=%d periods of CFX_HEARTBEAT_MS=%lld): "
-                           "the process is stopped, frozen or cut off from this rank",
-                           static_cast<long long>(silent.count()), options_.misses,
-                           static_cast<long long>(options_.period.count()));
+        f.text = strprintf(
+            "no heartbeat for %lld ms (CFX_HEARTBEAT_MISSES=%d periods of CFX_HEARTBEAT_MS=%lld): "
+            "the process is stopped, frozen or cut off from this rank",
+            static_cast<long long>(silent.count()), options_.misses, static_cast<long long>(options_.period.count()));
         found.push_back(f);
       }
     }

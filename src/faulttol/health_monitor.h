@@ -61,12 +61,12 @@ const char* reasonName(FailureReason reason);
 struct Failure {
   int rank = -1;
   FailureReason reason = FailureReason::ConnectionLost;
-  int detectedBy = -1;  // the rank that saw it first-hand
-  int pid = 0;          // the failed rank's process id on its host
-  std::string host;     // the failed rank's host name
-  std::string op;       // the detector's operation at the time, "" when it was idle
-  uint64_t opSeq = 0;   // the detector's operation sequence number (opCount), 0 when idle
-  std::string text;     // what the detector saw
+  int detectedBy = -1;           // the rank that saw it first-hand
+  int pid = 0;                   // the failed rank's process id on its host
+  std::string host;              // the failed rank's host name
+  std::string op;                // the detector's operation at the time, "" when it was idle
+  uint64_t opSeq = 0;            // the detector's operation sequence number (opCount), 0 when idle
+  std::string text;              // what the detector saw
   std::string describe() const;  // "rank 2 (host h, pid 123) exited: ...; detected by rank 3 during ..."
 };
 
@@ -81,7 +81,7 @@ struct HealthOptions {
 struct PeerIdentity {
   int pid = 0;
   std::string host;
-  bool watchPid = false;  // the pid is meaningful here (same host and pid namespace, e.g. shm reached it)
+  bool watchPid = false;       // the pid is meaningful here (same host and pid namespace, e.g. shm reached it)
   sockaddr_storage address{};  // its monitor's UDP address
 };
 

@@ -161,13 +161,15 @@ Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> 
   h.known = in.u32();
   const uint32_t payloadBytes = in.u32();
   if (magic != kMagic) return Status::error(Errc::InvalidUsage, strprintf("bad magic 0x%08x", magic));
-  if (version != kVersion) return Status::error(Errc::InvalidUsage, strprintf("protocol version %u, expected %u", version, kVersion));
+  if (version != kVersion)
+    return Status::error(Errc::InvalidUsage, strprintf("protocol version %u, expected %u", version, kVersion));
   if (h.commTag != commTag) return Status::error(Errc::InvalidUsage, "datagram for another communicator");
   if (h.nRanks != nRanks || h.sender < 0 || h.sender >= nRanks) {
-    return Status::error(Errc::InvalidUsage, strprintf("sender %d of %d ranks, this communicator has %d", h.sender,
-                                                       h.nRanks, nRanks));
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("sender %d of %d ranks, this communicator has %d", h.sender, h.nRanks, nRanks));
   }
-  if (h.kind < Heartbeat || h.kind > Leaving) return Status::error(Errc::InvalidUsage, strprintf("unknown kind %u", h.kind));
+  if (h.kind < Heartbeat || h.kind > Leaving)
+    return Status::error(Errc::InvalidUsage, strprintf("unknown kind %u", h.kind));
   if (payloadBytes != datagram.size() - kHeaderBytes - kMacBytes) {
     return Status::error(Errc::InvalidUsage, strprintf("payload length %u does not match the datagram", payloadBytes));
   }

@@ -14,13 +14,10 @@
 // blocked in a 16 MiB all-reduce it never joins, stamps the time and raises its signal. Each survivor stamps the
 // moment the all-reduce returned ncclRemoteError naming rank 2 (else the trial counts as a miss); the trial's figure
 // is the slowest survivor. Then the survivors shrink with NCCL_SHRINK_ABORT and run one more all-reduce, checked.
-#include "integration/multiproc.h"
-
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <conflux.h>
 #include <nccl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "integration/multiproc.h"
+
 namespace cfx::itest {
 namespace {
 
@@ -43,11 +42,13 @@ constexpr int kRanks = 4;
 constexpr int kVictim = 2;
 constexpr size_t kCount = size_t{4} << 20;
 
-int64_t nowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 
 struct Shared {
   std::atomic<int64_t> faultNs;
-  std::atomic<int64_t> errorNs[kRanks];    // 0: no named error
+  std::atomic<int64_t> errorNs[kRanks];      // 0: no named error
   std::atomic<int64_t> recoveredNs[kRanks];  // next good all-reduce on the shrunk comm
   std::atomic<int> victimPid;
   std::atomic<int> survivorsDone;
@@ -60,7 +61,8 @@ struct Trial {
 };
 
 Trial runTrial(const char* transport, int sig) {
-  auto* shared = new (::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) Shared{};
+  auto* shared =
+      new (::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) Shared{};
   RunOptions o;
   o.timeout = std::chrono::seconds(60);
   o.failOnChildError = false;
@@ -129,11 +131,15 @@ int main(int argc, char** argv) {
   std::string faults = "all", transports = "all";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--trials") trials = std::atoi(argv[i + 1]);
-    else if (k == "--fault") faults = argv[i + 1];
-    else if (k == "--transport") transports = argv[i + 1];
+    if (k == "--trials")
+      trials = std::atoi(argv[i + 1]);
+    else if (k == "--fault")
+      faults = argv[i + 1];
+    else if (k == "--transport")
+      transports = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: %s [--trials N] [--fault kill|stop|all] [--transport shm|tcp|tcp-hosts|all]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--trials N] [--fault kill|stop|all] [--transport shm|tcp|tcp-hosts|all]\n",
+                   argv[0]);
       return 2;
     }
   }

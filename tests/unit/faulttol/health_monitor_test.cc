@@ -3,10 +3,9 @@
 #include "faulttol/health_monitor.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -141,9 +140,10 @@ class Mesh {
         ids[static_cast<size_t>(p)].host = "host" + std::to_string(p);
         ids[static_cast<size_t>(p)].address = monitors[static_cast<size_t>(p)]->address();
       }
-      EXPECT_TRUE(monitors[static_cast<size_t>(r)]
-                      ->start(std::move(ids), nullptr, [this, r](const Failure&) { ++sinkCalls[static_cast<size_t>(r)]; })
-                      .ok());
+      EXPECT_TRUE(
+          monitors[static_cast<size_t>(r)]
+              ->start(std::move(ids), nullptr, [this, r](const Failure&) { ++sinkCalls[static_cast<size_t>(r)]; })
+              .ok());
     }
   }
   HealthMonitor& operator[](int r) { return *monitors[static_cast<size_t>(r)]; }
