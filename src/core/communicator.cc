@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
@@ -95,7 +96,19 @@ uint64_t computeHostHash(const std::string& hostId) {
 }
 }  // namespace
 
+// Many programs exit without destroying their communicators. Their peers must not take that for a failure (a WARN
+// and a broken communicator during a normal shutdown), so exit() says goodbye on behalf of every live one. A
+// killed process runs no atexit handler: that stays a failure.
+namespace {
+void announceExitOfLiveComms() {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  for (const void* p : registry()) static_cast<Communicator*>(const_cast<void*>(p))->announceExit();
+}
+}  // namespace
+
 void registerComm(Communicator* comm) {
+  static std::once_flag atExit;
+  std::call_once(atExit, [] { std::atexit(announceExitOfLiveComms); });
   std::lock_guard<std::mutex> lock(gRegistryMutex);
   registry().insert(comm);
 }
@@ -243,6 +256,11 @@ Status Communicator::startHealth() {
   return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
     setAsyncError(Status::error(Errc::RemoteError, f.describe()));
   });
+}
+
+void Communicator::announceExit() {
+  // Acquire pairs with setAsyncError's release: once init has finished, health_ is no longer being assigned.
+  if (asyncError() != Errc::InProgress && health_) health_->announceLeaving();
 }
 
 // ---- state ----

@@ -78,6 +78,8 @@ class Communicator {
   uint64_t commHash() const { return commHash_; }
   // The failed ranks this rank knows of (cfxCommGetFailures); null before init has finished.
   const ft::HealthMonitor* health() const { return health_.get(); }
+  // The process is exiting with this communicator still alive: tell the peers it is a departure, not a failure.
+  void announceExit();
 
   // The async state: InProgress while a non-blocking init runs, Ok, or the error that broke the comm.
   Errc asyncError() const { return asyncError_.load(std::memory_order_acquire); }

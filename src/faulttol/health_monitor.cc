@@ -145,13 +145,17 @@ void HealthMonitor::stop() {
     stopped_ = true;
   }
   if (thread_.joinable()) {
-    // Peers stop expecting heartbeats from a rank that left on purpose; a datagram cannot block.
-    for (int r = 0; r < nRanks_; ++r) {
-      if (r != rank_) sendTo(r, wire::Leaving, {});
-    }
+    announceLeaving();
     stopping_.store(true, std::memory_order_relaxed);
     wake();
     thread_.join();
+  }
+}
+
+void HealthMonitor::announceLeaving() {
+  // Peers stop expecting heartbeats from a rank that left on purpose; a datagram cannot block.
+  for (int r = 0; r < nRanks_; ++r) {
+    if (r != rank_) sendTo(r, wire::Leaving, {});
   }
 }
 
@@ -315,6 +319,7 @@ void HealthMonitor::handleDatagram(std::span<const uint8_t> bytes, const sockadd
   bool resend = false;
   {
     std::lock_guard lk(mu_);
+    if (peers_.empty()) return;  // not started
     Peer& p = peers_[static_cast<size_t>(h.sender)];
     if (h.counter <= p.lastCounter) return;  // a replay, or overtaken by a newer datagram
     p.lastCounter = h.counter;

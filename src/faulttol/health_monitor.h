@@ -106,6 +106,9 @@ class HealthMonitor {
   Status start(std::vector<PeerIdentity> peers, Doorbell* doorbell, FailureSink sink);
   // Tells every live peer that this rank leaves, then stops the thread. Idempotent; bounded (no waits on peers).
   void stop();
+  // Only tells the peers that this rank leaves (the process is exiting without destroying its communicator: that
+  // is a normal end, not a failure). Never blocks.
+  void announceLeaving();
 
   // Number of failed ranks known. Acquire: pairs with the release in record(), so a reader that sees n > 0
   // finds the records under the lock. Cheap enough for an executor's wait loop.

@@ -432,6 +432,52 @@ TEST_P(PeerFailureTest, KilledPeerIsReportedToIdleSurvivorsThroughAsyncError) {
   expectNoLeftovers(kRanks);
 }
 
+// (7) A rank exits normally (exit(0)) without destroying its communicator, as many programs do at their end: that
+// is a departure, not a failure. The survivors' communicator stays healthy past the heartbeat limit and still
+// carries point-to-point traffic between them.
+TEST_P(PeerFailureTest, ExitWithoutDestroyIsNotAFailure) {
+  constexpr int kRanks = 3;
+  constexpr int kLeaver = 2;
+  RunOptions o = options(kFaultTimeoutMs);
+  o.failOnChildError = false;  // the leaver ends its body with exit(0); judged below
+  const RunResult result = runRanks(kRanks, o, [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kLeaver) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::exit(ctx.failureCount() == 0 ? 0 : 1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * kHeartbeatMs * kHeartbeatMisses));
+    ncclResult_t async = ncclInternalError;
+    EXPECT_TRUE(succeeded(ncclCommGetAsyncError(comm, &async)));
+    EXPECT_EQ(async, ncclSuccess);
+    int n = -1;
+    EXPECT_TRUE(succeeded(cfxCommGetFailures(comm, nullptr, 0, &n)));
+    EXPECT_EQ(n, 0);
+    const int peer = 1 - ctx.rank();
+    std::vector<int> out(1024, ctx.rank() + 10), in(1024, -1);
+    EXPECT_TRUE(succeeded(ncclGroupStart()));
+    EXPECT_TRUE(succeeded(ncclSend(out.data(), out.size(), ncclInt32, peer, comm, nullptr)));
+    EXPECT_TRUE(succeeded(ncclRecv(in.data(), in.size(), ncclInt32, peer, comm, nullptr)));
+    EXPECT_TRUE(succeeded(ncclGroupEnd()));
+    EXPECT_EQ(in.front(), peer + 10);
+    EXPECT_EQ(in.back(), peer + 10);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+  for (const auto& r : result.ranks) {
+    if (r.rank == kLeaver) {
+      EXPECT_TRUE(r.exited && r.exitCode == 0) << r.describe();
+    } else {
+      EXPECT_TRUE(r.ok()) << r.describe();
+    }
+  }
+  expectNoLeftovers(kRanks);
+}
+
 // (5) ncclCommAbort from a second thread while the main thread is blocked in an all-reduce whose third rank never
 // arrives: the blocked call returns an error promptly (long before CFX_TIMEOUT_MS) and abort succeeds.
 TEST_P(PeerFailureTest, AbortFromAnotherThreadUnblocksAllReduce) {
