@@ -260,7 +260,9 @@ Status Communicator::startHealth() {
 
 void Communicator::announceExit() {
   // Acquire pairs with setAsyncError's release: once init has finished, health_ is no longer being assigned.
-  if (asyncError() != Errc::InProgress && health_) health_->announceLeaving();
+  // Stopped, not only announced: OpenSSL's own exit handler runs after this one, and a heartbeat signed after it
+  // would crash the exiting process.
+  if (asyncError() != Errc::InProgress && health_) health_->stop();
 }
 
 // ---- state ----

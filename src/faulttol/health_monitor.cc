@@ -235,6 +235,7 @@ bool HealthMonitor::record(const Failure& in, bool firstHand) {
     failedCount_.store(static_cast<int>(failures_.size()), std::memory_order_release);
   }
   cv_.notify_all();
+  // Every survivor WARNs once per failed rank, also one that is idle and learns of it only here.
   if (f.rank == rank_) {
     CFX_WARN("rank %d was declared failed by its peers: %s", rank_, f.describe().c_str());
   } else {

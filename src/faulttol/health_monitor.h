@@ -106,9 +106,6 @@ class HealthMonitor {
   Status start(std::vector<PeerIdentity> peers, Doorbell* doorbell, FailureSink sink);
   // Tells every live peer that this rank leaves, then stops the thread. Idempotent; bounded (no waits on peers).
   void stop();
-  // Only tells the peers that this rank leaves (the process is exiting without destroying its communicator: that
-  // is a normal end, not a failure). Never blocks.
-  void announceLeaving();
 
   // Number of failed ranks known. Acquire: pairs with the release in record(), so a reader that sees n > 0
   // finds the records under the lock. Cheap enough for an executor's wait loop.
@@ -141,6 +138,7 @@ class HealthMonitor {
   void receiveAll();  // caller holds recvMutex_
   void handleDatagram(std::span<const uint8_t> bytes, const sockaddr_storage& from);
   void sendHeartbeats();
+  void announceLeaving();
   void checkSilence();
   // Records `f` if its rank is not failed yet, floods it, wakes the executor and calls the sink.
   bool record(const Failure& f, bool firstHand);

@@ -151,8 +151,11 @@ void expectFailureRecord(ncclComm_t comm, int victim, Fault fault) {
     case Fault::Stop:
       EXPECT_EQ(info[0].reason, cfxFailureHung) << info[0].text;
       break;
-    case Fault::Kill:  // seen exiting on this host, or its connection dropping first
-      EXPECT_TRUE(info[0].reason == cfxFailureExited || info[0].reason == cfxFailureConnectionLost) << info[0].text;
+    case Fault::Kill:  // seen exiting on this host or its connection dropping; on a crawling machine (sanitizers)
+                       // its heartbeats may be missed first
+      EXPECT_TRUE(info[0].reason == cfxFailureExited || info[0].reason == cfxFailureConnectionLost ||
+                  info[0].reason == cfxFailureHung)
+          << info[0].text;
       break;
     case Fault::Leave:  // it left on purpose: only a transfer that still needed it makes it a failure
       EXPECT_EQ(info[0].reason, cfxFailureConnectionLost) << info[0].text;
