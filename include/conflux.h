@@ -117,6 +117,52 @@ ncclResult_t cfxHostStreamDestroy(cfxHostStream_t stream);
  *   ncclInternalError    a bug in the library. */
 ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Failed peers
+ *
+ * Every rank runs a health monitor beside the data path. A rank is declared failed when its process exits (seen
+ * on the same host), when a connection to it breaks while a transfer needs it, or when it sends no heartbeat for
+ * CFX_HEARTBEAT_MISSES periods of CFX_HEARTBEAT_MS (a stopped or frozen process, or a cut network). Whoever sees
+ * it first tells every other rank, so every survivor names the same rank: its blocked or next operation returns
+ * ncclRemoteError, ncclCommGetAsyncError reports ncclRemoteError, and the WARN names the failed rank(s), their
+ * host and pid, the cause, and the operation and sequence number. cfxCommGetFailures returns the same facts as
+ * data, for a job that wants to shrink the communicator without the failed ranks.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum {
+  cfxFailureExited = 1,         /* the process is gone */
+  cfxFailureConnectionLost = 2, /* a connection to it broke or was closed while a transfer needed it */
+  cfxFailureHung = 3            /* no heartbeat for CFX_HEARTBEAT_MISSES periods */
+} cfxFailureReason;
+
+#define CFX_FAILURE_TEXT_BYTES 256
+
+typedef struct {
+  int rank;               /* the failed rank, in this communicator */
+  int reason;             /* a cfxFailureReason */
+  int detectedBy;         /* the rank that saw the failure first-hand (this rank, or the one that told it) */
+  int pid;                /* the failed rank's process id on its host */
+  unsigned long long opSeq; /* the detector's operation sequence number at detection; 0 if it was idle */
+  char host[64];          /* the failed rank's host name, NUL-terminated */
+  char op[32];            /* the detector's operation at detection ("AllReduce", ...); "" if it was idle */
+  char text[CFX_FAILURE_TEXT_BYTES]; /* what the detector saw, NUL-terminated (may be cut short) */
+} cfxFailureInfo;
+
+/* Copies up to maxFailures of the failures this rank knows of on comm into failures[], in the order it learned
+ * them (the first is the one its operations reported), and stores their total number in *nFailures (it may be
+ * larger than maxFailures; call again with a larger array). maxFailures may be 0 (failures may then be NULL) to
+ * ask for the count only. The set only grows; it survives ncclCommRevoke, and a communicator made by
+ * ncclCommShrink starts with an empty one.
+ *
+ * Thread safety: any thread, any time while comm is live, also while another thread is blocked in an operation on
+ * comm (this is how a watchdog learns whom to exclude).
+ * Returns:
+ *   ncclSuccess          *nFailures (and the first min(*nFailures, maxFailures) entries) have been written.
+ *   ncclInvalidArgument  comm is not a live communicator, nFailures is NULL, maxFailures < 0, or failures is NULL
+ *                        while maxFailures > 0.
+ *   ncclInvalidUsage     comm has not finished initializing (ncclCommGetAsyncError still says ncclInProgress). */
+ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failures, int maxFailures, int* nFailures);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

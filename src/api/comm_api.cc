@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator lifecycle and query entry points (api layer).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "api/api_call.h"
 #include "api/config_api.h"
 #include "cfx_config.h"
+#include "conflux.h"
 #include "common/param.h"
 #include "core/group.h"
 #include "core/lifecycle.h"
@@ -376,5 +378,50 @@ CFX_API ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm) {
     std::memset(&raw, 0, sizeof(raw));
     id.encode(reinterpret_cast<uint8_t*>(raw.internal));
     return api::initRank(comm, static_cast<int>(size), raw, static_cast<int>(rank), nullptr);
+  });
+}
+
+static_assert(static_cast<int>(ft::FailureReason::Exited) == cfxFailureExited &&
+                  static_cast<int>(ft::FailureReason::ConnectionLost) == cfxFailureConnectionLost &&
+                  static_cast<int>(ft::FailureReason::Hung) == cfxFailureHung,
+              "cfxFailureReason mirrors ft::FailureReason");
+
+namespace {
+// Copies a NUL-terminated, possibly shortened, text into a fixed array.
+template <size_t N>
+void copyText(char (&dst)[N], const std::string& src) {
+  const size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+}  // namespace
+
+CFX_API ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failures, int maxFailures, int* nFailures) {
+  return api::call("cfxCommGetFailures", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (nFailures == nullptr) return Status::error(Errc::InvalidArgument, "nFailures is NULL");
+    if (maxFailures < 0) return Status::error(Errc::InvalidArgument, strprintf("maxFailures is %d", maxFailures));
+    if (maxFailures > 0 && failures == nullptr) {
+      return Status::error(Errc::InvalidArgument, "failures is NULL while maxFailures > 0");
+    }
+    if (c->asyncError() == Errc::InProgress || c->health() == nullptr) {
+      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
+    }
+    const std::vector<ft::Failure> all = c->health()->failures();
+    *nFailures = static_cast<int>(all.size());
+    for (size_t i = 0; i < all.size() && i < static_cast<size_t>(maxFailures); ++i) {
+      const ft::Failure& f = all[i];
+      cfxFailureInfo& out = failures[i];
+      std::memset(&out, 0, sizeof(out));
+      out.rank = f.rank;
+      out.reason = static_cast<int>(f.reason);
+      out.detectedBy = f.detectedBy;
+      out.pid = f.pid;
+      out.opSeq = f.opSeq;
+      copyText(out.host, f.host);
+      copyText(out.op, f.op);
+      copyText(out.text, f.text);
+    }
+    return Status();
   });
 }

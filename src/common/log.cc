@@ -151,9 +151,12 @@ void write(Level level, Sys sys, std::source_location where, const char* fmt, ..
 }
 
 const char* lastError() {
+  // A copy per thread: background threads (the health monitor, the bootstrap service) WARN too, and a caller
+  // reading the text while one of them replaced it would race. The pointer stays valid until this thread asks again.
+  thread_local std::string copy;
   std::lock_guard<std::mutex> lock(gMutex);
-  // The pointer stays valid until the next WARN, which is NCCL's contract too.
-  return gLastError.c_str();
+  copy = gLastError;
+  return copy.c_str();
 }
 
 void setLastError(const char* text) {

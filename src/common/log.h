@@ -57,7 +57,8 @@ inline bool enabled(Level level, Sys sys) { return detail::enabled(level, static
 
 [[gnu::format(printf, 4, 5)]] void write(Level level, Sys sys, std::source_location where, const char* fmt, ...);
 
-// ncclGetLastError(): the text of the most recent WARN in this process, "" if none. Never NULL.
+// ncclGetLastError(): the text of the most recent WARN in this process, "" if none. Never NULL; valid until the
+// calling thread calls it again.
 const char* lastError();
 void setLastError(const char* text);
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collectives/planner.h"
+#include "faulttol/health_monitor.h"
 #include "transport/bootstrap/bootstrap.h"
 
 namespace cfx::core {
@@ -36,6 +37,7 @@ struct CommOptions {
   bool shmDisable = false;                          // NCCL_SHM_DISABLE
   std::string hostId;                               // NCCL_HOSTID
   coll::PlannerOptions planner;                     // NCCL_ALGO
+  ft::HealthOptions health;                         // CFX_HEARTBEAT_MS, CFX_HEARTBEAT_MISSES
   static CommOptions fromParams();
 };
 

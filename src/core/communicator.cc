@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
@@ -36,6 +37,7 @@ CommOptions CommOptions::fromParams() {
   o.bootstrap = transport::readBootstrapParams();
   o.spins = spinCountParam.get();
   o.hostId = hostIdParam.get();
+  o.health = ft::HealthOptions::fromParams();
   if (!algoParam.get().empty()) {
     auto parsed = coll::parseAlgoSpec(algoParam.get());
     if (parsed.ok()) {
@@ -94,7 +96,19 @@ uint64_t computeHostHash(const std::string& hostId) {
 }
 }  // namespace
 
+// Many programs exit without destroying their communicators. Their peers must not take that for a failure (a WARN
+// and a broken communicator during a normal shutdown), so exit() says goodbye on behalf of every live one. A
+// killed process runs no atexit handler: that stays a failure.
+namespace {
+void announceExitOfLiveComms() {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  for (const void* p : registry()) static_cast<Communicator*>(const_cast<void*>(p))->announceExit();
+}
+}  // namespace
+
 void registerComm(Communicator* comm) {
+  static std::once_flag atExit;
+  std::call_once(atExit, [] { std::atexit(announceExitOfLiveComms); });
   std::lock_guard<std::mutex> lock(gRegistryMutex);
   registry().insert(comm);
 }
@@ -118,6 +132,7 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
 Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   stopProgressThread();
+  health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
   // Transports go before the bootstrap: their destructors may still flush to peers.
   endpoints_ = transport::Endpoints();
   tcp_.reset();
@@ -206,6 +221,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   slices[static_cast<size_t>(rank_)] = slice;
   CFX_TRY(bootstrap_->allGather(slices.data(), sizeof(uint64_t)));
   sliceBytes_ = *std::min_element(slices.begin(), slices.end());
+  CFX_TRY(startHealth());
 
   int nShm = 0;
   int nTcp = 0;
@@ -218,6 +234,35 @@ Status Communicator::connect(const transport::UniqueId& id) {
   CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via tcp, slice %zu B", static_cast<void*>(this),
            rank_, nRanks_, nShm, nTcp, sliceBytes_);
   return Status();
+}
+
+// Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched
+// only where shm reached it: that proved the same host and pid namespace.
+Status Communicator::startHealth() {
+  CFX_TRY_ASSIGN(health_, ft::HealthMonitor::open(rank_, nRanks_, options_.health, bootstrap_->secret(), commHash_,
+                                                  bootstrap_->localAddress()));
+  std::vector<sockaddr_storage> addrs(static_cast<size_t>(nRanks_));
+  addrs[static_cast<size_t>(rank_)] = health_->address();
+  CFX_TRY(bootstrap_->allGather(addrs.data(), sizeof(sockaddr_storage)));
+  std::vector<ft::PeerIdentity> ids(static_cast<size_t>(nRanks_));
+  for (int p = 0; p < nRanks_; ++p) {
+    ft::PeerIdentity& id = ids[static_cast<size_t>(p)];
+    const transport::PeerInfo& info = peers_[static_cast<size_t>(p)];
+    id.pid = info.pid;
+    id.host.assign(info.hostName, strnlen(info.hostName, sizeof(info.hostName)));
+    id.watchPid = p != rank_ && shm_->connects(rank_, p);
+    id.address = addrs[static_cast<size_t>(p)];
+  }
+  return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
+    setAsyncError(Status::error(Errc::RemoteError, f.describe()));
+  });
+}
+
+void Communicator::announceExit() {
+  // Acquire pairs with setAsyncError's release: once init has finished, health_ is no longer being assigned.
+  // Stopped, not only announced: OpenSSL's own exit handler runs after this one, and a heartbeat signed after it
+  // would crash the exiting process.
+  if (asyncError() != Errc::InProgress && health_) health_->stop();
 }
 
 // ---- state ----
@@ -270,6 +315,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.abortFlag = &abortFlag_;
   eo.spins = options_.spins;
   eo.timeout = options_.timeout;
+  eo.health = health_.get();
   Status st = prims::execute(works, eo);
   if (!st.ok()) setAsyncError(st);
   return st;
@@ -348,6 +394,7 @@ void Communicator::abort() {
   // seq_cst pairs with runInline(): running and queued work stops at its next poll.
   abortFlag_.store(true, std::memory_order_seq_cst);
   bootstrapAbort_.store(true, std::memory_order_release);  // read by the bootstrap's waits
+  if (health_) health_->stop();  // peers stop expecting heartbeats; failures stay readable
   if (bootstrap_) bootstrap_->abort();
   if (tcp_) tcp_->abort();  // fails every tcp end now and skips the destructor's flush to dead peers
   if (doorbell_) doorbell_->ring();

@@ -21,6 +21,7 @@
 #include "collectives/collective.h"
 #include "common/status.h"
 #include "core/comm_config.h"
+#include "faulttol/health_monitor.h"
 #include "primitives/executor.h"
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/transport.h"
@@ -75,6 +76,10 @@ class Communicator {
   const CommOptions& options() const { return options_; }
   transport::Bootstrap& bootstrap() { return *bootstrap_; }
   uint64_t commHash() const { return commHash_; }
+  // The failed ranks this rank knows of (cfxCommGetFailures); null before init has finished.
+  const ft::HealthMonitor* health() const { return health_.get(); }
+  // The process is exiting with this communicator still alive: tell the peers it is a departure, not a failure.
+  void announceExit();
 
   // The async state: InProgress while a non-blocking init runs, Ok, or the error that broke the comm.
   Errc asyncError() const { return asyncError_.load(std::memory_order_acquire); }
@@ -118,6 +123,7 @@ class Communicator {
  private:
   Communicator(int rank, int nRanks, const CommConfig& config);
   Status connect(const transport::UniqueId& id);
+  Status startHealth();
   void progressLoop();
   void stopProgressThread();
 
@@ -134,6 +140,8 @@ class Communicator {
   std::unique_ptr<transport::tcp::TcpTransport> tcp_;
   transport::Endpoints endpoints_;
   Doorbell* doorbell_ = nullptr;  // owned by shm_
+  // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.
+  std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
 
   uint32_t collSeq_ = 0;

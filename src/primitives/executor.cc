@@ -33,21 +33,74 @@ Status timeoutError(const std::vector<Work*>& works, std::chrono::milliseconds w
                                  static_cast<long long>(waited.count()), what.c_str()));
 }
 
+// The peer and Work a data-path error is blamed on, so the health monitor can be told which rank broke.
+struct Culprit {
+  int peer = -1;
+  const Work* work = nullptr;
+};
+
 // Asks the ends each parked Work is blocked on whether their peers still live. Only a blocking end counts: a
 // peer that finished its part of the op and tore down (legal: its data already sits in our FIFO) must not fail
 // a transfer that is waiting on some other peer.
-Status checkPeers(const std::vector<Work*>& works) {
+Status checkPeers(const std::vector<Work*>& works, Culprit* culprit) {
   for (const Work* w : works) {
     if (w->finished() || !w->waiting) continue;
     const Transfer& t = *w->waiting;
     size_t bytes = 0;
     uint64_t tag = 0;
+    *culprit = {t.recvPeer, w};
     if (t.needsRecv() && t.recv && t.recv->tryPeek(&bytes, &tag) == nullptr) CFX_TRY(t.recv->check());
     // A sender blocks on a full FIFO, or (single-copy) on the receiver releasing the descriptor slot.
+    *culprit = {t.sendPeer, w};
     const bool sendBlocked = t.directPosted ? !t.send->drained() : t.send && t.send->tryAcquire() == nullptr;
     if (t.needsSend() && t.send && sendBlocked) CFX_TRY(t.send->check());
   }
+  *culprit = {};
   return Status();
+}
+
+// The error every survivor returns once the monitor knows of failed ranks: it names all of them (rank, host, pid,
+// cause, who saw it and during which operation) and this rank's own unfinished operation and sequence number.
+Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor& health) {
+  std::string ranks;
+  std::string causes;
+  for (const ft::Failure& f : health.failures()) {
+    ranks += strprintf("%s%d", ranks.empty() ? "" : ", ", f.rank);
+    causes += (causes.empty() ? "" : "; ") + f.describe();
+  }
+  std::string here;
+  for (const Work* w : works) {
+    if (w->finished()) continue;
+    here += (here.empty() ? "" : "; ") + w->describe();
+    if (w->waiting) here += " (" + w->waiting->describe() + ")";
+  }
+  return Status::error(Errc::RemoteError,
+                       strprintf("failed rank(s) %s: %s. Unfinished here: %s. Abort the communicator, or shrink it "
+                                 "without the failed rank(s)",
+                                 ranks.c_str(), causes.c_str(), here.c_str()));
+}
+
+// How long a data-path error waits for a failure notice that may explain it. A peer that saw another rank fail
+// sends its notice before it can close anything, so on a LAN the notice is queued already; this covers a
+// scheduler delay of the monitor thread, and it is paid only by the rank that detects a failure first-hand.
+constexpr std::chrono::milliseconds kNoticeGrace{25};
+
+// The least time between two peer checks at the start of stalls (see execute()), per thread and across calls, so
+// that the first stall of an op is checked unless this thread checked moments ago.
+constexpr std::chrono::milliseconds kStallCheckInterval{20};
+thread_local Deadline::Clock::time_point tlLastStallCheck{};
+
+// A data-path failure (RemoteError) on `culprit`: the named failure if the monitor knows one, or else the
+// culprit is the failed rank, and every survivor is told so.
+Status blame(const std::vector<Work*>& works, Status st, const Culprit& culprit, ft::HealthMonitor* health) {
+  if (health == nullptr || st.code() != Errc::RemoteError) return st;
+  if (!health->awaitFailure(kNoticeGrace)) {
+    if (culprit.peer < 0) return st;
+    const Work* w = culprit.work;
+    (void)health->report(culprit.peer, ft::FailureReason::ConnectionLost, st.message(), w ? w->what : "",
+                         w ? w->opCount : 0);
+  }
+  return failedRanksError(works, *health);
 }
 
 }  // namespace
@@ -65,21 +118,27 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   auto lastCheck = Deadline::Clock::now();
   auto lastProgress = lastCheck;
   Deadline deadline(options.timeout);  // measured from the last progress, not from the start
+  uint32_t checkedSeq = options.doorbell->read();  // the doorbell at the last progress or peer check
+  bool stallChecked = false;                       // peers were asked since the last progress
   for (;;) {
     bool progressed = false;
     bool allDone = true;
+    Culprit failedTransfer;
     for (Work* w : works) {
       // A parked Work whose transfer finished (or failed) resumes; its coroutine sees the verb's Status.
       while (!w->finished() && w->waiting) {
         if (w->waiting->progress()) progressed = true;
         if (!w->waiting->finished()) break;
+        if (!w->waiting->error.ok()) {
+          failedTransfer = {w->waiting->needsRecv() ? w->waiting->recvPeer : w->waiting->sendPeer, w};
+        }
         resume(*w);
         progressed = true;
       }
       if (!w->finished()) {
         allDone = false;
       } else if (!w->task.status().ok()) {
-        return w->task.status();
+        return blame(works, w->task.status(), failedTransfer, options.health);
       }
     }
     if (allDone) return Status();
@@ -87,7 +146,10 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       // Acquire pairs with the release store in Communicator::abort(): no verb is started after it.
       return Status::error(Errc::RemoteError, "operation aborted by ncclCommAbort/ncclCommRevoke on this communicator");
     }
+    if (options.health && options.health->failedCount() > 0) return failedRanksError(works, *options.health);
     if (progressed) {
+      checkedSeq = options.doorbell->read();
+      stallChecked = false;
       backoff.reset();
       lastProgress = Deadline::Clock::now();
       deadline = Deadline(options.timeout);
@@ -106,13 +168,22 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       return timeoutError(works, std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::Clock::now() -
                                                                                         lastProgress));
     }
+    // Ask the ends whether their peers live: after a ring that made nothing ready (a transport may be reporting its
+    // peer gone: the tcp proxy rings when a connection dies), at the first sleep of a stall (that ring may have come
+    // while this rank was still busy), and every checkInterval. A stall's check is rate-limited because an shm check
+    // reads /proc: a rank in a tight loop of small ops stalls thousands of times a second.
     const auto interval = std::chrono::duration_cast<std::chrono::microseconds>(options.checkInterval);
-    options.doorbell->wait(seq, deadline.remaining(interval));
-    const auto now = Deadline::Clock::now();
-    if (now - lastCheck >= options.checkInterval) {
-      lastCheck = now;
-      CFX_TRY(checkPeers(works));
+    const auto beforeCheck = Deadline::Clock::now();
+    const bool stallCheck = !stallChecked && beforeCheck - tlLastStallCheck >= kStallCheckInterval;
+    if (seq != checkedSeq || stallCheck || beforeCheck - lastCheck >= options.checkInterval) {
+      checkedSeq = seq;
+      stallChecked = true;
+      lastCheck = beforeCheck;
+      tlLastStallCheck = beforeCheck;
+      Culprit culprit;
+      if (Status st = checkPeers(works, &culprit); !st.ok()) return blame(works, std::move(st), culprit, options.health);
     }
+    options.doorbell->wait(seq, deadline.remaining(interval));
   }
 }
 

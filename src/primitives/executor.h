@@ -9,6 +9,10 @@
 // Failure: while sleeping, the executor asks the ends it waits on whether their peers are still alive
 // (every checkInterval) and watches the abort flag; past the deadline it fails with Timeout naming the
 // peer and the verb each Work waits on. A failed Work fails the whole run: the communicator is then broken.
+// With a health monitor, every failure is named by the failed rank rather than by whichever neighbour this rank
+// happened to wait on: any failure the monitor knows of ends the run at once (it rings the doorbell), and a peer
+// the data path finds gone is first checked against notices already queued (it may have closed only because it
+// saw another rank fail) before it is reported to the monitor as the failed rank.
 #pragma once
 
 #include <atomic>
@@ -19,6 +23,7 @@
 
 #include "common/doorbell.h"
 #include "common/status.h"
+#include "faulttol/health_monitor.h"
 #include "primitives/prims.h"
 #include "primitives/task.h"
 
@@ -47,6 +52,7 @@ struct ExecOptions {
   int spins = 2000;                             // failed polls before sleeping
   std::chrono::milliseconds checkInterval{200}; // how often a sleeping rank checks that its peers live
   std::chrono::milliseconds timeout{0};         // fail after this long without any progress; 0 = never
+  ft::HealthMonitor* health = nullptr;          // the communicator's; null in unit tests without one
 };
 
 // Runs `works` to completion. Returns the first failure (Timeout after options.timeout without progress,

@@ -13,6 +13,7 @@
 #endif
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,10 @@ CFX_CHECK_STATIC(config_size, sizeof(void*) != 8 || sizeof(ncclConfig_t) == 80);
 CFX_CHECK_STATIC(enum_sizes, sizeof(ncclResult_t) == 4 && sizeof(ncclRedOp_t) == 4 && sizeof(ncclDataType_t) == 4);
 CFX_CHECK_STATIC(stream_is_pointer, sizeof(cudaStream_t) == sizeof(void*));
 CFX_CHECK_STATIC(cfx_version_code, CFX_VERSION_CODE == CFX_MAJOR * 10000 + CFX_MINOR * 100 + CFX_PATCH);
+/* cfxFailureInfo is filled by the library: its layout is ABI. */
+CFX_CHECK_STATIC(failure_info_size, sizeof(cfxFailureInfo) == 24 + 64 + 32 + CFX_FAILURE_TEXT_BYTES);
+CFX_CHECK_STATIC(failure_info_seq, offsetof(cfxFailureInfo, opSeq) == 16 && offsetof(cfxFailureInfo, host) == 24);
+CFX_CHECK_STATIC(failure_reasons, cfxFailureExited == 1 && cfxFailureConnectionLost == 2 && cfxFailureHung == 3);
 
 static int failures = 0;
 
@@ -58,6 +63,7 @@ static void checkSignatures(void) {
   CFX_CHECK_SIGNATURE(ncclResult_t, (cfxHostStream_t), cfxHostStreamSynchronize);
   CFX_CHECK_SIGNATURE(ncclResult_t, (cfxHostStream_t), cfxHostStreamDestroy);
   CFX_CHECK_SIGNATURE(ncclResult_t, (ncclComm_t*), cfxCommInitFromEnv);
+  CFX_CHECK_SIGNATURE(ncclResult_t, (ncclComm_t, cfxFailureInfo*, int, int*), cfxCommGetFailures);
   CFX_CHECK_SIGNATURE(ncclTeam_t, (ncclComm_t), ncclTeamWorld);
   CFX_CHECK_SIGNATURE(ncclResult_t, (ncclComm_t), ncclCommResume);
   CFX_CHECK_SIGNATURE(void, (void), ncclParamDumpAll);

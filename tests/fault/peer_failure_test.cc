@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <conflux.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -35,6 +36,10 @@ using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: comparable across 
 constexpr int kMaxRanks = 8;
 constexpr size_t kBigCount = size_t{4} << 20;  // 16 MiB of float: many slices, so no survivor can finish alone
 constexpr int kFaultTimeoutMs = 3000;          // CFX_TIMEOUT_MS inside the ranks of the fault scenarios
+// Heartbeats inside the ranks: a stopped rank is declared hung after 5 x 200 ms, well before CFX_TIMEOUT_MS, so the
+// hung rank itself is named rather than whichever neighbour a survivor timed out on.
+constexpr int kHeartbeatMs = 200;
+constexpr int kHeartbeatMisses = 5;
 constexpr double kDetectBoundMs = 20000;       // a survivor's error must come within this, whatever the cause
 constexpr double kHungMarginMs = 7000;         // a stopped peer: CFX_TIMEOUT_MS plus this (2 shared cores, CI load)
 
@@ -131,6 +136,39 @@ class SurvivorDone {
 enum class Fault { Kill, Stop, Leave };           // SIGKILL, SIGSTOP, or ncclCommDestroy and _exit(0)
 enum class Naming { AnySurvivor, EverySurvivor };  // whose WARN must name the failed rank
 
+// cfxCommGetFailures on a survivor: the victim is the first (and only) failed rank, for the right reason.
+void expectFailureRecord(ncclComm_t comm, int victim, Fault fault) {
+  cfxFailureInfo info[4];
+  int n = -1;
+  ASSERT_EQ(cfxCommGetFailures(comm, info, 4, &n), ncclSuccess);
+  ASSERT_EQ(n, 1) << "exactly one failed rank";
+  EXPECT_EQ(info[0].rank, victim);
+  EXPECT_NE(info[0].detectedBy, victim);
+  EXPECT_GT(info[0].pid, 0);
+  EXPECT_NE(info[0].host[0], '\0');
+  EXPECT_NE(info[0].text[0], '\0');
+  switch (fault) {
+    case Fault::Stop:
+      EXPECT_EQ(info[0].reason, cfxFailureHung) << info[0].text;
+      break;
+    case Fault::Kill:  // seen exiting on this host or its connection dropping; on a crawling machine (sanitizers)
+                       // its heartbeats may be missed first
+      EXPECT_TRUE(info[0].reason == cfxFailureExited || info[0].reason == cfxFailureConnectionLost ||
+                  info[0].reason == cfxFailureHung)
+          << info[0].text;
+      break;
+    case Fault::Leave:  // it left on purpose: only a transfer that still needed it makes it a failure
+      EXPECT_EQ(info[0].reason, cfxFailureConnectionLost) << info[0].text;
+      break;
+  }
+  int count = -1;
+  EXPECT_EQ(cfxCommGetFailures(comm, nullptr, 0, &count), ncclSuccess);
+  EXPECT_EQ(count, n);
+  EXPECT_EQ(cfxCommGetFailures(comm, nullptr, 1, &count), ncclInvalidArgument);
+  EXPECT_EQ(cfxCommGetFailures(comm, info, -1, &count), ncclInvalidArgument);
+  EXPECT_EQ(cfxCommGetFailures(comm, info, 1, nullptr), ncclInvalidArgument);
+}
+
 class PeerFailureTest : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
@@ -145,7 +183,9 @@ class PeerFailureTest : public ::testing::TestWithParam<Transport> {
   RunOptions options(int timeoutMs) const {
     RunOptions o;
     o.timeout = std::chrono::seconds(45);
-    o.env = {{"CFX_TIMEOUT_MS", std::to_string(timeoutMs)}};
+    o.env = {{"CFX_TIMEOUT_MS", std::to_string(timeoutMs)},
+             {"CFX_HEARTBEAT_MS", std::to_string(kHeartbeatMs)},
+             {"CFX_HEARTBEAT_MISSES", std::to_string(kHeartbeatMisses)}};
     if (GetParam().tcp) o.env.emplace_back("NCCL_SHM_DISABLE", "1");
     return o;
   }
@@ -154,7 +194,7 @@ class PeerFailureTest : public ::testing::TestWithParam<Transport> {
   void registerRank(const RankContext& ctx) { shared_->pids[ctx.rank()].store(static_cast<int>(::getpid())); }
 
   RunResult runFault(Fault fault, int nRanks, int victim, Naming naming);
-  void runShrinkAfterKill(int flags);
+  void runShrinkAfterKill(int flags, bool revokeFirst = false);
   void printObserved(const RunResult& result, const char* scenario) const;
   void expectNoLeftovers(int nRanks) const;
 
@@ -239,6 +279,7 @@ RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming 
     if (naming == Naming::EverySurvivor) {
       EXPECT_TRUE(namesRank(o.text, victim)) << "rank " << ctx.rank() << "'s WARN does not name the failed rank "
                                              << victim << ": " << o.text;
+      expectFailureRecord(comm, victim, fault);
     }
     const int64_t abortStart = nowNs();
     EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
@@ -259,19 +300,10 @@ RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming 
   return result;
 }
 
-// Why the Naming::EverySurvivor variants are skipped: a library gap, described for the lead.
-constexpr const char* kNamingBug =
-    "library gap (issue 5 item 1): only the victim's direct ring neighbours name it. A survivor that waits on "
-    "another survivor reports that survivor instead: 'peer rank 3 ... closed its shared-memory connection' (or "
-    "'tcp: connection to peer rank 3 ... was closed by the peer') once rank 3 aborted, or a timeout naming its own "
-    "neighbours for a SIGSTOPped rank. The failed rank is not propagated with the close/abort. Remove this skip "
-    "once it is";
-
 // (1) A rank is SIGKILLed right before the all-reduce: every survivor gets ncclRemoteError, ncclCommAbort succeeds.
 TEST_P(PeerFailureTest, KilledPeerFailsAllReduceOnEverySurvivor) { runFault(Fault::Kill, 4, 2, Naming::AnySurvivor); }
 
 TEST_P(PeerFailureTest, KilledPeerIsNamedByEverySurvivor) {
-  GTEST_SKIP() << kNamingBug;
   runFault(Fault::Kill, 4, 2, Naming::EverySurvivor);
 }
 
@@ -280,7 +312,6 @@ TEST_P(PeerFailureTest, KilledPeerIsNamedByEverySurvivor) {
 TEST_P(PeerFailureTest, StoppedPeerFailsAllReduceWithinTheTimeout) { runFault(Fault::Stop, 4, 1, Naming::AnySurvivor); }
 
 TEST_P(PeerFailureTest, StoppedPeerIsNamedByEverySurvivor) {
-  GTEST_SKIP() << kNamingBug;
   runFault(Fault::Stop, 4, 1, Naming::EverySurvivor);
 }
 
@@ -291,7 +322,6 @@ TEST_P(PeerFailureTest, PeerThatLeftCleanlyFailsAllReduceInsteadOfHanging) {
 }
 
 TEST_P(PeerFailureTest, PeerThatLeftCleanlyIsNamedByEverySurvivor) {
-  GTEST_SKIP() << kNamingBug;
   runFault(Fault::Leave, 3, 0, Naming::EverySurvivor);
 }
 
@@ -299,7 +329,7 @@ TEST_P(PeerFailureTest, PeerThatLeftCleanlyIsNamedByEverySurvivor) {
 
 // After a SIGKILL, the survivors shrink the communicator with `flags` and get correct results from a 16 MiB
 // all-reduce on it; the parent is aborted afterwards.
-void PeerFailureTest::runShrinkAfterKill(int flags) {
+void PeerFailureTest::runShrinkAfterKill(int flags, bool revokeFirst) {
   constexpr int kRanks = 4;
   constexpr int kVictim = 1;
   const RunResult result = runRanks(kRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
@@ -317,6 +347,12 @@ void PeerFailureTest::runShrinkAfterKill(int flags) {
     const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
     reportObserved(ctx, o);
     EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+    if (revokeFirst) {
+      ASSERT_TRUE(succeeded(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT)));
+      std::vector<float> small(16, 1.0f);
+      EXPECT_NE(ncclAllReduce(small.data(), small.data(), small.size(), ncclFloat, ncclSum, comm, nullptr), ncclSuccess)
+          << "a revoked communicator takes no new operations";
+    }
 
     int dead = kVictim;
     ncclComm_t shrunk = nullptr;
@@ -341,7 +377,7 @@ void PeerFailureTest::runShrinkAfterKill(int flags) {
     EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
   });
   EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL);
-  printObserved(result, flags == NCCL_SHRINK_ABORT ? "shrink-abort" : "shrink-default");
+  printObserved(result, revokeFirst ? "revoke-shrink" : flags == NCCL_SHRINK_ABORT ? "shrink-abort" : "shrink-default");
   expectNoLeftovers(kRanks);
 }
 
@@ -350,6 +386,99 @@ TEST_P(PeerFailureTest, SurvivorsShrinkAfterKillAndAllReduceCorrectly) { runShri
 // What example 8 and NCCL 2.27+ recommend after a failure: NCCL_SHRINK_ABORT.
 TEST_P(PeerFailureTest, SurvivorsShrinkWithShrinkAbortAfterKill) {
   runShrinkAfterKill(NCCL_SHRINK_ABORT);
+}
+
+// The survivors revoke the broken communicator (no new work is accepted on it), then shrink it as NCCL_SHRINK_DEFAULT.
+TEST_P(PeerFailureTest, SurvivorsRevokeThenShrinkAfterKill) { runShrinkAfterKill(NCCL_SHRINK_DEFAULT, true); }
+
+// (6) A rank is SIGKILLed while every survivor is idle (no operation in flight): each survivor's
+// ncclCommGetAsyncError turns to ncclRemoteError on its own, cfxCommGetFailures names the rank, and the next
+// operation fails at once with the same name instead of waiting for a timeout.
+TEST_P(PeerFailureTest, KilledPeerIsReportedToIdleSurvivorsThroughAsyncError) {
+  constexpr int kRanks = 4;
+  constexpr int kVictim = 2;
+  const RunResult result = runRanks(kRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kVictim) {
+      shared_->faultNs.store(nowNs());
+      ctx.killSelf(SIGKILL);
+    }
+    // Without data traffic only the health monitor can notice: by the exit watch on this host, or by the heartbeats
+    // over tcp (NCCL_SHM_DISABLE leaves no proof of a shared pid namespace).
+    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs));
+    ncclResult_t async = ncclSuccess;
+    while (Clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(async, ncclRemoteError);
+    cfxFailureInfo info{};
+    int n = 0;
+    ASSERT_EQ(cfxCommGetFailures(comm, &info, 1, &n), ncclSuccess);
+    ASSERT_GE(n, 1);
+    EXPECT_EQ(info.rank, kVictim);
+    EXPECT_EQ(info.opSeq, 0u) << "nobody was in an operation: " << info.op;
+    EXPECT_TRUE(info.reason == (GetParam().tcp ? cfxFailureHung : cfxFailureExited)) << info.reason << ": " << info.text;
+    std::vector<float> buf(16, 1.0f);
+    const int64_t start = nowNs();
+    EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr), ncclRemoteError);
+    const char* last = ncclGetLastError(nullptr);
+    const std::string text = last ? last : "";
+    EXPECT_TRUE(namesRank(text, kVictim)) << text;
+    EXPECT_LT(msBetween(start, nowNs()), kFaultTimeoutMs) << "the next op must fail at once, not time out";
+    EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+  });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL);
+  expectNoLeftovers(kRanks);
+}
+
+// (7) A rank exits normally (exit(0)) without destroying its communicator, as many programs do at their end: that
+// is a departure, not a failure. The survivors' communicator stays healthy past the heartbeat limit and still
+// carries point-to-point traffic between them.
+TEST_P(PeerFailureTest, ExitWithoutDestroyIsNotAFailure) {
+  constexpr int kRanks = 3;
+  constexpr int kLeaver = 2;
+  RunOptions o = options(kFaultTimeoutMs);
+  o.failOnChildError = false;  // the leaver ends its body with exit(0); judged below
+  const RunResult result = runRanks(kRanks, o, [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kLeaver) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::exit(ctx.failureCount() == 0 ? 0 : 1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * kHeartbeatMs * kHeartbeatMisses));
+    ncclResult_t async = ncclInternalError;
+    EXPECT_TRUE(succeeded(ncclCommGetAsyncError(comm, &async)));
+    EXPECT_EQ(async, ncclSuccess);
+    int n = -1;
+    EXPECT_TRUE(succeeded(cfxCommGetFailures(comm, nullptr, 0, &n)));
+    EXPECT_EQ(n, 0);
+    const int peer = 1 - ctx.rank();
+    std::vector<int> out(1024, ctx.rank() + 10), in(1024, -1);
+    EXPECT_TRUE(succeeded(ncclGroupStart()));
+    EXPECT_TRUE(succeeded(ncclSend(out.data(), out.size(), ncclInt32, peer, comm, nullptr)));
+    EXPECT_TRUE(succeeded(ncclRecv(in.data(), in.size(), ncclInt32, peer, comm, nullptr)));
+    EXPECT_TRUE(succeeded(ncclGroupEnd()));
+    EXPECT_EQ(in.front(), peer + 10);
+    EXPECT_EQ(in.back(), peer + 10);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+  for (const auto& r : result.ranks) {
+    if (r.rank == kLeaver) {
+      EXPECT_TRUE(r.exited && r.exitCode == 0) << r.describe();
+    } else {
+      EXPECT_TRUE(r.ok()) << r.describe();
+    }
+  }
+  expectNoLeftovers(kRanks);
 }
 
 // (5) ncclCommAbort from a second thread while the main thread is blocked in an all-reduce whose third rank never

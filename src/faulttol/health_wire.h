@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// Health datagrams (faulttol layer): the byte format of heartbeats and failure notices, and their authentication.
+//
+// One datagram (integers big-endian), at most kMaxDatagramBytes:
+//   header   magic u32 "CFXH" | version u16 | kind u16 | commTag u64 | sender u32 | nRanks u32 | counter u64 |
+//            known u32 | payloadBytes u32                                                               40 B
+//   payload  Heartbeat, Leaving: none.
+//            Failure: rank u32 | reason u32 | detectedBy u32 | pid u32 | opSeq u64 |
+//                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended)
+//   mac      HMAC-SHA256(secret, "cfx-health-v1" || header || payload)                                   32 B
+// decode() checks, in this order, the size bounds, magic, version, communicator, sender and rank ranges, the
+// payload length against the datagram length, and the MAC; it never reads past the datagram.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "faulttol/health_monitor.h"
+
+namespace cfx::ft::wire {
+
+inline constexpr uint32_t kMagic = 0x43465848;  // "CFXH"
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 40;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr size_t kMaxDatagramBytes = 1024;
+inline constexpr size_t kMaxHostBytes = 63;
+inline constexpr size_t kMaxOpBytes = 63;
+inline constexpr size_t kMaxTextBytes = 700;
+
+enum Kind : uint16_t { Heartbeat = 1, FailureNotice = 2, Leaving = 3 };
+
+struct Header {
+  uint16_t kind = Heartbeat;
+  uint64_t commTag = 0;
+  int sender = -1;
+  int nRanks = 0;
+  uint64_t counter = 0;
+  uint32_t known = 0;  // failures the sender knows
+};
+
+std::vector<uint8_t> encodeFailure(const Failure& f);
+Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks);
+
+// The whole datagram: header, payload and MAC.
+Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payload, std::span<const uint8_t> secret);
+// The header and payload of an authentic datagram for communicator `commTag` of `nRanks` ranks; InvalidUsage
+// (with what was wrong) for anything else.
+struct Opened {
+  Header header;
+  std::vector<uint8_t> payload;
+};
+Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks);
+
+}  // namespace cfx::ft::wire

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: Apache-2.0
+// Health datagrams and the HealthMonitor state machine, with several monitors in one process over loopback.
+#include "faulttol/health_monitor.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "faulttol/health_wire.h"
+
+namespace cfx::ft {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::vector<uint8_t> kSecret(32, 0x5a);
+constexpr uint64_t kTag = 0x1234;
+
+sockaddr_storage loopback() {
+  sockaddr_storage a{};
+  auto* in = reinterpret_cast<sockaddr_in*>(&a);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+Failure sampleFailure() {
+  Failure f;
+  f.rank = 2;
+  f.reason = FailureReason::Hung;
+  f.detectedBy = 1;
+  f.pid = 4242;
+  f.host = "node-7";
+  f.op = "AllReduce";
+  f.opSeq = 99;
+  f.text = "no heartbeat";
+  return f;
+}
+
+TEST(HealthWire, SealedDatagramOpensWithItsHeaderAndPayload) {
+  wire::Header h;
+  h.kind = wire::FailureNotice;
+  h.commTag = kTag;
+  h.sender = 1;
+  h.nRanks = 4;
+  h.counter = 7;
+  h.known = 1;
+  const std::vector<uint8_t> payload = wire::encodeFailure(sampleFailure());
+  auto sealed = wire::seal(h, payload, kSecret);
+  ASSERT_TRUE(sealed.ok()) << sealed.status().message();
+  auto opened = wire::open(*sealed, kSecret, kTag, 4);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  EXPECT_EQ(opened->header.kind, wire::FailureNotice);
+  EXPECT_EQ(opened->header.sender, 1);
+  EXPECT_EQ(opened->header.counter, 7u);
+  EXPECT_EQ(opened->header.known, 1u);
+  auto f = wire::decodeFailure(opened->payload, 4);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->rank, 2);
+  EXPECT_EQ(f->reason, FailureReason::Hung);
+  EXPECT_EQ(f->detectedBy, 1);
+  EXPECT_EQ(f->pid, 4242);
+  EXPECT_EQ(f->host, "node-7");
+  EXPECT_EQ(f->op, "AllReduce");
+  EXPECT_EQ(f->opSeq, 99u);
+  EXPECT_EQ(f->text, "no heartbeat");
+}
+
+TEST(HealthWire, RejectsTamperedForeignTruncatedAndOversizedDatagrams) {
+  wire::Header h;
+  h.commTag = kTag;
+  h.sender = 0;
+  h.nRanks = 2;
+  h.counter = 1;
+  auto sealed = wire::seal(h, {}, kSecret);
+  ASSERT_TRUE(sealed.ok());
+  for (size_t i = 0; i < sealed->size(); ++i) {
+    std::vector<uint8_t> bad = *sealed;
+    bad[i] ^= 0x01;
+    EXPECT_FALSE(wire::open(bad, kSecret, kTag, 2).ok()) << "a flipped bit at byte " << i << " went unnoticed";
+  }
+  const std::vector<uint8_t> otherSecret(32, 0x11);
+  EXPECT_FALSE(wire::open(*sealed, otherSecret, kTag, 2).ok());
+  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag + 1, 2).ok());
+  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag, 3).ok());
+  for (size_t n = 0; n < sealed->size(); ++n) {
+    EXPECT_FALSE(wire::open(std::span<const uint8_t>(sealed->data(), n), kSecret, kTag, 2).ok()) << n << " bytes";
+  }
+  std::vector<uint8_t> huge(wire::kMaxDatagramBytes + 1, 0);
+  EXPECT_FALSE(wire::open(huge, kSecret, kTag, 2).ok());
+}
+
+TEST(HealthWire, FailurePayloadsWithBadRanksReasonsOrLengthsAreRejected) {
+  const std::vector<uint8_t> good = wire::encodeFailure(sampleFailure());
+  EXPECT_TRUE(wire::decodeFailure(good, 4).ok());
+  EXPECT_FALSE(wire::decodeFailure(good, 2).ok()) << "rank 2 of 2 ranks";
+  std::vector<uint8_t> badReason = good;
+  badReason[7] = 9;
+  EXPECT_FALSE(wire::decodeFailure(badReason, 4).ok());
+  std::vector<uint8_t> shortText(good.begin(), good.end() - 1);
+  EXPECT_FALSE(wire::decodeFailure(shortText, 4).ok());
+  std::vector<uint8_t> longer = good;
+  longer.push_back('x');
+  EXPECT_FALSE(wire::decodeFailure(longer, 4).ok());
+  for (size_t n = 0; n < 32; ++n) {
+    EXPECT_FALSE(wire::decodeFailure(std::span<const uint8_t>(good.data(), n), 4).ok());
+  }
+  Failure longText = sampleFailure();
+  longText.text.assign(5000, 'y');
+  auto clipped = wire::decodeFailure(wire::encodeFailure(longText), 4);
+  ASSERT_TRUE(clipped.ok());
+  EXPECT_EQ(clipped->text.size(), wire::kMaxTextBytes);
+}
+
+// n monitors of one communicator in this process. Those in `silent` are opened (their address exists) but never
+// started: they never send a heartbeat, like a stopped process.
+class Mesh {
+ public:
+  Mesh(int n, const HealthOptions& options, std::vector<int> silent = {}) {
+    for (int r = 0; r < n; ++r) {
+      auto m = HealthMonitor::open(r, n, options, kSecret, kTag, loopback());
+      EXPECT_TRUE(m.ok()) << m.status().message();
+      monitors.push_back(std::move(m).value());
+    }
+    sinkCalls = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      if (std::find(silent.begin(), silent.end(), r) != silent.end()) continue;
+      std::vector<PeerIdentity> ids(static_cast<size_t>(n));
+      for (int p = 0; p < n; ++p) {
+        ids[static_cast<size_t>(p)].pid = 1000 + p;
+        ids[static_cast<size_t>(p)].host = "host" + std::to_string(p);
+        ids[static_cast<size_t>(p)].address = monitors[static_cast<size_t>(p)]->address();
+      }
+      EXPECT_TRUE(
+          monitors[static_cast<size_t>(r)]
+              ->start(std::move(ids), nullptr, [this, r](const Failure&) { ++sinkCalls[static_cast<size_t>(r)]; })
+              .ok());
+    }
+  }
+  HealthMonitor& operator[](int r) { return *monitors[static_cast<size_t>(r)]; }
+  std::unique_ptr<std::atomic<int>[]> sinkCalls;  // declared first: the monitors' threads use it until destroyed
+  std::vector<std::unique_ptr<HealthMonitor>> monitors;
+};
+
+bool waitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit = 10s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+TEST(HealthMonitor, AReportedFailureReachesEverySurvivorOnceWithTheDetectorsRecord) {
+  HealthOptions o;
+  o.period = 50ms;
+  o.misses = 100;  // no silence verdicts in this test
+  Mesh mesh(4, o);
+  ASSERT_TRUE(mesh[3].report(1, FailureReason::ConnectionLost, "closed", "AllReduce", 5));
+  EXPECT_FALSE(mesh[3].report(1, FailureReason::ConnectionLost, "again", "AllReduce", 5)) << "deduplicated";
+  for (int r : {0, 2, 3}) {
+    ASSERT_TRUE(waitFor([&] { return mesh[r].failedCount() == 1; })) << "rank " << r << " never heard of it";
+    const std::vector<Failure> fs = mesh[r].failures();
+    ASSERT_EQ(fs.size(), 1u);
+    EXPECT_EQ(fs[0].rank, 1);
+    EXPECT_EQ(fs[0].detectedBy, 3);
+    EXPECT_EQ(fs[0].reason, FailureReason::ConnectionLost);
+    EXPECT_EQ(fs[0].host, "host1");
+    EXPECT_EQ(fs[0].pid, 1001);
+    EXPECT_EQ(fs[0].op, "AllReduce");
+    EXPECT_EQ(fs[0].opSeq, 5u);
+    EXPECT_EQ(mesh.sinkCalls[static_cast<size_t>(r)].load(), 1);
+  }
+  // A second report about another rank is dropped once a cause is known: the data path blames nobody else.
+  EXPECT_FALSE(mesh[0].report(2, FailureReason::ConnectionLost, "closed", "AllReduce", 6));
+}
+
+TEST(HealthMonitor, ASilentPeerIsDeclaredHungByEveryOtherRank) {
+  HealthOptions o;
+  o.period = 20ms;
+  o.misses = 4;
+  Mesh mesh(3, o, /*silent=*/{2});
+  for (int r : {0, 1}) {
+    ASSERT_TRUE(waitFor([&] { return mesh[r].failedCount() >= 1; })) << "rank " << r;
+    const Failure f = mesh[r].failures().front();
+    EXPECT_EQ(f.rank, 2);
+    EXPECT_EQ(f.reason, FailureReason::Hung);
+  }
+  EXPECT_EQ(mesh[0].failures().size(), 1u) << "the live ranks keep each other alive";
+}
+
+TEST(HealthMonitor, APeerThatLeftIsNotDeclaredHung) {
+  HealthOptions o;
+  o.period = 20ms;
+  o.misses = 15;  // live peers must not look hung on a loaded machine
+  Mesh mesh(3, o);
+  mesh[2].stop();
+  ASSERT_TRUE(waitFor([&] { return mesh[0].departed(2) && mesh[1].departed(2); }));
+  std::this_thread::sleep_for(o.hungAfter() * 2);
+  EXPECT_EQ(mesh[0].failedCount(), 0);
+  EXPECT_EQ(mesh[1].failedCount(), 0);
+  // Departed -> Failed when a transfer still needed it.
+  EXPECT_TRUE(mesh[0].report(2, FailureReason::ConnectionLost, "closed", "Recv", 1));
+}
+
+TEST(HealthMonitor, GarbageDatagramsAreDroppedWithoutEffect) {
+  HealthOptions o;
+  o.period = 20ms;
+  o.misses = 50;
+  Mesh mesh(2, o);
+  const int s = ::socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(s, 0);
+  const sockaddr_storage to = mesh[0].address();
+  std::vector<uint8_t> junk(200, 0xee);
+  for (int i = 0; i < 20; ++i) {
+    (void)::sendto(s, junk.data(), junk.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(sockaddr_in));
+  }
+  ::close(s);
+  mesh[0].pollNow();
+  EXPECT_EQ(mesh[0].failedCount(), 0);
+  EXPECT_FALSE(mesh[0].departed(1));
+}
+
+}  // namespace
+}  // namespace cfx::ft
