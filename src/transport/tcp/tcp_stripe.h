@@ -26,8 +26,9 @@ namespace cfx::transport::tcp {
 inline constexpr int kMaxStreams = 64;
 // Stripes shorter than this are not worth a frame of their own: below it, a slot uses fewer streams. Large
 // enough that a slot's per-stripe cost (one header, one more socket to finish) stays small; small enough that the
-// default 256 KiB slot spreads over four streams.
-inline constexpr uint32_t kDefaultMinStripeBytes = 64 * 1024;
+// 128 KiB slice most messages travel in (the shm slot, which bounds every transport's slice) spreads over four
+// streams.
+inline constexpr uint32_t kDefaultMinStripeBytes = 32 * 1024;
 
 struct StripeLayout {
   int nStripes = 1;       // k: stripes of this slot, on streams 0..k-1

@@ -39,15 +39,18 @@ TEST(TcpStripe, LayoutTilesEverySlotSize) {
 }
 
 TEST(TcpStripe, SmallSlotsStayOnStreamZeroAndFullSlotsUseEveryStream) {
-  EXPECT_EQ(stripeLayout(0, 4, kDefaultMinStripeBytes).nStripes, 1);
-  EXPECT_EQ(stripeLayout(1000, 4, kDefaultMinStripeBytes).nStripes, 1);
-  EXPECT_EQ(stripeLayout(65536, 4, kDefaultMinStripeBytes).nStripes, 1);
-  EXPECT_EQ(stripeLayout(65537, 4, kDefaultMinStripeBytes).nStripes, 2);
-  const StripeLayout full = stripeLayout(262144, 4, kDefaultMinStripeBytes);
+  EXPECT_EQ(stripeLayout(0, 4, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(1000, 4, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(65536, 4, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(65537, 4, 65536).nStripes, 2);
+  const StripeLayout full = stripeLayout(262144, 4, 65536);
   EXPECT_EQ(full.nStripes, 4);
   EXPECT_EQ(full.stripeBytes, 65536u);
-  EXPECT_EQ(stripeLayout(262144, 1, kDefaultMinStripeBytes).nStripes, 1);
+  EXPECT_EQ(stripeLayout(262144, 1, 65536).nStripes, 1);
   EXPECT_EQ(stripeLayout(size_t{1} << 20, 64, 4096).nStripes, 64);
+  // The default: a 128 KiB slice fills four streams.
+  EXPECT_EQ(stripeLayout(131072, 4, kDefaultMinStripeBytes).nStripes, 4);
+  EXPECT_EQ(stripeLayout(131072, 8, kDefaultMinStripeBytes).nStripes, 4);
 }
 
 TEST(TcpStripe, HeaderRoundTripsLittleEndianAndRejectsAWrongMagic) {
