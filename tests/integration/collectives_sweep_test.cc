@@ -356,7 +356,7 @@ void runSweep(RankContext& ctx, Coll coll) {
 enum class Variant {
   Shm,         // defaults: ranks on one host talk through shared memory
   Tcp,         // NCCL_SHM_DISABLE=1: the socket transport, with frames as large as the shm slots
-  Tcp2,        // the same, every link striped over 2 sockets (CFX_TCP_NSOCKS=2)
+  Tcp2,        // the same, every link striped over 2 sockets served by 2 proxy threads (NCCL_SOCKET_NTHREADS=2)
   Tcp4,        // over 4 sockets: a full slot is 4 stripes, odd sizes 1 to 4
   Tcp6,        // over IPv6 loopback (NCCL_SOCKET_FAMILY=AF_INET6), 4 sockets per link
   SmallSlots,  // 2 shm slots of 4 KiB: every message takes many steps and the sender keeps waiting on flow control
@@ -429,7 +429,7 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
     case Variant::Tcp6:
       env.emplace_back("NCCL_SHM_DISABLE", "1");
       env.emplace_back("CFX_TCP_SLOT_BYTES", std::to_string(kSlotBytes));
-      if (v == Variant::Tcp2) env.emplace_back("CFX_TCP_NSOCKS", "2");
+      if (v == Variant::Tcp2) env.emplace_back("NCCL_SOCKET_NTHREADS", "2");
       if (v == Variant::Tcp4 || v == Variant::Tcp6) env.emplace_back("CFX_TCP_NSOCKS", "4");
       if (v == Variant::Tcp6) env.emplace_back("NCCL_SOCKET_FAMILY", "AF_INET6");
       break;

@@ -60,7 +60,7 @@ void ProxyWaker::drain() {
 }
 
 TcpLink::TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
-                 uint32_t minStripeBytes, std::shared_ptr<ProxyWaker> waker)
+                 uint32_t minStripeBytes, std::vector<std::shared_ptr<ProxyWaker>> wakers)
     : peer_(peer),
       channel_(channel),
       description_(std::move(description)),
@@ -68,12 +68,13 @@ TcpLink::TcpLink(int peer, int channel, std::string description, const FifoGeome
       recv_(geometry),
       nStreams_(nStreams),
       minStripeBytes_(minStripeBytes),
-      waker_(std::move(waker)),
+      wakers_(std::move(wakers)),
       txNext_(static_cast<size_t>(nStreams), 0),
       rxNext_(static_cast<size_t>(nStreams), 0),
       rxSlots_(static_cast<size_t>(geometry.nSlots)) {}
 
 bool TcpLink::streamSent(int stream, uint64_t next) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
   txNext_[static_cast<size_t>(stream)] = next;
   const uint64_t freed = *std::min_element(txNext_.begin(), txNext_.end());
   if (freed == txFreed_) return false;
@@ -84,6 +85,7 @@ bool TcpLink::streamSent(int stream, uint64_t next) {
 }
 
 TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::string* why) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
   const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
   if (h.stream != stream) {
     *why = strprintf("sent a stripe for stream %u on stream %d", h.stream, stream);
@@ -140,6 +142,7 @@ TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::stri
 }
 
 bool TcpLink::stripeArrived(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
   const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
   ++rxSlots_[seq % nSlots].arrived;
   const uint64_t before = rxPublished_;

@@ -88,8 +88,9 @@ class ProxyWaker {
 // proxy's bookkeeping of which stripes have gone out and come in.
 class TcpLink {
  public:
+  // `wakers`: those of every proxy thread that serves one of the link's streams.
   TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
-          uint32_t minStripeBytes, std::shared_ptr<ProxyWaker> waker);
+          uint32_t minStripeBytes, std::vector<std::shared_ptr<ProxyWaker>> wakers);
 
   int peer() const { return peer_; }
   int channel() const { return channel_; }
@@ -97,7 +98,9 @@ class TcpLink {
   const std::string& description() const { return description_; }
   SlotRing& sendRing() { return send_; }
   SlotRing& recvRing() { return recv_; }
-  void wakeProxy() { waker_->wake(); }
+  void wakeProxy() {
+    for (const auto& waker : wakers_) waker->wake();
+  }
 
   // Records the first failure; later ones are ignored. Any thread.
   void fail(Status error);
@@ -110,7 +113,10 @@ class TcpLink {
   int nStreams() const { return nStreams_; }
   StripeLayout layout(size_t bytes) const { return stripeLayout(bytes, nStreams_, minStripeBytes_); }
 
-  // ---- proxy thread only ----
+  // ---- proxy threads only ----
+  // With NCCL_SOCKET_NTHREADS > 1 a link's streams are spread over several proxy threads; these three serialise
+  // on stripeMutex_ (once per stripe of at least 32 KiB, so the lock is cheap next to the I/O).
+  //
   // Stream `stream` has handed to the kernel its stripes of every slot before `next`. Gives slots back to the
   // owner once every stream has passed them. True when that freed a slot.
   bool streamSent(int stream, uint64_t next);
@@ -141,8 +147,8 @@ class TcpLink {
   SlotRing recv_;
   const int nStreams_;
   const uint32_t minStripeBytes_;
-  std::shared_ptr<ProxyWaker> waker_;
-  // Proxy thread only (see above).
+  std::vector<std::shared_ptr<ProxyWaker>> wakers_;
+  std::mutex stripeMutex_;  // guards the proxy-side state below
   std::vector<uint64_t> txNext_;    // by stream: first slot not yet fully sent by it
   uint64_t txFreed_ = 0;            // the send ring's tail as last stored
   std::vector<uint64_t> rxNext_;    // by stream: one past the slot of the last stripe header it admitted

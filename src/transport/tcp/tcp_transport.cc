@@ -42,8 +42,8 @@ CFX_PARAM(int, slotsParam, "CFX_TCP_SLOTS", 8,
           param::inRange(1, 1024));
 CFX_PARAM(int, socketThreadsParam, "NCCL_SOCKET_NTHREADS", 0,
           "NCCL: helper threads per socket connection (0-16; 0 = automatic). The TCP transport stripes every link "
-          "over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets (at most 64), all served by the communicator's "
-          "one proxy thread. Setting either turns CFX_TCP_AUTOTUNE off.",
+          "over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets (at most 64), served by NCCL_SOCKET_NTHREADS "
+          "proxy threads per communicator (automatic: one). Setting either turns CFX_TCP_AUTOTUNE off.",
           param::inRange(0, 16));
 CFX_PARAM(int, socksPerThreadParam, "NCCL_NSOCKS_PERTHREAD", 0,
           "NCCL: sockets per helper thread (0 = automatic); see NCCL_SOCKET_NTHREADS.", param::inRange(0, 16));
@@ -95,6 +95,10 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
     return Status::error(Errc::InvalidArgument, strprintf("tcp: %zu peer infos and a mask of %zu for %d ranks",
                                                           peers.size(), connect.size(), nRanks));
   }
+  if (options.nThreads < 1 || options.nThreads > 16) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("tcp: %d proxy threads requested; NCCL_SOCKET_NTHREADS allows 1-16", options.nThreads));
+  }
   if (options.nSocks < 1 || options.nSocks > kMaxSockets || options.minStripeBytes < 4096 ||
       options.autotuneMaxSocks < 1 || options.autotuneMaxSocks > kMaxSockets) {
     return Status::error(Errc::InvalidArgument,
@@ -137,8 +141,9 @@ TcpOptions TcpOptions::fromParams() {
   const int threads = socketThreadsParam.get();
   const int socksPerThread = socksPerThreadParam.get();
   const int nSocks = nSocksParam.get();
+  if (threads > 0) options.nThreads = threads;
   if (nSocks > 0) {
-    options.nSocks = nSocks;
+    options.nSocks = nSocks;  // alone decides the socket count
   } else if (threads > 0 || socksPerThread > 0) {
     options.nSocks = std::max(1, threads) * std::max(1, socksPerThread);
     if (options.nSocks > kMaxSockets) {
@@ -209,22 +214,38 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   CFX_TRY_ASSIGN(std::vector<EstablishedSocket> sockets, establishConnections(plan, listener));
   listener.close();  // every expected peer is connected; later strangers get a refusal from the kernel
 
-  CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
+  // Stream s of every link goes to proxy thread s % nThreads; threads that would serve no stream are not started.
+  int maxStreams = 1;
+  for (const EstablishedSocket& s : sockets) maxStreams = std::max(maxStreams, s.nStreams);
+  const int nThreads = std::min(options.nThreads, maxStreams);
+  std::vector<std::shared_ptr<ProxyWaker>> wakers;
+  for (int t = 0; t < nThreads; ++t) {
+    CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
+    wakers.push_back(std::move(waker));
+  }
   std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
-  std::vector<std::unique_ptr<TcpStream>> streams;
+  std::vector<std::vector<std::unique_ptr<TcpStream>>> streams(static_cast<size_t>(nThreads));
   std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
-  size_t nSockets = sockets.size();
+  const size_t nSockets = sockets.size();
   for (EstablishedSocket& s : sockets) {
     std::shared_ptr<TcpLink>& link = byKey[static_cast<size_t>(s.peer * kNumChannels + s.channel)];
     if (link == nullptr) {
+      std::vector<std::shared_ptr<ProxyWaker>> linkWakers(wakers.begin(),
+                                                          wakers.begin() + std::min(nThreads, s.nStreams));
       link = std::make_shared<TcpLink>(
           s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
-          options.geometry, s.nStreams, options.minStripeBytes, waker);
+          options.geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
       transport->links_.push_back(link);
     }
-    streams.push_back(std::make_unique<TcpStream>(std::move(s.socket), link, s.stream));
+    streams[static_cast<size_t>(s.stream % nThreads)].push_back(
+        std::make_unique<TcpStream>(std::move(s.socket), link, s.stream));
   }
-  CFX_TRY_ASSIGN(transport->proxy_, TcpProxy::start(rank, localDoorbell, waker, std::move(streams)));
+  for (int t = 0; t < nThreads; ++t) {
+    CFX_TRY_ASSIGN(std::unique_ptr<TcpProxy> proxy,
+                   TcpProxy::start(rank, t, localDoorbell, wakers[static_cast<size_t>(t)],
+                                   std::move(streams[static_cast<size_t>(t)])));
+    transport->proxies_.push_back(std::move(proxy));
+  }
 
   out.resize(nRanks);
   for (int p = 0; p < nRanks; ++p) {
@@ -235,18 +256,19 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
       out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<TcpRecvEnd>(link);
     }
   }
-  CFX_INFO(log::Sys::Net, "tcp: rank %d listening on %s, connected to %d peers (%zu sockets), slots %d x %zu B", rank,
-           net::addressToString(bound).c_str(), transport->nPeers(), nSockets, options.geometry.nSlots,
-           options.geometry.slotBytes);
+  CFX_INFO(log::Sys::Net,
+           "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B",
+           rank, net::addressToString(bound).c_str(), transport->nPeers(), nSockets, nThreads, nThreads == 1 ? "" : "s",
+           options.geometry.nSlots, options.geometry.slotBytes);
   return transport;
 }
 
 TcpTransport::~TcpTransport() {
-  if (proxy_) {
-    // Relaxed: see aborted_.
-    proxy_->stop(aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_);
-  }
-  proxy_.reset();  // closes every socket
+  // Relaxed: see aborted_.
+  const auto linger = aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_;
+  for (auto& proxy : proxies_) proxy->requestStop(linger);
+  for (auto& proxy : proxies_) proxy->join();
+  proxies_.clear();  // closes every socket
   for (auto& link : links_) {
     link->fail(Status::error(
         Errc::InvalidUsage,

@@ -39,6 +39,8 @@ struct TcpOptions {
   // Sockets per (peer, channel) when autotune is off: CFX_TCP_NSOCKS, or NCCL_SOCKET_NTHREADS x
   // NCCL_NSOCKS_PERTHREAD (at most 64).
   int nSocks = 1;
+  // Proxy threads (NCCL_SOCKET_NTHREADS when set): stream s of every link is served by thread s % nThreads.
+  int nThreads = 1;
   // Pick nSocks and the socket buffers per peer from the measured round trip (tcp_stripe.h: autotune()).
   bool autotune = false;
   // The most streams autotuning gives one link.
@@ -58,7 +60,7 @@ struct TcpOptions {
 };
 
 // Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven
-// by one thread at a time (transport.h), and the proxy thread does all socket I/O.
+// by one thread at a time (transport.h), and the proxy threads do all socket I/O.
 class TcpTransport {
  public:
   // Connects this rank to every peer p with connect[p] (connect[rank] is ignored) and fills out.send[ch][p] and
@@ -78,7 +80,7 @@ class TcpTransport {
                                                       const std::vector<bool>& connect, Doorbell& localDoorbell,
                                                       const TcpOptions& options, Endpoints& out);
 
-  // Stops the proxy thread and closes every socket. Unless abort() was called, it first flushes frames already
+  // Stops the proxy threads and closes every socket. Unless abort() was called, it first flushes frames already
   // posted to live peers for at most options.closeLinger. Never hangs, whatever the peers do.
   ~TcpTransport();
   TcpTransport(const TcpTransport&) = delete;
@@ -100,7 +102,7 @@ class TcpTransport {
   Doorbell& doorbell_;
   const std::chrono::milliseconds linger_;
   std::vector<std::shared_ptr<TcpLink>> links_;
-  std::unique_ptr<TcpProxy> proxy_;
+  std::vector<std::unique_ptr<TcpProxy>> proxies_;
   // Set by abort() (any thread), read by the destructor: relaxed is enough, the proxy is stopped after.
   std::atomic<bool> aborted_{false};
 };

@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "common/crypto.h"
 #include "common/param.h"
@@ -742,20 +743,27 @@ TEST(TcpTransport, OversizedFrameFromAnAuthenticatedPeerBreaksOnlyThatConnection
 
 // ---- striping ----
 
-TcpOptions stripedOptions(int nSocks, size_t slotBytes = 16384, int nSlots = 4) {
+TcpOptions stripedOptions(int nSocks, size_t slotBytes = 16384, int nSlots = 4, int nThreads = 1) {
   TcpOptions o = testOptions(slotBytes, nSlots);
   o.nSocks = nSocks;
+  o.nThreads = nThreads;
   o.minStripeBytes = 4096;  // so that slots of a few KiB already spread over several sockets
   return o;
 }
 
-class TcpTransportStriped : public ::testing::TestWithParam<int> {};
+// (sockets per link, proxy threads)
+class TcpTransportStriped : public ::testing::TestWithParam<std::pair<int, int>> {
+ protected:
+  TcpOptions options(size_t slotBytes = 16384, int nSlots = 4) const {
+    return stripedOptions(GetParam().first, slotBytes, nSlots, GetParam().second);
+  }
+};
 
 TEST_P(TcpTransportStriped, EveryPairExchangesSlotsOfEverySizeInOrder) {
   // Sizes run from 0 to the whole slot, so slots of 1 to nSocks stripes interleave on every link.
   constexpr int kRanks = 3;
   FakeWorld world(kRanks);
-  auto ranks = createConnected(world, stripedOptions(GetParam()));
+  auto ranks = createConnected(world, options());
   for (auto& r : ranks) ASSERT_TRUE(r->transport);
   runRanks(kRanks, [&](int r) {
     const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], kRanks, 400, everyone);
@@ -766,9 +774,9 @@ TEST_P(TcpTransportStriped, EveryPairExchangesSlotsOfEverySizeInOrder) {
 TEST_P(TcpTransportStriped, LargeSlotsCarryEveryByte) {
   constexpr size_t kSlot = size_t{1} << 20;
   FakeWorld world(2);
-  TcpOptions options = stripedOptions(GetParam(), kSlot, 3);
-  options.minStripeBytes = kDefaultMinStripeBytes;
-  auto ranks = createConnected(world, options);
+  TcpOptions large = options(kSlot, 3);
+  large.minStripeBytes = kDefaultMinStripeBytes;
+  auto ranks = createConnected(world, large);
   ASSERT_TRUE(ranks[0]->transport && ranks[1]->transport);
   const std::vector<size_t> sizes = {kSlot, kSlot - 1, 1, 65537, 0, 3 * 65536 + 17, kSlot, 200003, kSlot};
   runRanks(2, [&](int r) {
@@ -786,7 +794,7 @@ TEST_P(TcpTransportStriped, LargeSlotsCarryEveryByte) {
 
 TEST_P(TcpTransportStriped, PeerDestroyedMidTransferFailsEveryEndNamingThePeer) {
   FakeWorld world(2);
-  auto ranks = createConnected(world, stripedOptions(GetParam(), 64 * 1024, 4));
+  auto ranks = createConnected(world, options(64 * 1024, 4));
   ASSERT_TRUE(ranks[0]->transport && ranks[1]->transport);
   Rank& sender = *ranks[0];
   SendEnd& end = *sender.send(kCollChannel, 1);
@@ -811,7 +819,8 @@ TEST_P(TcpTransportStriped, PeerDestroyedMidTransferFailsEveryEndNamingThePeer) 
   sender.transport.reset();
 }
 
-INSTANTIATE_TEST_SUITE_P(Sockets, TcpTransportStriped, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(SocketsAndThreads, TcpTransportStriped,
+                         ::testing::Values(std::pair{2, 1}, std::pair{4, 1}, std::pair{4, 2}, std::pair{3, 4}));
 
 TEST(TcpTransport, TheConnectingRankDecidesTheStripingAndTheOtherFollows) {
   FakeWorld world(3);
@@ -965,6 +974,15 @@ TEST(TcpTransport, RejectsInvalidArgumentsBeforeTouchingTheNetwork) {
   Result<std::unique_ptr<TcpTransport>> mask =
       TcpTransport::create(me.bootstrap, peerInfos(1), {false, true}, me.doorbell, testOptions(), me.ends);
   EXPECT_EQ(mask.status().code(), Errc::InvalidArgument);
+  for (auto [nSocks, nThreads, minStripe] : {std::tuple{0, 1, 4096u}, std::tuple{65, 1, 4096u},
+                                             std::tuple{2, 0, 4096u}, std::tuple{2, 17, 4096u},
+                                             std::tuple{2, 1, 1024u}}) {
+    TcpOptions bad = stripedOptions(nSocks, 16384, 4, nThreads);
+    bad.minStripeBytes = minStripe;
+    Result<std::unique_ptr<TcpTransport>> striping =
+        TcpTransport::create(me.bootstrap, peerInfos(1), {false}, me.doorbell, bad, me.ends);
+    EXPECT_EQ(striping.status().code(), Errc::InvalidArgument) << nSocks << " " << nThreads << " " << minStripe;
+  }
 }
 
 TEST(TcpTransport, SingleRankWithNoPeersCreatesAndDestroys) {
