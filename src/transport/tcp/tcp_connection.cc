@@ -92,22 +92,25 @@ TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::stri
     return Admit::Reject;
   }
   if (h.bytes > recv_.slotBytes()) {
-    *why = strprintf("sent a slot of %u bytes, larger than the %zu-byte slot: the byte stream is corrupt or the peer "
-                     "runs an incompatible version",
-                     h.bytes, recv_.slotBytes());
+    *why = strprintf(
+        "sent a slot of %u bytes, larger than the %zu-byte slot: the byte stream is corrupt or the peer "
+        "runs an incompatible version",
+        h.bytes, recv_.slotBytes());
     return Admit::Reject;
   }
   const StripeLayout layout = this->layout(h.bytes);
   if (stream >= layout.nStripes || h.offset != layout.offset(stream) || h.length != layout.length(stream, h.bytes)) {
-    *why = strprintf("sent stripe [%u, +%u) of a %u-byte slot on stream %d, which the %d-stream layout does not "
-                     "have there",
-                     h.offset, h.length, h.bytes, stream, nStreams_);
+    *why = strprintf(
+        "sent stripe [%u, +%u) of a %u-byte slot on stream %d, which the %d-stream layout does not "
+        "have there",
+        h.offset, h.length, h.bytes, stream, nStreams_);
     return Admit::Reject;
   }
   uint64_t& next = rxNext_[static_cast<size_t>(stream)];
   if (h.seq < next || (stream == 0 && h.seq != next)) {
-    *why = strprintf("sent slot %llu out of order on stream %d (expected %s%llu)", static_cast<unsigned long long>(h.seq),
-                     stream, stream == 0 ? "" : "at least ", static_cast<unsigned long long>(next));
+    *why =
+        strprintf("sent slot %llu out of order on stream %d (expected %s%llu)", static_cast<unsigned long long>(h.seq),
+                  stream, stream == 0 ? "" : "at least ", static_cast<unsigned long long>(next));
     return Admit::Reject;
   }
   // Acquire pairs with TcpRecvEnd::release()'s release store: the owner is done with slots before tail.
@@ -131,10 +134,11 @@ TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::stri
     }
     slot = RxSlot{.known = true, .bytes = h.bytes, .tag = h.tag, .stripes = layout.nStripes, .arrived = 0};
   } else if (slot.bytes != h.bytes || slot.tag != h.tag) {
-    *why = strprintf("announced slot %llu as %u bytes with tag %llx on stream %d, but as %llu bytes with tag %llx "
-                     "before",
-                     static_cast<unsigned long long>(h.seq), h.bytes, static_cast<unsigned long long>(h.tag), stream,
-                     static_cast<unsigned long long>(slot.bytes), static_cast<unsigned long long>(slot.tag));
+    *why = strprintf(
+        "announced slot %llu as %u bytes with tag %llx on stream %d, but as %llu bytes with tag %llx "
+        "before",
+        static_cast<unsigned long long>(h.seq), h.bytes, static_cast<unsigned long long>(h.tag), stream,
+        static_cast<unsigned long long>(slot.bytes), static_cast<unsigned long long>(slot.tag));
     return Admit::Reject;
   }
   next = h.seq + 1;
@@ -385,8 +389,9 @@ bool TcpStream::progressRecv() {
         rxHeaderGot_ += static_cast<size_t>(n);
         if (rxHeaderGot_ < kStripeHeaderBytes) continue;
         if (!decodeStripeHeader(rxHeaderBytes_, &rxHeader_)) {
-          fail("sent a frame without the stripe magic: the byte stream is corrupt or the peer runs an incompatible "
-               "version");
+          fail(
+              "sent a frame without the stripe magic: the byte stream is corrupt or the peer runs an incompatible "
+              "version");
           break;
         }
         rxAdmitted_ = false;

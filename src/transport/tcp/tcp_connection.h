@@ -27,8 +27,8 @@
 
 #include "common/socket.h"
 #include "common/status.h"
-#include "transport/transport.h"
 #include "transport/tcp/tcp_stripe.h"
+#include "transport/transport.h"
 
 namespace cfx::transport::tcp {
 
@@ -148,12 +148,12 @@ class TcpLink {
   const int nStreams_;
   const uint32_t minStripeBytes_;
   std::vector<std::shared_ptr<ProxyWaker>> wakers_;
-  std::mutex stripeMutex_;  // guards the proxy-side state below
-  std::vector<uint64_t> txNext_;    // by stream: first slot not yet fully sent by it
-  uint64_t txFreed_ = 0;            // the send ring's tail as last stored
-  std::vector<uint64_t> rxNext_;    // by stream: one past the slot of the last stripe header it admitted
-  std::vector<RxSlot> rxSlots_;     // by slot index modulo nSlots, for slots [recv head, recv tail + nSlots)
-  uint64_t rxPublished_ = 0;        // the recv ring's head as last stored
+  std::mutex stripeMutex_;        // guards the proxy-side state below
+  std::vector<uint64_t> txNext_;  // by stream: first slot not yet fully sent by it
+  uint64_t txFreed_ = 0;          // the send ring's tail as last stored
+  std::vector<uint64_t> rxNext_;  // by stream: one past the slot of the last stripe header it admitted
+  std::vector<RxSlot> rxSlots_;   // by slot index modulo nSlots, for slots [recv head, recv tail + nSlots)
+  uint64_t rxPublished_ = 0;      // the recv ring's head as last stored
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;  // guards error_
   Status error_;

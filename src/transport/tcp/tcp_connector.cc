@@ -81,11 +81,11 @@ struct Handshake {
   int peer = -1;  // known from the start when outgoing, after the hello when incoming
   int channel = -1;
   int stream = -1;
-  Clock::time_point retryAt{};  // outgoing, while no socket: when to connect again
+  Clock::time_point retryAt{};         // outgoing, while no socket: when to connect again
   Clock::time_point connectStarted{};  // outgoing: the current connect() attempt, for the round-trip time
-  Clock::time_point started{};  // incoming: for evicting the oldest stranger
-  AckCode ack = AckCode::Ok;    // incoming: what the acknowledgement says
-  Status refusal;               // why a legitimate peer and this rank cannot work together
+  Clock::time_point started{};         // incoming: for evicting the oldest stranger
+  AckCode ack = AckCode::Ok;           // incoming: what the acknowledgement says
+  Status refusal;                      // why a legitimate peer and this rank cannot work together
 };
 
 // Done: authenticated and accepted. Refused: authenticated, but the ranks are incompatible (h.refusal says why);
@@ -138,7 +138,7 @@ class Connector {
   std::vector<PeerStriping> striping_;
   std::vector<std::unique_ptr<Handshake>> pending_;
   std::vector<std::unique_ptr<Handshake>> spawned_;  // created during a poll round, joined to pending_ after it
-  std::vector<bool> done_;     // by keyOf(): settled
+  std::vector<bool> done_;                           // by keyOf(): settled
   std::vector<bool> claimed_;  // by keyOf(): an authenticated incoming connection was accepted for it
   int expectedIncoming_ = 0;
   int remaining_ = 0;
@@ -455,9 +455,8 @@ Result<Outcome> Connector::onAck(Handshake& h) {
     return Outcome::Refused;
   }
   if (ack.value() == AckCode::StreamMismatch) {
-    h.refusal = Status::error(Errc::InvalidUsage,
-                              strprintf("tcp: rank %d refused the connection from rank %d: %s", h.peer, plan_.rank,
-                                        ackCodeName(ack.value())));
+    h.refusal = Status::error(Errc::InvalidUsage, strprintf("tcp: rank %d refused the connection from rank %d: %s",
+                                                            h.peer, plan_.rank, ackCodeName(ack.value())));
     return Outcome::Refused;
   }
   if (ack.value() != AckCode::Ok) return outgoingFailure(h, ackCodeName(ack.value()));

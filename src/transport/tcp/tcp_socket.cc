@@ -70,10 +70,10 @@ int64_t readSysctlField(const char* path, int field) {
 
 KernelBufferLimits readKernelBufferLimits() {
   KernelBufferLimits limits;
-  limits.autotuneCap = std::min(readSysctlField("/proc/sys/net/ipv4/tcp_rmem", 2),
-                                readSysctlField("/proc/sys/net/ipv4/tcp_wmem", 2));
-  limits.fixedBufferCap = std::min(readSysctlField("/proc/sys/net/core/rmem_max", 0),
-                                   readSysctlField("/proc/sys/net/core/wmem_max", 0));
+  limits.autotuneCap =
+      std::min(readSysctlField("/proc/sys/net/ipv4/tcp_rmem", 2), readSysctlField("/proc/sys/net/ipv4/tcp_wmem", 2));
+  limits.fixedBufferCap =
+      std::min(readSysctlField("/proc/sys/net/core/rmem_max", 0), readSysctlField("/proc/sys/net/core/wmem_max", 0));
   return limits;
 }
 

@@ -93,7 +93,8 @@ AutotuneDecision autotune(const AutotuneInputs& in) {
   // grows to autotuneCap on its own and spends memory only when the path needs it, so a fixed buffer is set only
   // when autotuning would stop short and the kernel would honour the request.
   const double perStream = 2 * d.bdpBytes / d.nStreams;
-  if (perStream > static_cast<double>(in.autotuneCapBytes) && perStream <= static_cast<double>(in.fixedBufferCapBytes)) {
+  if (perStream > static_cast<double>(in.autotuneCapBytes) &&
+      perStream <= static_cast<double>(in.fixedBufferCapBytes)) {
     d.socketBufferBytes = (static_cast<int64_t>(perStream) + 65535) / 65536 * 65536;
   }
   return d;

@@ -31,7 +31,7 @@ inline constexpr int kMaxStreams = 64;
 inline constexpr uint32_t kDefaultMinStripeBytes = 32 * 1024;
 
 struct StripeLayout {
-  int nStripes = 1;       // k: stripes of this slot, on streams 0..k-1
+  int nStripes = 1;        // k: stripes of this slot, on streams 0..k-1
   size_t stripeBytes = 0;  // every stripe but the last has this length (a multiple of 64)
 
   size_t offset(int stripe) const { return static_cast<size_t>(stripe) * stripeBytes; }

@@ -56,9 +56,10 @@ CFX_PARAM(bool, autotuneParam, "CFX_TCP_AUTOTUNE", true,
           "connect time and the interface speed (bandwidth-delay product), logged at INFO/NET. Applies only when "
           "none of CFX_TCP_NSOCKS, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD is set.");
 CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
-          "SO_SNDBUF and SO_RCVBUF of TCP data sockets when CFX_TCP_AUTOTUNE is off; a long fat pipe needs about "
-          "bandwidth x round-trip time per link. 0 keeps Linux autotuning. A value above net.core.wmem_max / rmem_max is not applied (the kernel would cap "
-          "it below what autotuning reaches); raise those sysctls to use it.",
+          "SO_SNDBUF and SO_RCVBUF of TCP data sockets when autotuning does not pick them (CFX_TCP_AUTOTUNE=0, or a "
+          "socket count set); a long fat pipe needs about bandwidth x round-trip time per link. 0 keeps Linux "
+          "autotuning. A value above net.core.wmem_max / rmem_max is not applied (the kernel would cap it below what "
+          "autotuning reaches); raise those sysctls to use it.",
           param::inRange<int64_t>(0, int64_t{1} << 30));
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
@@ -96,8 +97,9 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
                                                           peers.size(), connect.size(), nRanks));
   }
   if (options.nThreads < 1 || options.nThreads > 16) {
-    return Status::error(Errc::InvalidArgument,
-                         strprintf("tcp: %d proxy threads requested; NCCL_SOCKET_NTHREADS allows 1-16", options.nThreads));
+    return Status::error(
+        Errc::InvalidArgument,
+        strprintf("tcp: %d proxy threads requested; NCCL_SOCKET_NTHREADS allows 1-16", options.nThreads));
   }
   if (options.nSocks < 1 || options.nSocks > kMaxSockets || options.minStripeBytes < 4096 ||
       options.autotuneMaxSocks < 1 || options.autotuneMaxSocks > kMaxSockets) {

@@ -163,8 +163,9 @@ TEST(SelectInterfacesTest, AutoModeStillPrefersAnythingOverLoopbackForIpv6) {
 }
 
 TEST(SelectInterfacesTest, ExcludeAndExactMatchCombineWithCommaLists) {
-  const std::vector<Interface> all = {itf("eth0", "10.0.0.5", "255.255.255.0"), itf("eth1", "10.0.1.5", "255.255.255.0"),
-                                      itf("ib0", "10.1.0.5", "255.255.255.0"), itf("ib10", "10.1.1.5", "255.255.255.0"),
+  const std::vector<Interface> all = {itf("eth0", "10.0.0.5", "255.255.255.0"),
+                                      itf("eth1", "10.0.1.5", "255.255.255.0"), itf("ib0", "10.1.0.5", "255.255.255.0"),
+                                      itf("ib10", "10.1.1.5", "255.255.255.0"),
                                       itf("docker0", "172.17.0.1", "255.255.0.0")};
   EXPECT_EQ(select(all, "=eth1,ib10"), (std::vector<std::string>{"eth1", "ib10"}));
   EXPECT_EQ(select(all, "^=ib1,eth0,docker0"), (std::vector<std::string>{"eth1", "ib0", "ib10"}));

@@ -28,9 +28,9 @@ void expectTiles(size_t bytes, int nStreams, uint32_t minStripe) {
 
 TEST(TcpStripe, LayoutTilesEverySlotSize) {
   for (int n : {1, 2, 3, 4, 7, 8, 16, 64}) {
-    for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{65535},
-                         size_t{65536}, size_t{65537}, size_t{131072}, size_t{200003}, size_t{262144},
-                         size_t{1} << 20, (size_t{1} << 22) + 7}) {
+    for (size_t bytes :
+         {size_t{0}, size_t{1}, size_t{63}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{65535}, size_t{65536},
+          size_t{65537}, size_t{131072}, size_t{200003}, size_t{262144}, size_t{1} << 20, (size_t{1} << 22) + 7}) {
       expectTiles(bytes, n, 4096);
       expectTiles(bytes, n, kDefaultMinStripeBytes);
     }

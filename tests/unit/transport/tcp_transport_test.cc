@@ -901,8 +901,7 @@ StripeHeader stripe(uint64_t seq, uint32_t bytes, int stream) {
 
 TEST(TcpTransport, MalformedOrMisorderedStripesFailTheLinkWithANamedError) {
   // A stripe where the layout has none: a 100-byte slot is one stripe, on stream 0 only.
-  expectMalformedStripes({{1, StripeHeader{.seq = 0, .tag = 7, .bytes = 100, .offset = 0, .length = 100,
-                                           .stream = 1}}},
+  expectMalformedStripes({{1, StripeHeader{.seq = 0, .tag = 7, .bytes = 100, .offset = 0, .length = 100, .stream = 1}}},
                          "layout does not have there");
   // The right stripe on the wrong socket.
   expectMalformedStripes({{0, stripe(0, 16384, 1)}}, "for stream 1 on stream 0");
@@ -974,9 +973,8 @@ TEST(TcpTransport, RejectsInvalidArgumentsBeforeTouchingTheNetwork) {
   Result<std::unique_ptr<TcpTransport>> mask =
       TcpTransport::create(me.bootstrap, peerInfos(1), {false, true}, me.doorbell, testOptions(), me.ends);
   EXPECT_EQ(mask.status().code(), Errc::InvalidArgument);
-  for (auto [nSocks, nThreads, minStripe] : {std::tuple{0, 1, 4096u}, std::tuple{65, 1, 4096u},
-                                             std::tuple{2, 0, 4096u}, std::tuple{2, 17, 4096u},
-                                             std::tuple{2, 1, 1024u}}) {
+  for (auto [nSocks, nThreads, minStripe] : {std::tuple{0, 1, 4096u}, std::tuple{65, 1, 4096u}, std::tuple{2, 0, 4096u},
+                                             std::tuple{2, 17, 4096u}, std::tuple{2, 1, 1024u}}) {
     TcpOptions bad = stripedOptions(nSocks, 16384, 4, nThreads);
     bad.minStripeBytes = minStripe;
     Result<std::unique_ptr<TcpTransport>> striping =
