@@ -55,6 +55,10 @@ CFX_PARAM(bool, autotuneParam, "CFX_TCP_AUTOTUNE", true,
           "Pick the sockets per TCP link (up to 8) and their buffer sizes per peer from the round trip measured at "
           "connect time and the interface speed (bandwidth-delay product), logged at INFO/NET. Applies only when "
           "none of CFX_TCP_NSOCKS, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD is set.");
+CFX_PARAM(int64_t, autotuneMbitsParam, "CFX_TCP_AUTOTUNE_MBITS", 0,
+          "Bandwidth in Mbit/s that CFX_TCP_AUTOTUNE plans each peer's streams for, when the path is slower than the "
+          "local interface (a WAN behind a fast NIC). 0: the interface's speed, or 10 Gbit/s where it reports none.",
+          param::inRange<int64_t>(0, int64_t{10} * 1000 * 1000));
 CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
           "SO_SNDBUF and SO_RCVBUF of TCP data sockets when autotuning does not pick them (CFX_TCP_AUTOTUNE=0, or a "
           "socket count set); a long fat pipe needs about bandwidth x round-trip time per link. 0 keeps Linux "
@@ -156,6 +160,7 @@ TcpOptions TcpOptions::fromParams() {
   } else {
     options.autotune = autotuneParam.get();
   }
+  options.autotuneBytesPerSecond = static_cast<double>(autotuneMbitsParam.get()) * 1e6 / 8;
   return options;
 }
 
@@ -202,11 +207,13 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   plan.minStripeBytes = options.minStripeBytes;
   if (options.autotune) {
     const KernelBufferLimits limits = readKernelBufferLimits();
-    plan.autotune = AutotuneInputs{.rttSeconds = 0,
-                                   .linkBytesPerSecond = interfaceBytesPerSecond(bound),
-                                   .autotuneCapBytes = limits.autotuneCap,
-                                   .fixedBufferCapBytes = limits.fixedBufferCap,
-                                   .maxStreams = options.autotuneMaxSocks};
+    plan.autotune =
+        AutotuneInputs{.rttSeconds = 0,
+                       .linkBytesPerSecond = options.autotuneBytesPerSecond > 0 ? options.autotuneBytesPerSecond
+                                                                                : interfaceBytesPerSecond(bound),
+                       .autotuneCapBytes = limits.autotuneCap,
+                       .fixedBufferCapBytes = limits.fixedBufferCap,
+                       .maxStreams = options.autotuneMaxSocks};
   }
   plan.connect = connect;
   plan.listeners = listeners;

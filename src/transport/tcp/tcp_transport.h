@@ -45,6 +45,8 @@ struct TcpOptions {
   bool autotune = false;
   // The most streams autotuning gives one link.
   int autotuneMaxSocks = 8;
+  // The path bandwidth autotuning plans for; 0 reads the interface's speed.
+  double autotuneBytesPerSecond = 0;
   // Stripes are at least this long (>= 4096; see tcp_stripe.h). Tests lower it to stripe small slots.
   uint32_t minStripeBytes = kDefaultMinStripeBytes;
   // SO_SNDBUF/SO_RCVBUF of data sockets when autotune is off; 0 keeps kernel autotuning. Above
