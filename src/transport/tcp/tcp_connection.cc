@@ -84,6 +84,14 @@ bool TcpLink::streamSent(int stream, uint64_t next) {
   return true;
 }
 
+uint64_t TcpLink::sendWindowEnd() {
+  // Two slots: while one is being finished on a slow socket, the next keeps the others busy.
+  constexpr uint64_t kLeadSlots = 2;
+  if (nStreams_ == 1) return UINT64_MAX;
+  std::lock_guard<std::mutex> lock(stripeMutex_);
+  return txFreed_ + kLeadSlots;
+}
+
 TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::string* why) {
   std::lock_guard<std::mutex> lock(stripeMutex_);
   const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
@@ -280,7 +288,7 @@ bool TcpStream::progressSend() {
   bool freed = false;
   while (!dead_) {
     // Acquire pairs with TcpSendEnd::post()'s release store: posted payloads and headers are visible.
-    const uint64_t posted = ring.head.load(std::memory_order_acquire);
+    const uint64_t posted = std::min(ring.head.load(std::memory_order_acquire), link_->sendWindowEnd());
     freed |= skipForeignSlots(posted);
     if (txSlot_ == posted || !canWrite_) break;
     iovec iov[kMaxIovecs];

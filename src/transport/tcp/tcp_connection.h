@@ -120,6 +120,11 @@ class TcpLink {
   // Stream `stream` has handed to the kernel its stripes of every slot before `next`. Gives slots back to the
   // owner once every stream has passed them. True when that freed a slot.
   bool streamSent(int stream, uint64_t next);
+  // One past the last slot a stream may start sending: a few slots beyond the oldest slot not yet out on every
+  // stream. Without it, stream 0 would send its stripes of all posted slots before stream 1 sent any, and the
+  // receiver could publish (and its owner reduce) nothing until the whole batch was in; with it the slots
+  // complete in order, one after another, as with a single socket.
+  uint64_t sendWindowEnd();
 
   enum class Admit { Accept, Wait, Reject };
   // Stream `stream` read the header of its next stripe. Accept: the stripe belongs where it says, and its slot is
