@@ -55,7 +55,14 @@ std::string ipToString(const sockaddr_storage& addr) {
   if (addr.ss_family == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, text, sizeof(text));
   } else if (addr.ss_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, text, sizeof(text));
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr);
+    inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text));
+    // A link-local address means nothing without its link: print the zone as getaddrinfo() reads it back.
+    if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr) && in6.sin6_scope_id != 0) {
+      char zone[IF_NAMESIZE] = "";
+      if (if_indextoname(in6.sin6_scope_id, zone) != nullptr) return strprintf("%s%%%s", text, zone);
+      return strprintf("%s%%%u", text, in6.sin6_scope_id);
+    }
   } else {
     return "<unset>";
   }
@@ -233,24 +240,28 @@ std::vector<Interface> listInterfaces() {
       std::memcpy(&itf.netmask, ifa->ifa_netmask, len);
       itf.netmask.ss_family = static_cast<sa_family_t>(family);
     }
-    if (family == AF_INET6 && (isLoopback(itf.addr) || isLinkLocalV6(itf.addr))) continue;
     setAddressPort(itf.addr, 0);
     out.push_back(std::move(itf));
   }
-  // Keep the system's order of names, but put each name's IPv4 addresses first.
+  return out;
+}
+
+std::vector<Interface> selectInterfaces(const std::vector<Interface>& unordered, const InterfaceQuery& query) {
+  // Keep the system's order of names; within a name prefer IPv4, then global IPv6, then link-local IPv6 (needs its
+  // scope), then IPv6 loopback (which NCCL never offers; here it is the last resort that makes "lo" with
+  // AF_INET6 work).
   std::vector<std::string> order;
-  for (const auto& itf : out) {
+  for (const auto& itf : unordered) {
     if (std::find(order.begin(), order.end(), itf.name) == order.end()) order.push_back(itf.name);
   }
   auto rank = [&](const Interface& itf) {
     const auto pos = std::find(order.begin(), order.end(), itf.name) - order.begin();
-    return pos * 2 + (itf.addr.ss_family == AF_INET ? 0 : 1);
+    const int kind = itf.addr.ss_family == AF_INET ? 0 : isLoopback(itf.addr) ? 3 : isLinkLocalV6(itf.addr) ? 2 : 1;
+    return pos * 4 + kind;
   };
-  std::stable_sort(out.begin(), out.end(), [&](const Interface& a, const Interface& b) { return rank(a) < rank(b); });
-  return out;
-}
-
-std::vector<Interface> selectInterfaces(const std::vector<Interface>& candidates, const InterfaceQuery& query) {
+  std::vector<Interface> candidates = unordered;
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const Interface& a, const Interface& b) { return rank(a) < rank(b); });
   auto pick = [&](const std::function<bool(const Interface&)>& accept) {
     std::vector<Interface> out;
     for (const auto& c : candidates) {

@@ -66,9 +66,9 @@ class UniqueFd {
 socklen_t addressLength(const sockaddr_storage& addr);
 uint16_t addressPort(const sockaddr_storage& addr);
 void setAddressPort(sockaddr_storage& addr, uint16_t port);
-// "10.0.0.1:5000", "[fd00::2]:5000"; "<unset>" for AF_UNSPEC.
+// "10.0.0.1:5000", "[fd00::2]:5000", "[fe80::1%eth0]:5000"; "<unset>" for AF_UNSPEC.
 std::string addressToString(const sockaddr_storage& addr);
-// The IP only: "10.0.0.1", "fd00::2".
+// The IP only: "10.0.0.1", "fd00::2", "fe80::1%eth0" (a link-local address with its zone).
 std::string ipToString(const sockaddr_storage& addr);
 // Same family, IP and port.
 bool sameAddress(const sockaddr_storage& a, const sockaddr_storage& b);
@@ -110,15 +110,16 @@ struct InterfaceQuery {
   size_t maxCount = 1;
 };
 
-// Every up interface with an IPv4 or IPv6 address (IPv6 loopback and link-local excluded), in the system's
-// order, IPv4 entries of a name before its IPv6 ones.
+// Every up interface with an IPv4 or IPv6 address, in the system's order. IPv6 link-local addresses keep their
+// scope id (the interface index), so they can be bound and connected to.
 std::vector<Interface> listInterfaces();
 
 // Pure: picks at most query.maxCount interfaces from `candidates`, one address per name. With an ifName the
 // filter alone decides. Otherwise NCCL's automatic order applies, taking the first step that finds any:
 // "ib" interfaces; interfaces whose subnet holds `reachable`; anything but docker*, lo* and virbr*; then
-// docker*, lo*, virbr* in that order. A family other than AF_UNSPEC removes the other family's addresses;
-// AF_UNSPEC takes the first address of each name (IPv4 first).
+// docker*, lo*, virbr* in that order. A family other than AF_UNSPEC removes the other family's addresses.
+// Of a name's addresses it takes the best: IPv4, then global IPv6, then link-local IPv6, then IPv6 loopback
+// (so NCCL_SOCKET_IFNAME=lo with NCCL_SOCKET_FAMILY=AF_INET6 gives ::1, where NCCL finds nothing).
 std::vector<Interface> selectInterfaces(const std::vector<Interface>& candidates, const InterfaceQuery& query);
 
 // listInterfaces + selectInterfaces(maxCount 1). SystemError "no socket interface found" when nothing matches,

@@ -60,6 +60,7 @@ static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int>::is_
 struct Transport {
   const char* name;
   bool tcp;  // NCCL_SHM_DISABLE=1: every pair talks TCP over loopback
+  int nSocks = 0;  // CFX_TCP_NSOCKS: stripe every link over this many sockets (0: the default)
 };
 
 void PrintTo(const Transport& t, std::ostream* os) { *os << t.name; }
@@ -187,6 +188,7 @@ class PeerFailureTest : public ::testing::TestWithParam<Transport> {
              {"CFX_HEARTBEAT_MS", std::to_string(kHeartbeatMs)},
              {"CFX_HEARTBEAT_MISSES", std::to_string(kHeartbeatMisses)}};
     if (GetParam().tcp) o.env.emplace_back("NCCL_SHM_DISABLE", "1");
+    if (GetParam().nSocks > 0) o.env.emplace_back("CFX_TCP_NSOCKS", std::to_string(GetParam().nSocks));
     return o;
   }
 
@@ -544,7 +546,8 @@ TEST_P(PeerFailureTest, AbortFromAnotherThreadUnblocksAllReduce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PeerFailureTest,
-                         ::testing::Values(Transport{"shm", false}, Transport{"tcp", true}),
+                         ::testing::Values(Transport{"shm", false}, Transport{"tcp", true},
+                                           Transport{"tcp4socks", true, 4}),
                          [](const ::testing::TestParamInfo<Transport>& param) { return std::string(param.param.name); });
 
 }  // namespace

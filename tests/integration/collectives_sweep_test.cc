@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -353,6 +356,9 @@ void runSweep(RankContext& ctx, Coll coll) {
 enum class Variant {
   Shm,         // defaults: ranks on one host talk through shared memory
   Tcp,         // NCCL_SHM_DISABLE=1: the socket transport, with frames as large as the shm slots
+  Tcp2,        // the same, every link striped over 2 sockets served by 2 proxy threads (NCCL_SOCKET_NTHREADS=2)
+  Tcp4,        // over 4 sockets: a full slot is 4 stripes, odd sizes 1 to 4
+  Tcp6,        // over IPv6 loopback (NCCL_SOCKET_FAMILY=AF_INET6), 4 sockets per link
   SmallSlots,  // 2 shm slots of 4 KiB: every message takes many steps and the sender keeps waiting on flow control
   Ring,        // NCCL_ALGO=allreduce:ring: ring all-reduce also for the small counts recdouble usually takes
 };
@@ -361,6 +367,9 @@ const char* variantName(Variant v) {
   switch (v) {
     case Variant::Shm: return "shm";
     case Variant::Tcp: return "tcp";
+    case Variant::Tcp2: return "tcp2socks";
+    case Variant::Tcp4: return "tcp4socks";
+    case Variant::Tcp6: return "tcp6";
     case Variant::SmallSlots: return "shm2x4k";
     case Variant::Ring: return "ring";
   }
@@ -374,6 +383,18 @@ struct SweepParam {
   bool quick;  // also runs under CFX_TEST_QUICK=1
 };
 
+// ::1 can be bound (IPv6 may be disabled in a container).
+bool ipv6LoopbackAvailable() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
 std::vector<SweepParam> sweepParams() {
   const Coll kAll[] = {Coll::AllReduce, Coll::Broadcast, Coll::Bcast, Coll::Reduce,  Coll::AllGather,
                        Coll::ReduceScatter, Coll::AlltoAll, Coll::Gather, Coll::Scatter};
@@ -381,9 +402,19 @@ std::vector<SweepParam> sweepParams() {
   for (Coll c : kAll) {
     for (int n : {1, 2, 3, 4, 7, 8}) out.push_back({c, n, Variant::Shm, n == 1 || n == 3 || n == 8});
     for (int n : {2, 3, 8}) out.push_back({c, n, Variant::Tcp, n == 3});
+    // Striping changes only how bytes cross a link, so fewer shapes: every collective over 4 sockets at 3 ranks
+    // (odd, so rings and trees are uneven), 2 sockets on the collectives that move the most data.
+    out.push_back({c, 3, Variant::Tcp4, c == Coll::AllReduce});
+    if (c == Coll::AllReduce || c == Coll::AllGather || c == Coll::ReduceScatter) {
+      out.push_back({c, 2, Variant::Tcp2, false});
+    }
     for (int n : {2, 7}) out.push_back({c, n, Variant::SmallSlots, n == 2});
   }
   for (int n : {2, 3, 4, 7, 8}) out.push_back({Coll::AllReduce, n, Variant::Ring, n == 3});
+  if (ipv6LoopbackAvailable()) {
+    out.push_back({Coll::AllReduce, 3, Variant::Tcp6, true});
+    out.push_back({Coll::AlltoAll, 2, Variant::Tcp6, false});
+  }
   return out;
 }
 
@@ -393,8 +424,14 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
   switch (v) {
     case Variant::Shm: break;
     case Variant::Tcp:
+    case Variant::Tcp2:
+    case Variant::Tcp4:
+    case Variant::Tcp6:
       env.emplace_back("NCCL_SHM_DISABLE", "1");
       env.emplace_back("CFX_TCP_SLOT_BYTES", std::to_string(kSlotBytes));
+      if (v == Variant::Tcp2) env.emplace_back("NCCL_SOCKET_NTHREADS", "2");
+      if (v == Variant::Tcp4 || v == Variant::Tcp6) env.emplace_back("CFX_TCP_NSOCKS", "4");
+      if (v == Variant::Tcp6) env.emplace_back("NCCL_SOCKET_FAMILY", "AF_INET6");
       break;
     case Variant::SmallSlots:
       env.emplace_back("CFX_SHM_SLOTS", "2");

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The TCP transport's slot FIFOs, its ends, and the proxy-side frame I/O of one socket (transport layer).
+// The TCP transport's slot FIFOs, its ends, the stripe bookkeeping of a link, and the proxy-side stripe I/O of
+// one socket (transport layer).
 #include "transport/tcp/tcp_connection.h"
 
 #include <endian.h>
@@ -9,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
@@ -22,14 +24,10 @@ namespace {
 constexpr int kMaxIovecs = 32;
 }  // namespace
 
-WireHeader WireHeader::encode(uint64_t bytes, uint64_t tag) { return WireHeader{htole64(bytes), htole64(tag)}; }
-uint64_t WireHeader::bytes() const { return le64toh(bytesLe); }
-uint64_t WireHeader::tag() const { return le64toh(tagLe); }
-
 void SlotRing::AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
 SlotRing::SlotRing(const FifoGeometry& geometry)
-    : slotBytes_(geometry.slotBytes), nSlots_(geometry.nSlots), headers_(new WireHeader[geometry.nSlots]) {
+    : slotBytes_(geometry.slotBytes), nSlots_(geometry.nSlots), headers_(new SlotHeader[geometry.nSlots]) {
   const size_t total = slotBytes_ * static_cast<size_t>(nSlots_);
   // 4 KiB alignment: slots start on page boundaries (slotBytes is a multiple of 64), which the kernel's copy
   // routines like, and which a later zero-copy path needs.
@@ -61,14 +59,117 @@ void ProxyWaker::drain() {
   pending_.exchange(false, std::memory_order_acq_rel);
 }
 
-TcpLink::TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry,
-                 std::shared_ptr<ProxyWaker> waker)
+TcpLink::TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
+                 uint32_t minStripeBytes, std::vector<std::shared_ptr<ProxyWaker>> wakers)
     : peer_(peer),
       channel_(channel),
       description_(std::move(description)),
       send_(geometry),
       recv_(geometry),
-      waker_(std::move(waker)) {}
+      nStreams_(nStreams),
+      minStripeBytes_(minStripeBytes),
+      wakers_(std::move(wakers)),
+      txNext_(static_cast<size_t>(nStreams), 0),
+      rxNext_(static_cast<size_t>(nStreams), 0),
+      rxSlots_(static_cast<size_t>(geometry.nSlots)) {}
+
+bool TcpLink::streamSent(int stream, uint64_t next) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
+  txNext_[static_cast<size_t>(stream)] = next;
+  const uint64_t freed = *std::min_element(txNext_.begin(), txNext_.end());
+  if (freed == txFreed_) return false;
+  txFreed_ = freed;
+  // Release pairs with TcpSendEnd::tryAcquire()'s acquire load: the owner may now overwrite these slots.
+  send_.tail.store(freed, std::memory_order_release);
+  return true;
+}
+
+uint64_t TcpLink::sendWindowEnd() {
+  // Two slots: while one is being finished on a slow socket, the next keeps the others busy.
+  constexpr uint64_t kLeadSlots = 2;
+  if (nStreams_ == 1) return UINT64_MAX;
+  std::lock_guard<std::mutex> lock(stripeMutex_);
+  return txFreed_ + kLeadSlots;
+}
+
+TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::string* why) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
+  const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
+  if (h.stream != stream) {
+    *why = strprintf("sent a stripe for stream %u on stream %d", h.stream, stream);
+    return Admit::Reject;
+  }
+  if (h.bytes > recv_.slotBytes()) {
+    *why = strprintf(
+        "sent a slot of %u bytes, larger than the %zu-byte slot: the byte stream is corrupt or the peer "
+        "runs an incompatible version",
+        h.bytes, recv_.slotBytes());
+    return Admit::Reject;
+  }
+  const StripeLayout layout = this->layout(h.bytes);
+  if (stream >= layout.nStripes || h.offset != layout.offset(stream) || h.length != layout.length(stream, h.bytes)) {
+    *why = strprintf(
+        "sent stripe [%u, +%u) of a %u-byte slot on stream %d, which the %d-stream layout does not "
+        "have there",
+        h.offset, h.length, h.bytes, stream, nStreams_);
+    return Admit::Reject;
+  }
+  uint64_t& next = rxNext_[static_cast<size_t>(stream)];
+  if (h.seq < next || (stream == 0 && h.seq != next)) {
+    *why =
+        strprintf("sent slot %llu out of order on stream %d (expected %s%llu)", static_cast<unsigned long long>(h.seq),
+                  stream, stream == 0 ? "" : "at least ", static_cast<unsigned long long>(next));
+    return Admit::Reject;
+  }
+  // Acquire pairs with TcpRecvEnd::release()'s release store: the owner is done with slots before tail.
+  if (h.seq - recv_.tail.load(std::memory_order_acquire) >= nSlots) return Admit::Wait;
+  // A stream never skips a slot that has a stripe on it: check the slots it jumps over that are already known.
+  for (uint64_t s = std::max(next, rxPublished_); s < h.seq; ++s) {
+    const RxSlot& skipped = rxSlots_[s % nSlots];
+    if (skipped.known && stream < skipped.stripes) {
+      *why = strprintf("skipped its stripe of slot %llu on stream %d", static_cast<unsigned long long>(s), stream);
+      return Admit::Reject;
+    }
+  }
+  RxSlot& slot = rxSlots_[h.seq % nSlots];
+  if (!slot.known) {
+    // The first stripe of this slot: no other stream of it may already have moved past it.
+    for (int other = 0; other < layout.nStripes; ++other) {
+      if (other != stream && rxNext_[static_cast<size_t>(other)] > h.seq) {
+        *why = strprintf("skipped its stripe of slot %llu on stream %d", static_cast<unsigned long long>(h.seq), other);
+        return Admit::Reject;
+      }
+    }
+    slot = RxSlot{.known = true, .bytes = h.bytes, .tag = h.tag, .stripes = layout.nStripes, .arrived = 0};
+  } else if (slot.bytes != h.bytes || slot.tag != h.tag) {
+    *why = strprintf(
+        "announced slot %llu as %u bytes with tag %llx on stream %d, but as %llu bytes with tag %llx "
+        "before",
+        static_cast<unsigned long long>(h.seq), h.bytes, static_cast<unsigned long long>(h.tag), stream,
+        static_cast<unsigned long long>(slot.bytes), static_cast<unsigned long long>(slot.tag));
+    return Admit::Reject;
+  }
+  next = h.seq + 1;
+  return Admit::Accept;
+}
+
+bool TcpLink::stripeArrived(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
+  const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
+  ++rxSlots_[seq % nSlots].arrived;
+  const uint64_t before = rxPublished_;
+  for (;;) {
+    RxSlot& slot = rxSlots_[rxPublished_ % nSlots];
+    if (!slot.known || slot.arrived < slot.stripes) break;
+    recv_.header(rxPublished_) = SlotHeader{slot.bytes, slot.tag};
+    slot = RxSlot{};
+    ++rxPublished_;
+  }
+  if (rxPublished_ == before) return false;
+  // Release pairs with TcpRecvEnd::tryPeek()'s acquire load: every stripe and the header are visible.
+  recv_.head.store(rxPublished_, std::memory_order_release);
+  return true;
+}
 
 void TcpLink::fail(Status error) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -99,7 +200,7 @@ void TcpSendEnd::post(size_t bytes, uint64_t tag) {
   SlotRing& ring = link_->sendRing();
   assert(bytes <= ring.slotBytes() && "post() beyond slotBytes()");
   assert(next_ - freedSeen_ < static_cast<uint64_t>(ring.nSlots()) && "post() without a slot from tryAcquire()");
-  ring.header(next_) = WireHeader::encode(bytes, tag);
+  ring.header(next_) = SlotHeader{bytes, tag};
   ++next_;
   // Release pairs with the proxy's acquire load of head in progressSend(): payload and header are visible.
   ring.head.store(next_, std::memory_order_release);
@@ -113,9 +214,9 @@ const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
     publishedSeen_ = ring.head.load(std::memory_order_acquire);
     if (next_ == publishedSeen_) return nullptr;
   }
-  const WireHeader& h = ring.header(next_);
-  *bytes = static_cast<size_t>(h.bytes());
-  *tag = h.tag();
+  const SlotHeader& h = ring.header(next_);
+  *bytes = static_cast<size_t>(h.bytes);
+  *tag = h.tag;
   return ring.slot(next_);
 }
 
@@ -128,8 +229,11 @@ void TcpRecvEnd::release() {
   link_->wakeProxy();
 }
 
-TcpStream::TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link)
-    : socket_(std::move(socket)), link_(std::move(link)) {}
+TcpStream::TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index)
+    : socket_(std::move(socket)),
+      link_(std::move(link)),
+      index_(index),
+      txHeaders_(new uint8_t[static_cast<size_t>(link_->sendRing().nSlots())][kStripeHeaderBytes]) {}
 
 void TcpStream::onEvents(uint32_t events) {
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) canRead_ = true;
@@ -162,26 +266,56 @@ void TcpStream::fail(const std::string& what) {
   dead_ = true;
 }
 
+size_t TcpStream::stripeOf(uint64_t s, size_t* offset) {
+  const auto bytes = static_cast<size_t>(link_->sendRing().header(s).bytes);
+  const StripeLayout layout = link_->layout(bytes);
+  *offset = layout.offset(index_);
+  return index_ < layout.nStripes ? layout.length(index_, bytes) : 0;
+}
+
+bool TcpStream::skipForeignSlots(uint64_t posted) {
+  const uint64_t before = txSlot_;
+  // Stream 0 carries every slot; another stream only the slots long enough to have a stripe for it.
+  while (index_ != 0 && txOffset_ == 0 && txSlot_ != posted &&
+         link_->layout(static_cast<size_t>(link_->sendRing().header(txSlot_).bytes)).nStripes <= index_) {
+    ++txSlot_;
+  }
+  return txSlot_ != before && link_->streamSent(index_, txSlot_);
+}
+
 bool TcpStream::progressSend() {
   SlotRing& ring = link_->sendRing();
   bool freed = false;
-  while (canWrite_ && !dead_) {
+  while (!dead_) {
     // Acquire pairs with TcpSendEnd::post()'s release store: posted payloads and headers are visible.
-    const uint64_t posted = ring.head.load(std::memory_order_acquire);
-    if (txSlot_ == posted) break;
+    const uint64_t posted = std::min(ring.head.load(std::memory_order_acquire), link_->sendWindowEnd());
+    freed |= skipForeignSlots(posted);
+    if (txSlot_ == posted || !canWrite_) break;
     iovec iov[kMaxIovecs];
     int nIov = 0;
     size_t skip = txOffset_;  // bytes of the first frame already sent
     for (uint64_t s = txSlot_; s != posted && nIov + 2 <= kMaxIovecs; ++s) {
-      WireHeader& header = ring.header(s);
-      const size_t payload = static_cast<size_t>(header.bytes());
-      if (skip < sizeof(header)) {
-        iov[nIov++] = {reinterpret_cast<uint8_t*>(&header) + skip, sizeof(header) - skip};
+      size_t offset = 0;
+      const size_t length = stripeOf(s, &offset);
+      if (length == 0 && index_ != 0) continue;  // no stripe here; skipped by the accounting below
+      uint8_t* header = txHeaders_[s % static_cast<uint64_t>(ring.nSlots())];
+      if (skip == 0) {
+        const SlotHeader& slot = ring.header(s);
+        encodeStripeHeader(StripeHeader{.seq = s,
+                                        .tag = slot.tag,
+                                        .bytes = static_cast<uint32_t>(slot.bytes),
+                                        .offset = static_cast<uint32_t>(offset),
+                                        .length = static_cast<uint32_t>(length),
+                                        .stream = static_cast<uint16_t>(index_)},
+                           header);
+      }
+      if (skip < kStripeHeaderBytes) {
+        iov[nIov++] = {header + skip, kStripeHeaderBytes - skip};
         skip = 0;
       } else {
-        skip -= sizeof(header);
+        skip -= kStripeHeaderBytes;
       }
-      if (payload > skip) iov[nIov++] = {ring.slot(s) + skip, payload - skip};
+      if (length > skip) iov[nIov++] = {ring.slot(s) + offset + skip, length - skip};
       skip = 0;
     }
     msghdr msg{};
@@ -199,9 +333,14 @@ bool TcpStream::progressSend() {
     }
     auto left = static_cast<size_t>(sent);
     const uint64_t before = txSlot_;
-    while (left > 0) {
-      const size_t frame = sizeof(WireHeader) + static_cast<size_t>(ring.header(txSlot_).bytes());
-      const size_t rest = frame - txOffset_;
+    while (txSlot_ != posted) {
+      size_t offset = 0;
+      const size_t length = stripeOf(txSlot_, &offset);
+      if (length == 0 && index_ != 0) {
+        ++txSlot_;  // a slot without a stripe here, between two with one
+        continue;
+      }
+      const size_t rest = kStripeHeaderBytes + length - txOffset_;
       if (left < rest) {
         txOffset_ += left;
         break;
@@ -210,11 +349,7 @@ bool TcpStream::progressSend() {
       txOffset_ = 0;
       ++txSlot_;
     }
-    if (txSlot_ != before) {
-      // Release pairs with TcpSendEnd::tryAcquire()'s acquire load: the owner may now overwrite these slots.
-      ring.tail.store(txSlot_, std::memory_order_release);
-      freed = true;
-    }
+    if (txSlot_ != before) freed |= link_->streamSent(index_, txSlot_);
   }
   return freed;
 }
@@ -223,19 +358,25 @@ bool TcpStream::progressRecv() {
   SlotRing& ring = link_->recvRing();
   bool published = false;
   while (canRead_ && !dead_) {
-    if (rxHeaderGot_ == 0) {
-      // Start a frame only into a free slot. Acquire pairs with TcpRecvEnd::release()'s release store: the
-      // owner has finished reading the slot we are about to overwrite.
-      if (rxSlot_ - ring.tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(ring.nSlots())) break;
-    }
     uint8_t* dst = nullptr;
     size_t want = 0;
-    if (rxHeaderGot_ < sizeof(WireHeader)) {
-      dst = reinterpret_cast<uint8_t*>(&rxHeader_) + rxHeaderGot_;
-      want = sizeof(WireHeader) - rxHeaderGot_;
+    if (rxHeaderGot_ < kStripeHeaderBytes) {
+      dst = rxHeaderBytes_ + rxHeaderGot_;
+      want = kStripeHeaderBytes - rxHeaderGot_;
     } else {
-      dst = ring.slot(rxSlot_) + rxPayloadGot_;
-      want = rxBytes_ - rxPayloadGot_;
+      if (!rxAdmitted_) {
+        std::string why;
+        const TcpLink::Admit admit = link_->admitStripe(index_, rxHeader_, &why);
+        if (admit == TcpLink::Admit::Reject) {
+          fail("sent a malformed stripe: " + why);
+          break;
+        }
+        if (admit == TcpLink::Admit::Wait) break;  // the owner still holds the slot; release() wakes us
+        rxAdmitted_ = true;
+        rxPayloadGot_ = 0;
+      }
+      dst = ring.slot(rxHeader_.seq) + rxHeader_.offset + rxPayloadGot_;
+      want = rxHeader_.length - rxPayloadGot_;
     }
     if (want > 0) {
       const ssize_t n = ::recv(socket_.fd(), dst, want, MSG_DONTWAIT);
@@ -252,30 +393,24 @@ bool TcpStream::progressRecv() {
         fail(strprintf("failed while receiving: %s", std::strerror(errno)));
         break;
       }
-      if (rxHeaderGot_ < sizeof(WireHeader)) {
+      if (rxHeaderGot_ < kStripeHeaderBytes) {
         rxHeaderGot_ += static_cast<size_t>(n);
-        if (rxHeaderGot_ < sizeof(WireHeader)) continue;
-        const uint64_t bytes = rxHeader_.bytes();
-        if (bytes > ring.slotBytes()) {
+        if (rxHeaderGot_ < kStripeHeaderBytes) continue;
+        if (!decodeStripeHeader(rxHeaderBytes_, &rxHeader_)) {
           fail(
-              strprintf("sent a frame of %llu bytes, larger than the %zu-byte slot: the byte stream is corrupt or "
-                        "the peer runs an incompatible version",
-                        static_cast<unsigned long long>(bytes), ring.slotBytes()));
+              "sent a frame without the stripe magic: the byte stream is corrupt or the peer runs an incompatible "
+              "version");
           break;
         }
-        rxBytes_ = static_cast<size_t>(bytes);
-        rxPayloadGot_ = 0;
-      } else {
-        rxPayloadGot_ += static_cast<size_t>(n);
+        rxAdmitted_ = false;
+        continue;  // admit before reading the payload
       }
+      rxPayloadGot_ += static_cast<size_t>(n);
     }
-    if (rxHeaderGot_ == sizeof(WireHeader) && rxPayloadGot_ == rxBytes_) {
-      ring.header(rxSlot_) = rxHeader_;
-      ++rxSlot_;
-      // Release pairs with TcpRecvEnd::tryPeek()'s acquire load: the whole frame and its header are visible.
-      ring.head.store(rxSlot_, std::memory_order_release);
+    if (rxAdmitted_ && rxPayloadGot_ == rxHeader_.length) {
+      published |= link_->stripeArrived(rxHeader_.seq);
       rxHeaderGot_ = 0;
-      published = true;
+      rxAdmitted_ = false;
     }
   }
   return published;

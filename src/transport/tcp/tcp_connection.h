@@ -2,17 +2,19 @@
 // One TCP connection to one peer on one channel (transport layer): the two in-memory slot FIFOs that the
 // owning rank sees as a SendEnd and a RecvEnd, and the socket state the proxy thread uses to move them.
 //
-//   owner thread (executor)                proxy thread (tcp_proxy.cc)               the wire
-//   SendEnd::tryAcquire/post  -> send ring -> TcpStream::progressSend  -> frame {bytes, tag} + payload ->
-//   RecvEnd::tryPeek/release  <- recv ring <- TcpStream::progressRecv  <- frame {bytes, tag} + payload <-
+//   owner thread (executor)                proxy thread (tcp_proxy.cc)                  the wire (nStreams sockets)
+//   SendEnd::tryAcquire/post  -> send ring -> TcpStream::progressSend (per socket) -> stripe frames ->
+//   RecvEnd::tryPeek/release  <- recv ring <- TcpStream::progressRecv (per socket) <- stripe frames <-
 //
 // Each ring is single-producer/single-consumer: `head` counts slots published by the producer, `tail` slots
 // given back by the consumer; both only grow. For the send ring the owner produces and the proxy consumes (a
-// slot is given back once every byte of its frame is in the kernel); for the recv ring the proxy produces (a
-// slot is published once its whole frame has arrived) and the owner consumes.
+// slot is given back once every stream has handed every byte of its stripe to the kernel); for the recv ring the
+// proxy produces (a slot is published once all its stripes have arrived, and only after every earlier slot) and
+// the owner consumes.
 //
-// Striping (several sockets per connection) will give a TcpLink several TcpStreams; the rings and the ends do
-// not change, only which stream carries which slot.
+// Striping: a link has nStreams TcpStreams (sockets); tcp_stripe.h says how a slot is cut into stripes. Each
+// stream sends and receives its stripes in slot order, independently of the others, so a slow socket holds back
+// only the slots it carries a stripe of. The rings and the ends do not know how many sockets there are.
 #pragma once
 
 #include <atomic>
@@ -21,23 +23,20 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/socket.h"
 #include "common/status.h"
+#include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
 
 namespace cfx::transport::tcp {
 
-// The frame header on the wire: {bytes, tag}, each a little-endian u64. The rings keep headers in this form, so
-// the proxy sends them straight from the ring.
-struct WireHeader {
-  uint64_t bytesLe = 0;
-  uint64_t tagLe = 0;
-  static WireHeader encode(uint64_t bytes, uint64_t tag);
-  uint64_t bytes() const;
-  uint64_t tag() const;
+// What a ring keeps next to each slot: its payload size and tag.
+struct SlotHeader {
+  uint64_t bytes = 0;
+  uint64_t tag = 0;
 };
-static_assert(sizeof(WireHeader) == 16, "the frame header is 16 bytes on the wire");
 
 // nSlots x slotBytes of payload plus one header per slot. See the file comment for head/tail.
 class SlotRing {
@@ -49,7 +48,7 @@ class SlotRing {
   size_t slotBytes() const { return slotBytes_; }
   int nSlots() const { return nSlots_; }
   uint8_t* slot(uint64_t index) { return data_.get() + (index % static_cast<uint64_t>(nSlots_)) * slotBytes_; }
-  WireHeader& header(uint64_t index) { return headers_[index % static_cast<uint64_t>(nSlots_)]; }
+  SlotHeader& header(uint64_t index) { return headers_[index % static_cast<uint64_t>(nSlots_)]; }
 
   // Written only by the producer (release), read by the consumer (acquire): see the users for the pairing.
   alignas(64) std::atomic<uint64_t> head{0};
@@ -63,7 +62,7 @@ class SlotRing {
   size_t slotBytes_;
   int nSlots_;
   std::unique_ptr<uint8_t[], AlignedFree> data_;
-  std::unique_ptr<WireHeader[]> headers_;
+  std::unique_ptr<SlotHeader[]> headers_;
 };
 
 // Wakes the proxy thread out of epoll_wait through an eventfd. Wakes are coalesced: only the first wake() after
@@ -85,11 +84,13 @@ class ProxyWaker {
   std::atomic<bool> pending_{false};
 };
 
-// What the ends and the proxy share about one (peer, channel) connection: the rings, and its health.
+// What the ends and the proxy share about one (peer, channel) connection: the rings, its health, and the
+// proxy's bookkeeping of which stripes have gone out and come in.
 class TcpLink {
  public:
-  TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry,
-          std::shared_ptr<ProxyWaker> waker);
+  // `wakers`: those of every proxy thread that serves one of the link's streams.
+  TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
+          uint32_t minStripeBytes, std::vector<std::shared_ptr<ProxyWaker>> wakers);
 
   int peer() const { return peer_; }
   int channel() const { return channel_; }
@@ -97,7 +98,9 @@ class TcpLink {
   const std::string& description() const { return description_; }
   SlotRing& sendRing() { return send_; }
   SlotRing& recvRing() { return recv_; }
-  void wakeProxy() { waker_->wake(); }
+  void wakeProxy() {
+    for (const auto& waker : wakers_) waker->wake();
+  }
 
   // Records the first failure; later ones are ignored. Any thread.
   void fail(Status error);
@@ -107,13 +110,55 @@ class TcpLink {
   }
   Status status() const;
 
+  int nStreams() const { return nStreams_; }
+  StripeLayout layout(size_t bytes) const { return stripeLayout(bytes, nStreams_, minStripeBytes_); }
+
+  // ---- proxy threads only ----
+  // With NCCL_SOCKET_NTHREADS > 1 a link's streams are spread over several proxy threads; these three serialise
+  // on stripeMutex_ (once per stripe of at least 32 KiB, so the lock is cheap next to the I/O).
+  //
+  // Stream `stream` has handed to the kernel its stripes of every slot before `next`. Gives slots back to the
+  // owner once every stream has passed them. True when that freed a slot.
+  bool streamSent(int stream, uint64_t next);
+  // One past the last slot a stream may start sending: a few slots beyond the oldest slot not yet out on every
+  // stream. Without it, stream 0 would send its stripes of all posted slots before stream 1 sent any, and the
+  // receiver could publish (and its owner reduce) nothing until the whole batch was in; with it the slots
+  // complete in order, one after another, as with a single socket.
+  uint64_t sendWindowEnd();
+
+  enum class Admit { Accept, Wait, Reject };
+  // Stream `stream` read the header of its next stripe. Accept: the stripe belongs where it says, and its slot is
+  // free to be written; Wait: the slot is still held by the owner (read the payload later); Reject: *why says
+  // what is wrong (the link must then fail).
+  Admit admitStripe(int stream, const StripeHeader& header, std::string* why);
+  // The payload of an admitted stripe has fully arrived. Publishes every slot now complete, in order; true when
+  // it published one.
+  bool stripeArrived(uint64_t seq);
+
  private:
+  // Per slot of the recv ring being filled: what its first stripe announced, and how many stripes are in.
+  struct RxSlot {
+    bool known = false;
+    uint64_t bytes = 0;
+    uint64_t tag = 0;
+    int stripes = 0;
+    int arrived = 0;
+  };
+
   const int peer_;
   const int channel_;
   const std::string description_;
   SlotRing send_;
   SlotRing recv_;
-  std::shared_ptr<ProxyWaker> waker_;
+  const int nStreams_;
+  const uint32_t minStripeBytes_;
+  std::vector<std::shared_ptr<ProxyWaker>> wakers_;
+  std::mutex stripeMutex_;        // guards the proxy-side state below
+  std::vector<uint64_t> txNext_;  // by stream: first slot not yet fully sent by it
+  uint64_t txFreed_ = 0;          // the send ring's tail as last stored
+  std::vector<uint64_t> rxNext_;  // by stream: one past the slot of the last stripe header it admitted
+  std::vector<RxSlot> rxSlots_;   // by slot index modulo nSlots, for slots [recv head, recv tail + nSlots)
+  uint64_t rxPublished_ = 0;      // the recv ring's head as last stored
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;  // guards error_
   Status error_;
@@ -151,11 +196,11 @@ class TcpRecvEnd final : public RecvEnd {
   uint64_t publishedSeen_ = 0;  // the ring's head as last loaded
 };
 
-// One socket of a link, driven only by the proxy thread. Non-blocking and edge-triggered: canRead_/canWrite_
-// remember readiness until a call returns EAGAIN.
+// One socket of a link (stream `index` of link().nStreams()), driven only by the proxy thread. Non-blocking and
+// edge-triggered: canRead_/canWrite_ remember readiness until a call returns EAGAIN.
 class TcpStream {
  public:
-  TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link);
+  TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index);
   int fd() const { return socket_.fd(); }
   TcpLink& link() { return *link_; }
   // Failed: the link carries the error. The proxy then removes the socket from epoll and closes it.
@@ -176,20 +221,29 @@ class TcpStream {
   bool progressRecv();
   // Marks the link failed with a RemoteError naming the peer, and stops using the socket.
   void fail(const std::string& what);
+  // This stream's stripe of slot s: its length (0 when the slot has no stripe here) and offset.
+  size_t stripeOf(uint64_t s, size_t* offset);
+  // Skips posted slots that have no stripe on this stream, even while the socket is not writable. True when
+  // that freed a slot of the ring.
+  bool skipForeignSlots(uint64_t posted);
 
   net::Socket socket_;
   std::shared_ptr<TcpLink> link_;
+  const int index_;
   bool dead_ = false;
   bool canRead_ = true;
   bool canWrite_ = true;
-  // Send side: the slot being written and how many bytes of its frame (header included) are out.
+  // Send side: the slot whose stripe is being written and how many bytes of its frame (header included) are
+  // out; txHeaders_ holds the encoded stripe headers of the slots in flight, by slot index modulo nSlots.
   uint64_t txSlot_ = 0;
   size_t txOffset_ = 0;
-  // Receive side: the slot being filled, its header as it arrives, and how much payload has arrived.
-  uint64_t rxSlot_ = 0;
-  WireHeader rxHeader_;
+  std::unique_ptr<uint8_t[][kStripeHeaderBytes]> txHeaders_;
+  // Receive side: the header of the stripe arriving, how much of it is in, whether it was admitted, and how
+  // much of its payload is in.
+  uint8_t rxHeaderBytes_[kStripeHeaderBytes] = {};
   size_t rxHeaderGot_ = 0;
-  size_t rxBytes_ = 0;
+  bool rxAdmitted_ = false;
+  StripeHeader rxHeader_;
   size_t rxPayloadGot_ = 0;
 };
 

@@ -81,10 +81,11 @@ struct Handshake {
   int peer = -1;  // known from the start when outgoing, after the hello when incoming
   int channel = -1;
   int stream = -1;
-  Clock::time_point retryAt{};  // outgoing, while no socket: when to connect again
-  Clock::time_point started{};  // incoming: for evicting the oldest stranger
-  AckCode ack = AckCode::Ok;    // incoming: what the acknowledgement says
-  Status refusal;               // why a legitimate peer and this rank cannot work together
+  Clock::time_point retryAt{};         // outgoing, while no socket: when to connect again
+  Clock::time_point connectStarted{};  // outgoing: the current connect() attempt, for the round-trip time
+  Clock::time_point started{};         // incoming: for evicting the oldest stranger
+  AckCode ack = AckCode::Ok;           // incoming: what the acknowledgement says
+  Status refusal;                      // why a legitimate peer and this rank cannot work together
 };
 
 // Done: authenticated and accepted. Refused: authenticated, but the ranks are incompatible (h.refusal says why);
@@ -92,15 +93,25 @@ struct Handshake {
 // one of them timing out. Drop: a stranger, already logged.
 enum class Outcome { Continue, Done, Refused, Drop };
 
+// How a peer's links are striped: decided here when we connect (fixed, or autotuned), learned from its
+// authenticated Hello when it connects to us.
+struct PeerStriping {
+  int nStreams = 0;  // 0: not known yet
+  int64_t socketBufferBytes = 0;
+};
+
 class Connector {
  public:
-  Connector(const ConnectPlan& plan, net::Listener& listener) : plan_(plan), listener_(listener) {}
+  Connector(const ConnectPlan& plan, net::Listener& listener)
+      : plan_(plan), listener_(listener), striping_(static_cast<size_t>(plan.nRanks)) {}
   Result<std::vector<EstablishedSocket>> run();
 
  private:
-  int keyOf(int peer, int channel, int stream) const {
-    return (peer * kNumChannels + channel) * plan_.nStreams + stream;
-  }
+  static int keyOf(int peer, int channel, int stream) { return (peer * kNumChannels + channel) * kMaxStreams + stream; }
+  // Queues the outgoing handshakes of (channel, stream) for every pair but `except` (-1: none).
+  Status spawnOutgoing(int peer, int exceptChannel, int exceptStream);
+  // Outgoing, on the first socket to a peer: fixes its striping from the connect() round trip.
+  Status decideStriping(Handshake& h, double rttSeconds);
   Status startOutgoing(Handshake& h);
   Status beginHello(Handshake& h);
   void acceptAll();
@@ -124,8 +135,10 @@ class Connector {
 
   const ConnectPlan& plan_;
   net::Listener& listener_;
+  std::vector<PeerStriping> striping_;
   std::vector<std::unique_ptr<Handshake>> pending_;
-  std::vector<bool> done_;     // by keyOf(): settled
+  std::vector<std::unique_ptr<Handshake>> spawned_;  // created during a poll round, joined to pending_ after it
+  std::vector<bool> done_;                           // by keyOf(): settled
   std::vector<bool> claimed_;  // by keyOf(): an authenticated incoming connection was accepted for it
   int expectedIncoming_ = 0;
   int remaining_ = 0;
@@ -178,7 +191,10 @@ Status Connector::startOutgoing(Handshake& h) {
   const sockaddr_storage& to = plan_.listeners[static_cast<size_t>(h.peer)].address;
   bool connected = false;
   int err = 0;
-  Result<net::UniqueFd> fd = startConnect(to, plan_.socketBufferBytes, &connected, &err);
+  const PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+  const int64_t buffer = plan_.autotune ? striping.socketBufferBytes : plan_.socketBufferBytes;
+  h.connectStarted = Clock::now();
+  Result<net::UniqueFd> fd = startConnect(to, buffer, &connected, &err);
   if (!fd.ok()) {
     if (err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == EAGAIN) {
       h.retryAt = Clock::now() + kRetryDelay;  // a listener that is not up yet, or a transient route problem
@@ -191,7 +207,43 @@ Status Connector::startOutgoing(Handshake& h) {
   return connected ? beginHello(h) : Status();
 }
 
+Status Connector::spawnOutgoing(int peer, int exceptChannel, int exceptStream) {
+  const int nStreams = striping_[static_cast<size_t>(peer)].nStreams;
+  for (int c = 0; c < kNumChannels; ++c) {
+    for (int s = 0; s < nStreams; ++s) {
+      if (c == exceptChannel && s == exceptStream) continue;
+      auto h = std::make_unique<Handshake>();
+      h->outgoing = true;
+      h->peer = peer;
+      h->channel = c;
+      h->stream = s;
+      CFX_TRY(startOutgoing(*h));
+      spawned_.push_back(std::move(h));
+    }
+  }
+  return Status();
+}
+
+Status Connector::decideStriping(Handshake& h, double rttSeconds) {
+  PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+  AutotuneInputs inputs = *plan_.autotune;
+  inputs.rttSeconds = rttSeconds;
+  const AutotuneDecision decision = autotune(inputs);
+  striping.nStreams = decision.nStreams;
+  striping.socketBufferBytes = decision.socketBufferBytes;
+  CFX_INFO(log::Sys::Net, "tcp: rank %d -> rank %d (%s): autotuned to %s", plan_.rank, h.peer,
+           h.sock.peerName().c_str(), describe(decision, rttSeconds).c_str());
+  remaining_ += kNumChannels * decision.nStreams - 1;
+  return spawnOutgoing(h.peer, h.channel, h.stream);
+}
+
 Status Connector::beginHello(Handshake& h) {
+  if (striping_[static_cast<size_t>(h.peer)].nStreams == 0) {
+    // The first socket to this peer: its connect() took one round trip (SYN, SYN-ACK), answered by the peer's
+    // kernel however busy the peer process is.
+    CFX_TRY(decideStriping(h, std::chrono::duration<double>(Clock::now() - h.connectStarted).count()));
+  }
+  const PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
   Hello hello{.fromRank = static_cast<uint32_t>(plan_.rank),
               .toRank = static_cast<uint32_t>(h.peer),
               .nRanks = static_cast<uint32_t>(plan_.nRanks),
@@ -199,6 +251,9 @@ Status Connector::beginHello(Handshake& h) {
               .stream = static_cast<uint32_t>(h.stream),
               .nSlots = static_cast<uint32_t>(plan_.geometry.nSlots),
               .slotBytes = plan_.geometry.slotBytes,
+              .nStreams = static_cast<uint32_t>(striping.nStreams),
+              .minStripeBytes = plan_.minStripeBytes,
+              .socketBufferBytes = static_cast<uint64_t>(striping.socketBufferBytes),
               .nonce = {},
               .session = plan_.listeners[static_cast<size_t>(h.peer)].session};
   CFX_TRY(crypto::randomBytes(hello.nonce));
@@ -334,8 +389,11 @@ std::string Connector::helloProblem(const Hello& m) const {
   if (m.fromRank >= static_cast<uint32_t>(plan_.rank) || !plan_.connect[m.fromRank]) {
     return strprintf("claims to be rank %u, which is not expected to connect here", m.fromRank);
   }
-  if (m.channel >= static_cast<uint32_t>(kNumChannels) || m.stream >= static_cast<uint32_t>(plan_.nStreams)) {
-    return strprintf("asks for channel %u stream %u, which do not exist", m.channel, m.stream);
+  if (m.nStreams < 1 || m.nStreams > static_cast<uint32_t>(kMaxStreams)) {
+    return strprintf("announces %u streams per link, outside [1, %d]", m.nStreams, kMaxStreams);
+  }
+  if (m.channel >= static_cast<uint32_t>(kNumChannels) || m.stream >= m.nStreams) {
+    return strprintf("asks for channel %u stream %u of %u, which do not exist", m.channel, m.stream, m.nStreams);
   }
   return "";
 }
@@ -350,6 +408,31 @@ void Connector::decideAck(Handshake& h) {
     return;
   }
   claimed_[key] = true;
+  PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+  if (striping.nStreams == 0) {
+    // Authenticated now, so its striping can be trusted: expect the rest of its sockets.
+    striping.nStreams = static_cast<int>(m.nStreams);
+    striping.socketBufferBytes = static_cast<int64_t>(std::min<uint64_t>(m.socketBufferBytes, uint64_t{1} << 30));
+    remaining_ += kNumChannels * striping.nStreams - 1;
+    expectedIncoming_ += kNumChannels * striping.nStreams - 1;
+    CFX_INFO(log::Sys::Net, "tcp: rank %d <- rank %d (%s): %d stream%s per link, as rank %d chose", plan_.rank, h.peer,
+             h.sock.peerName().c_str(), striping.nStreams, striping.nStreams == 1 ? "" : "s", h.peer);
+  } else if (m.nStreams != static_cast<uint32_t>(striping.nStreams)) {
+    h.ack = AckCode::StreamMismatch;
+    h.refusal = Status::error(Errc::InvalidUsage,
+                              strprintf("tcp: rank %d announced %u streams for channel %d but %d for an earlier "
+                                        "connection; this is a bug in that rank",
+                                        h.peer, m.nStreams, h.channel, striping.nStreams));
+    return;
+  }
+  if (m.minStripeBytes != plan_.minStripeBytes) {
+    h.ack = AckCode::GeometryMismatch;
+    h.refusal = Status::error(Errc::InvalidUsage,
+                              strprintf("tcp: rank %d cuts slots into stripes of at least %u B but this rank %d uses "
+                                        "%u B; every rank must run the same Conflux build and options",
+                                        h.peer, m.minStripeBytes, plan_.rank, plan_.minStripeBytes));
+    return;
+  }
   if (m.slotBytes != plan_.geometry.slotBytes || m.nSlots != static_cast<uint32_t>(plan_.geometry.nSlots)) {
     h.ack = AckCode::GeometryMismatch;
     h.refusal =
@@ -369,6 +452,11 @@ Result<Outcome> Connector::onAck(Handshake& h) {
                                         "from this rank's %s; set CFX_TCP_SLOT_BYTES and CFX_TCP_SLOTS identically "
                                         "on every rank",
                                         h.peer, plan_.rank, geometryText().c_str()));
+    return Outcome::Refused;
+  }
+  if (ack.value() == AckCode::StreamMismatch) {
+    h.refusal = Status::error(Errc::InvalidUsage, strprintf("tcp: rank %d refused the connection from rank %d: %s",
+                                                            h.peer, plan_.rank, ackCodeName(ack.value())));
     return Outcome::Refused;
   }
   if (ack.value() != AckCode::Ok) return outgoingFailure(h, ackCodeName(ack.value()));
@@ -452,12 +540,17 @@ void Connector::settle(Handshake& h) {
 
 Status Connector::finish(Handshake& h) {
   CFX_TRY(tuneDataSocket(h.sock.fd()));
+  const PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+  // Autotuned buffers: the first outgoing socket and every accepted one were created before the decision was
+  // known. Setting them now still works: the window scale of the SYN already allowed for the kernel's maximum.
+  if (plan_.autotune || !h.outgoing) applyBufferSizes(h.sock.fd(), striping.socketBufferBytes);
   settle(h);
   EstablishedSocket s;
   s.socket = std::move(h.sock);
   s.peer = h.peer;
   s.channel = h.channel;
   s.stream = h.stream;
+  s.nStreams = striping.nStreams;
   established_.push_back(std::move(s));
   return Status();
 }
@@ -467,8 +560,9 @@ Status Connector::timeoutError() const {
   std::map<int, std::string> missing;
   for (int p = 0; p < plan_.nRanks; ++p) {
     if (p == plan_.rank || !plan_.connect[static_cast<size_t>(p)]) continue;
+    const int nStreams = std::max(1, striping_[static_cast<size_t>(p)].nStreams);
     for (int c = 0; c < kNumChannels; ++c) {
-      for (int s = 0; s < plan_.nStreams; ++s) {
+      for (int s = 0; s < nStreams; ++s) {
         if (!done_[static_cast<size_t>(keyOf(p, c, s))] && missing.count(p) == 0) {
           missing[p] = p > plan_.rank ? "to connect to" : "to connect here";
         }
@@ -496,27 +590,34 @@ Status Connector::timeoutError() const {
 }
 
 Result<std::vector<EstablishedSocket>> Connector::run() {
-  done_.assign(static_cast<size_t>(plan_.nRanks * kNumChannels * plan_.nStreams), false);
+  done_.assign(static_cast<size_t>(plan_.nRanks * kNumChannels * kMaxStreams), false);
   claimed_ = done_;
   for (int p = 0; p < plan_.nRanks; ++p) {
     if (p == plan_.rank || !plan_.connect[static_cast<size_t>(p)]) continue;
-    remaining_ += kNumChannels * plan_.nStreams;
     if (p < plan_.rank) {
-      expectedIncoming_ += kNumChannels * plan_.nStreams;
+      // One socket until its first authenticated Hello says how many follow (decideAck()).
+      ++remaining_;
+      ++expectedIncoming_;
       continue;
     }
-    for (int c = 0; c < kNumChannels; ++c) {
-      for (int s = 0; s < plan_.nStreams; ++s) {
-        auto h = std::make_unique<Handshake>();
-        h->outgoing = true;
-        h->peer = p;
-        h->channel = c;
-        h->stream = s;
-        CFX_TRY(startOutgoing(*h));
-        pending_.push_back(std::move(h));
-      }
+    if (plan_.autotune) {
+      // One socket first; beginHello() times its connect and queues the others (decideStriping()).
+      ++remaining_;
+      auto h = std::make_unique<Handshake>();
+      h->outgoing = true;
+      h->peer = p;
+      h->channel = 0;
+      h->stream = 0;
+      CFX_TRY(startOutgoing(*h));
+      pending_.push_back(std::move(h));
+      continue;
     }
+    striping_[static_cast<size_t>(p)] = PeerStriping{.nStreams = plan_.nStreams, .socketBufferBytes = 0};
+    remaining_ += kNumChannels * plan_.nStreams;
+    CFX_TRY(spawnOutgoing(p, -1, -1));
   }
+  for (auto& h : spawned_) pending_.push_back(std::move(h));
+  spawned_.clear();
 
   std::vector<pollfd> fds;
   std::vector<Handshake*> polled;
@@ -557,6 +658,8 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
     }
     if (fds[0].revents != 0) acceptAll();
     std::erase_if(pending_, [](const std::unique_ptr<Handshake>& h) { return h->finished; });
+    for (auto& h : spawned_) pending_.push_back(std::move(h));
+    spawned_.clear();
   }
   for (const auto& h : pending_) {
     if (!h->outgoing && !h->finished) {

@@ -4,6 +4,7 @@
 // nobody else. The handshake itself is described in tcp_handshake.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_socket.h"
+#include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
 
 namespace cfx::transport::tcp {
@@ -22,10 +24,15 @@ struct ConnectPlan {
   int nRanks = 0;
   const Secret* secret = nullptr;
   FifoGeometry geometry;
-  int nStreams = 1;                     // sockets per (peer, channel)
+  uint32_t minStripeBytes = kDefaultMinStripeBytes;  // must agree across ranks (checked in the handshake)
+  // Sockets per (peer, channel) when autotune is unset. With autotune, the lower rank of each pair times the
+  // connect() of its first socket to the peer and picks the stream count and buffers with autotune() from that
+  // round trip and these inputs (rttSeconds is filled in per peer). The higher rank follows the Hello.
+  int nStreams = 1;
+  std::optional<AutotuneInputs> autotune;
   std::vector<bool> connect;            // symmetric across ranks; connect[rank] is ignored
   std::vector<ListenRecord> listeners;  // every rank's data listener, from the bootstrap allGather
-  int64_t socketBufferBytes = 0;        // applied before connect(); 0 keeps kernel autotuning
+  int64_t socketBufferBytes = 0;        // without autotune: applied before connect(); 0 keeps kernel autotuning
   Deadline deadline;                    // for the whole setup, retries included
 };
 
@@ -35,15 +42,18 @@ struct EstablishedSocket {
   int peer = -1;
   int channel = 0;
   int stream = 0;
+  int nStreams = 1;  // of this socket's link
 };
 
 // For every peer p with plan.connect[p]: connects kNumChannels x nStreams sockets to p's listener when
-// rank < p, and accepts as many from p on `listener` (non-blocking) when p < rank. Returns when all are authenticated.
+// rank < p (nStreams fixed, or chosen per peer by autotuning and logged at INFO), and accepts as many from p on
+// `listener` (non-blocking) when p < rank, as p's Hellos say. Returns when all are authenticated.
 //
 // A connection on the data port that fails any check (garbage, wrong secret, wrong addressee, silence while
 // others are waiting) is logged at WARN with its address and closed; setup carries on.
 // Errors: Timeout naming the peers still missing when plan.deadline passes; RemoteError when a peer we connect
-// to fails the handshake or refuses us; InvalidUsage when a legitimate peer has an incompatible slot geometry.
+// to fails the handshake or refuses us; InvalidUsage when a legitimate peer has an incompatible slot geometry or
+// stripe size, or announces different stream counts for one link.
 // Blocking: yes, bounded by plan.deadline.
 Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan, net::Listener& listener);
 

@@ -12,8 +12,9 @@ namespace cfx::transport::tcp {
 namespace {
 
 // The last byte is the protocol version: a peer with another version is told apart from a stranger.
-constexpr uint8_t kHelloMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'H', 1};
-constexpr uint8_t kAckMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'A', 1};
+// Version 2: striped links (the Hello carries the stream count, the stripe size and the socket buffers).
+constexpr uint8_t kHelloMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'H', 2};
+constexpr uint8_t kAckMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'A', 2};
 constexpr char kServerLabel[] = "conflux tcp server proof v1";
 constexpr char kClientLabel[] = "conflux tcp client proof v1";
 
@@ -53,9 +54,12 @@ std::array<uint8_t, kHelloBytes> encodeHello(const Hello& hello) {
   putU32(p + 24, hello.stream);
   putU32(p + 28, hello.nSlots);
   putU64(p + 32, hello.slotBytes);
-  std::memcpy(p + 40, hello.nonce.data(), kNonceBytes);
-  std::memcpy(p + 72, hello.session.data(), kSessionBytes);
-  static_assert(40 + kNonceBytes + kSessionBytes == kHelloBytes);
+  putU32(p + 40, hello.nStreams);
+  putU32(p + 44, hello.minStripeBytes);
+  putU64(p + 48, hello.socketBufferBytes);
+  std::memcpy(p + 56, hello.nonce.data(), kNonceBytes);
+  std::memcpy(p + 88, hello.session.data(), kSessionBytes);
+  static_assert(56 + kNonceBytes + kSessionBytes == kHelloBytes);
   return out;
 }
 
@@ -83,8 +87,11 @@ Result<Hello> decodeHello(const uint8_t* bytes) {
   hello.stream = getU32(bytes + 24);
   hello.nSlots = getU32(bytes + 28);
   hello.slotBytes = getU64(bytes + 32);
-  std::memcpy(hello.nonce.data(), bytes + 40, kNonceBytes);
-  std::memcpy(hello.session.data(), bytes + 72, kSessionBytes);
+  hello.nStreams = getU32(bytes + 40);
+  hello.minStripeBytes = getU32(bytes + 44);
+  hello.socketBufferBytes = getU64(bytes + 48);
+  std::memcpy(hello.nonce.data(), bytes + 56, kNonceBytes);
+  std::memcpy(hello.session.data(), bytes + 88, kSessionBytes);
   return hello;
 }
 
@@ -108,7 +115,7 @@ Result<AckCode> decodeAck(const uint8_t* bytes) {
     return Status::error(Errc::InvalidArgument, "the handshake acknowledgement is malformed");
   }
   const uint32_t code = getU32(bytes + 8);
-  if (code > static_cast<uint32_t>(AckCode::Duplicate)) {
+  if (code > static_cast<uint32_t>(AckCode::StreamMismatch)) {
     return Status::error(Errc::InvalidArgument, strprintf("unknown handshake acknowledgement code %u", code));
   }
   return static_cast<AckCode>(code);
@@ -122,6 +129,8 @@ const char* ackCodeName(AckCode code) {
       return "slot geometry mismatch";
     case AckCode::Duplicate:
       return "duplicate connection";
+    case AckCode::StreamMismatch:
+      return "stream count differs from the link's other connections";
   }
   return "?";
 }

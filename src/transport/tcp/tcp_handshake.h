@@ -4,8 +4,9 @@
 // Every data socket is authenticated both ways before a byte of payload is trusted. The lower rank connects:
 //
 //   client (lower rank)                                   server (higher rank)
-//   Hello     80 B  {magic, from, to, nRanks, channel,     -> checks to/nRanks/channel/stream/session;
-//                    stream, nSlots, slotBytes,               anything else is a stranger: WARN + close
+//   Hello     96 B  {magic, from, to, nRanks, channel,     -> checks to/nRanks/channel/stream/session;
+//                    stream, nSlots, slotBytes, nStreams,     anything else is a stranger: WARN + close
+//                    minStripeBytes, socketBufferBytes,
 //                    clientNonce, listener session}
 //                                                          <- Challenge 64 B {serverNonce,
 //                                                                HMAC(secret, "server" | Hello | serverNonce)}
@@ -38,7 +39,7 @@ namespace cfx::transport::tcp {
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kSessionBytes = 8;
-inline constexpr size_t kHelloBytes = 80;
+inline constexpr size_t kHelloBytes = 96;
 inline constexpr size_t kChallengeBytes = kNonceBytes + kMacBytes;
 inline constexpr size_t kProofBytes = kMacBytes;
 inline constexpr size_t kAckBytes = 16;
@@ -58,9 +59,13 @@ struct Hello {
   uint32_t toRank = 0;
   uint32_t nRanks = 0;
   uint32_t channel = 0;
-  uint32_t stream = 0;  // which socket of a striped connection; always 0 until striping lands
+  uint32_t stream = 0;  // which socket of a striped link: 0 .. nStreams - 1
   uint32_t nSlots = 0;
   uint64_t slotBytes = 0;
+  // The connecting rank decides the link's striping (it measured the round trip); the listener follows it.
+  uint32_t nStreams = 1;
+  uint32_t minStripeBytes = 0;
+  uint64_t socketBufferBytes = 0;  // 0: kernel autotuning
   Nonce nonce{};
   SessionId session{};
 };
@@ -69,6 +74,7 @@ enum class AckCode : uint32_t {
   Ok = 0,
   GeometryMismatch = 1,  // the two ranks use different CFX_TCP_SLOT_BYTES / CFX_TCP_SLOTS
   Duplicate = 2,         // this (rank, channel, stream) is already connected
+  StreamMismatch = 3,    // nStreams differs from the other connections of the same peer
 };
 
 std::array<uint8_t, kHelloBytes> encodeHello(const Hello& hello);

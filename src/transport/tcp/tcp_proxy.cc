@@ -18,7 +18,8 @@ constexpr int kIdleWaitMs = 100;  // the longest the thread sleeps without looki
 constexpr int kMaxEvents = 64;
 }  // namespace
 
-Result<std::unique_ptr<TcpProxy>> TcpProxy::start(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+Result<std::unique_ptr<TcpProxy>> TcpProxy::start(int rank, int index, Doorbell& doorbell,
+                                                  std::shared_ptr<ProxyWaker> waker,
                                                   std::vector<std::unique_ptr<TcpStream>> streams) {
   net::UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid())
@@ -38,14 +39,16 @@ Result<std::unique_ptr<TcpProxy>> TcpProxy::start(int rank, Doorbell& doorbell, 
       return Status::error(Errc::SystemError, strprintf("tcp: epoll_ctl(socket): %s", std::strerror(errno)));
     }
   }
-  std::unique_ptr<TcpProxy> proxy(new TcpProxy(rank, doorbell, std::move(waker), std::move(streams), std::move(epoll)));
+  std::unique_ptr<TcpProxy> proxy(
+      new TcpProxy(rank, index, doorbell, std::move(waker), std::move(streams), std::move(epoll)));
   proxy->thread_ = std::thread([p = proxy.get()] { p->run(); });
   return proxy;
 }
 
-TcpProxy::TcpProxy(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+TcpProxy::TcpProxy(int rank, int index, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
                    std::vector<std::unique_ptr<TcpStream>> streams, net::UniqueFd epoll)
     : rank_(rank),
+      index_(index),
       doorbell_(doorbell),
       waker_(std::move(waker)),
       streams_(std::move(streams)),
@@ -53,13 +56,16 @@ TcpProxy::TcpProxy(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> wak
 
 TcpProxy::~TcpProxy() { stop(std::chrono::milliseconds(0)); }
 
-void TcpProxy::stop(std::chrono::milliseconds linger) {
-  if (!thread_.joinable()) return;
+void TcpProxy::requestStop(std::chrono::milliseconds linger) {
+  if (!thread_.joinable() || stopping_.load(std::memory_order_relaxed)) return;
   lingerUntil_ = Deadline::Clock::now() + linger;
   // Release pairs with run()'s acquire load: the proxy sees lingerUntil_ once it sees the flag.
   stopping_.store(true, std::memory_order_release);
   waker_->wake();
-  thread_.join();
+}
+
+void TcpProxy::join() {
+  if (thread_.joinable()) thread_.join();
 }
 
 bool TcpProxy::anyUnsent() const {
@@ -70,7 +76,7 @@ bool TcpProxy::anyUnsent() const {
 }
 
 void TcpProxy::run() {
-  pthread_setname_np(pthread_self(), "cfx-tcp-proxy");
+  pthread_setname_np(pthread_self(), index_ == 0 ? "cfx-tcp-proxy" : strprintf("cfx-tcp-proxy%d", index_).c_str());
   log::setThreadRank(rank_);
   std::array<epoll_event, kMaxEvents> events{};
   bool busy = true;

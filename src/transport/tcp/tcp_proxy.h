@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The TCP transport's proxy thread (transport layer): one thread per TcpTransport, named "cfx-tcp-proxy", that
-// moves frames between the slot rings and the non-blocking sockets with epoll.
+// The TCP transport's proxy threads (transport layer): NCCL_SOCKET_NTHREADS per TcpTransport (one by default),
+// named "cfx-tcp-proxy<i>", each moving the stripes of its share of the sockets between the slot rings and the
+// non-blocking sockets with epoll.
 //
 // It never spins: it sleeps in epoll_wait until a socket is ready or an owner wakes it through the ProxyWaker
 // (post() and release() do), with a 100 ms timeout as a safety net. After a round that freed or published a
@@ -22,7 +23,8 @@ namespace cfx::transport::tcp {
 class TcpProxy {
  public:
   // Registers every stream and starts the thread. `doorbell` must outlive the proxy.
-  static Result<std::unique_ptr<TcpProxy>> start(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+  static Result<std::unique_ptr<TcpProxy>> start(int rank, int index, Doorbell& doorbell,
+                                                 std::shared_ptr<ProxyWaker> waker,
                                                  std::vector<std::unique_ptr<TcpStream>> streams);
   ~TcpProxy();  // stop(0) if stop() was not called
   TcpProxy(const TcpProxy&) = delete;
@@ -31,15 +33,22 @@ class TcpProxy {
   // Stops the thread and joins it. With linger > 0 it first keeps sending frames already posted to live peers,
   // for at most `linger`, so a rank that posts its last message and then tears down does not lose it. Never
   // blocks longer than linger plus one poll round. Owner thread; call at most once.
-  void stop(std::chrono::milliseconds linger);
+  void stop(std::chrono::milliseconds linger) {
+    requestStop(linger);
+    join();
+  }
+  // stop() in two halves, so that several proxies linger at the same time rather than one after another.
+  void requestStop(std::chrono::milliseconds linger);
+  void join();
 
  private:
-  TcpProxy(int rank, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
+  TcpProxy(int rank, int index, Doorbell& doorbell, std::shared_ptr<ProxyWaker> waker,
            std::vector<std::unique_ptr<TcpStream>> streams, net::UniqueFd epoll);
   void run();
   bool anyUnsent() const;
 
   const int rank_;
+  const int index_;
   Doorbell& doorbell_;
   std::shared_ptr<ProxyWaker> waker_;
   std::vector<std::unique_ptr<TcpStream>> streams_;

@@ -2,14 +2,17 @@
 // Data-socket helpers of the TCP transport (transport layer).
 #include "transport/tcp/tcp_socket.h"
 
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "common/log.h"
 
@@ -54,7 +57,46 @@ void applyBufferSize(int fd, int option, const char* sysctlPath, const char* sys
   (void)::setsockopt(fd, SOL_SOCKET, option, &value, sizeof(value));
 }
 
+int64_t readSysctlField(const char* path, int field) {
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  long long v[3] = {0, 0, 0};
+  const int got = std::fscanf(f, "%lld %lld %lld", &v[0], &v[1], &v[2]);
+  std::fclose(f);
+  return got > field ? v[field] : 0;
+}
+
 }  // namespace
+
+KernelBufferLimits readKernelBufferLimits() {
+  KernelBufferLimits limits;
+  limits.autotuneCap =
+      std::min(readSysctlField("/proc/sys/net/ipv4/tcp_rmem", 2), readSysctlField("/proc/sys/net/ipv4/tcp_wmem", 2));
+  limits.fixedBufferCap =
+      std::min(readSysctlField("/proc/sys/net/core/rmem_max", 0), readSysctlField("/proc/sys/net/core/wmem_max", 0));
+  return limits;
+}
+
+double interfaceBytesPerSecond(const sockaddr_storage& local) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  std::string name;
+  for (const ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != local.ss_family) continue;
+    sockaddr_storage addr{};
+    std::memcpy(&addr, ifa->ifa_addr, net::addressLength(local));
+    net::setAddressPort(addr, net::addressPort(local));
+    if (net::sameAddress(addr, local)) {
+      name = ifa->ifa_name;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  if (name.empty() || name.find('/') != std::string::npos) return 0;
+  // Mbit/s; -1 or an error when the driver does not know (veth reports a nominal 10000).
+  const int64_t mbits = readSysctlField(("/sys/class/net/" + name + "/speed").c_str(), 0);
+  return mbits > 0 ? static_cast<double>(mbits) * 1e6 / 8 : 0;
+}
 
 bool isWildcard(const sockaddr_storage& address) {
   if (address.ss_family == AF_INET) {

@@ -26,6 +26,17 @@ Result<net::UniqueFd> startConnect(const sockaddr_storage& to, int64_t bufferByt
 // After POLLOUT on a connecting socket: 0 if connected, else the errno of the failed attempt.
 int finishConnect(int fd);
 
+// What the kernel lets one socket's buffers grow to, from /proc (0 where unreadable).
+struct KernelBufferLimits {
+  int64_t autotuneCap = 0;     // min(tcp_rmem[2], tcp_wmem[2]): where kernel autotuning stops
+  int64_t fixedBufferCap = 0;  // min(net.core.rmem_max, net.core.wmem_max): the largest size setsockopt honours
+};
+KernelBufferLimits readKernelBufferLimits();
+
+// The speed of the interface that holds `local` in bytes per second, from /sys/class/net/<name>/speed; 0 when
+// unknown (loopback, many virtual interfaces).
+double interfaceBytesPerSecond(const sockaddr_storage& local);
+
 // Options for an established data socket: TCP_NODELAY (the proxy batches frames itself) and keepalive tuned so
 // that a peer host that vanishes without a FIN or RST is noticed within about two minutes.
 Status tuneDataSocket(int fd);

@@ -3,6 +3,8 @@
 // (transport layer).
 #include "transport/tcp/tcp_transport.h"
 
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <mutex>
 #include <optional>
@@ -21,7 +23,7 @@ namespace cfx::transport::tcp {
 
 namespace {
 
-constexpr int kMaxSockets = 64;  // NCCL's cap on NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+constexpr int kMaxSockets = kMaxStreams;  // NCCL's cap on NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
 constexpr int64_t kMaxSlotBytes = int64_t{1} << 30;
 
 std::optional<std::string> validSlotBytes(const int64_t& v) {
@@ -39,18 +41,29 @@ CFX_PARAM(int, slotsParam, "CFX_TCP_SLOTS", 8,
           "sender waits. Every rank must use the same value.",
           param::inRange(1, 1024));
 CFX_PARAM(int, socketThreadsParam, "NCCL_SOCKET_NTHREADS", 0,
-          "NCCL: helper threads per socket connection (0-16; 0 = automatic). Accepted and stored; the TCP transport "
-          "stripes over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets once multi-stream striping lands, and "
-          "uses one socket per peer and channel until then.",
+          "NCCL: helper threads per socket connection (0-16; 0 = automatic). The TCP transport stripes every link "
+          "over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets (at most 64), served by NCCL_SOCKET_NTHREADS "
+          "proxy threads per communicator (automatic: one). Setting either turns CFX_TCP_AUTOTUNE off.",
           param::inRange(0, 16));
 CFX_PARAM(int, socksPerThreadParam, "NCCL_NSOCKS_PERTHREAD", 0,
-          "NCCL: sockets per helper thread (0 = automatic); NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD is capped "
-          "at 64. Accepted and stored; see NCCL_SOCKET_NTHREADS.",
+          "NCCL: sockets per helper thread (0 = automatic); see NCCL_SOCKET_NTHREADS.", param::inRange(0, 16));
+CFX_PARAM(int, nSocksParam, "CFX_TCP_NSOCKS", 0,
+          "Sockets per TCP link (peer and channel), 1-64: each slot is striped over them. Overrides "
+          "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD and turns CFX_TCP_AUTOTUNE off. 0: not set.",
           param::inRange(0, kMaxSockets));
+CFX_PARAM(bool, autotuneParam, "CFX_TCP_AUTOTUNE", true,
+          "Pick the sockets per TCP link (up to 8) and their buffer sizes per peer from the round trip measured at "
+          "connect time and the interface speed (bandwidth-delay product), logged at INFO/NET. Applies only when "
+          "none of CFX_TCP_NSOCKS, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD is set.");
+CFX_PARAM(int64_t, autotuneMbitsParam, "CFX_TCP_AUTOTUNE_MBITS", 0,
+          "Bandwidth in Mbit/s that CFX_TCP_AUTOTUNE plans each peer's streams for, when the path is slower than the "
+          "local interface (a WAN behind a fast NIC). 0: the interface's speed, or 10 Gbit/s where it reports none.",
+          param::inRange<int64_t>(0, int64_t{10} * 1000 * 1000));
 CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
-          "SO_SNDBUF and SO_RCVBUF of TCP data sockets; a long fat pipe needs about bandwidth x round-trip time. "
-          "0 keeps Linux autotuning. A value above net.core.wmem_max / rmem_max is not applied (the kernel would cap "
-          "it below what autotuning reaches); raise those sysctls to use it.",
+          "SO_SNDBUF and SO_RCVBUF of TCP data sockets when autotuning does not pick them (CFX_TCP_AUTOTUNE=0, or a "
+          "socket count set); a long fat pipe needs about bandwidth x round-trip time per link. 0 keeps Linux "
+          "autotuning. A value above net.core.wmem_max / rmem_max is not applied (the kernel would cap it below what "
+          "autotuning reaches); raise those sysctls to use it.",
           param::inRange<int64_t>(0, int64_t{1} << 30));
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
@@ -67,12 +80,37 @@ std::string describePeer(const PeerInfo& info, int rank, const std::string& addr
                    static_cast<int>(info.pid), address.c_str(), channel);
 }
 
+// An IPv6 link-local address names its link by an interface index, which is only meaningful on the host that
+// published it. Peers on our link are reached through our own interface, so connect with our scope id.
+void useOwnScope(const sockaddr_storage& local, std::vector<ListenRecord>& listeners) {
+  if (local.ss_family != AF_INET6) return;
+  const auto& mine = reinterpret_cast<const sockaddr_in6&>(local);
+  if (!IN6_IS_ADDR_LINKLOCAL(&mine.sin6_addr)) return;
+  for (ListenRecord& record : listeners) {
+    if (record.address.ss_family != AF_INET6) continue;
+    auto& theirs = reinterpret_cast<sockaddr_in6&>(record.address);
+    if (IN6_IS_ADDR_LINKLOCAL(&theirs.sin6_addr)) theirs.sin6_scope_id = mine.sin6_scope_id;
+  }
+}
+
 Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, const std::vector<bool>& connect,
                 const TcpOptions& options, const Endpoints& out) {
   const int nRanks = bootstrap.nRanks();
   if (peers.size() != static_cast<size_t>(nRanks) || connect.size() != static_cast<size_t>(nRanks)) {
     return Status::error(Errc::InvalidArgument, strprintf("tcp: %zu peer infos and a mask of %zu for %d ranks",
                                                           peers.size(), connect.size(), nRanks));
+  }
+  if (options.nThreads < 1 || options.nThreads > 16) {
+    return Status::error(
+        Errc::InvalidArgument,
+        strprintf("tcp: %d proxy threads requested; NCCL_SOCKET_NTHREADS allows 1-16", options.nThreads));
+  }
+  if (options.nSocks < 1 || options.nSocks > kMaxSockets || options.minStripeBytes < 4096 ||
+      options.autotuneMaxSocks < 1 || options.autotuneMaxSocks > kMaxSockets) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("tcp: invalid striping: %d sockets per link (autotune up to %d; both 1-%d), stripes "
+                                   "of at least %u B (need >= 4096)",
+                                   options.nSocks, options.autotuneMaxSocks, kMaxSockets, options.minStripeBytes));
   }
   const FifoGeometry& g = options.geometry;
   if (g.nSlots < 1 || g.slotBytes < 64 || g.slotBytes % 64 != 0 || g.slotBytes > static_cast<size_t>(kMaxSlotBytes)) {
@@ -108,21 +146,21 @@ TcpOptions TcpOptions::fromParams() {
   options.closeLinger = lingerParam.get();
   const int threads = socketThreadsParam.get();
   const int socksPerThread = socksPerThreadParam.get();
-  options.nSocks = std::max(1, threads) * std::max(1, socksPerThread);
-  if (options.nSocks > kMaxSockets) {
-    CFX_WARN("NCCL_SOCKET_NTHREADS (%d) x NCCL_NSOCKS_PERTHREAD (%d) exceeds %d; using %d", threads, socksPerThread,
-             kMaxSockets, kMaxSockets);
-    options.nSocks = kMaxSockets;
+  const int nSocks = nSocksParam.get();
+  if (threads > 0) options.nThreads = threads;
+  if (nSocks > 0) {
+    options.nSocks = nSocks;  // alone decides the socket count
+  } else if (threads > 0 || socksPerThread > 0) {
+    options.nSocks = std::max(1, threads) * std::max(1, socksPerThread);
+    if (options.nSocks > kMaxSockets) {
+      CFX_WARN("NCCL_SOCKET_NTHREADS (%d) x NCCL_NSOCKS_PERTHREAD (%d) exceeds %d; using %d", threads, socksPerThread,
+               kMaxSockets, kMaxSockets);
+      options.nSocks = kMaxSockets;
+    }
+  } else {
+    options.autotune = autotuneParam.get();
   }
-  static std::once_flag stripingNote;
-  if (socketThreadsParam.rawValue() || socksPerThreadParam.rawValue()) {
-    std::call_once(stripingNote, [&] {
-      CFX_INFO(log::Sys::Env,
-               "NCCL_SOCKET_NTHREADS/NCCL_NSOCKS_PERTHREAD ask for %d sockets per peer and channel; stored, but the "
-               "TCP transport uses 1 until multi-stream striping lands",
-               options.nSocks);
-    });
-  }
+  options.autotuneBytesPerSecond = static_cast<double>(autotuneMbitsParam.get()) * 1e6 / 8;
   return options;
 }
 
@@ -147,7 +185,8 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
                                    net::addressToString(bindAddress).c_str()));
   }
   CFX_TRY_ASSIGN(net::Listener listener, net::Listener::listen(bindAddress));
-  applyBufferSizes(listener.fd(), options.socketBufferBytes);  // inherited by every accepted socket
+  // Inherited by every accepted socket. Autotuned buffers are set per peer once the connecting side decided.
+  if (!options.autotune) applyBufferSizes(listener.fd(), options.socketBufferBytes);
   const sockaddr_storage bound = listener.address();
 
   std::vector<ListenRecord> listeners(static_cast<size_t>(nRanks));
@@ -164,27 +203,58 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   plan.nRanks = nRanks;
   plan.secret = &bootstrap.secret();
   plan.geometry = options.geometry;
-  plan.nStreams = 1;  // striping across options.nSocks sockets arrives with the network issue
+  plan.nStreams = options.nSocks;
+  plan.minStripeBytes = options.minStripeBytes;
+  if (options.autotune) {
+    const KernelBufferLimits limits = readKernelBufferLimits();
+    plan.autotune =
+        AutotuneInputs{.rttSeconds = 0,
+                       .linkBytesPerSecond = options.autotuneBytesPerSecond > 0 ? options.autotuneBytesPerSecond
+                                                                                : interfaceBytesPerSecond(bound),
+                       .autotuneCapBytes = limits.autotuneCap,
+                       .fixedBufferCapBytes = limits.fixedBufferCap,
+                       .maxStreams = options.autotuneMaxSocks};
+  }
   plan.connect = connect;
   plan.listeners = listeners;
-  plan.socketBufferBytes = options.socketBufferBytes;
+  useOwnScope(bound, plan.listeners);
+  plan.socketBufferBytes = options.autotune ? 0 : options.socketBufferBytes;
   plan.deadline = deadline;
   CFX_TRY_ASSIGN(std::vector<EstablishedSocket> sockets, establishConnections(plan, listener));
   listener.close();  // every expected peer is connected; later strangers get a refusal from the kernel
 
-  CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
-  std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
-  std::vector<std::unique_ptr<TcpStream>> streams;
-  std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
-  for (EstablishedSocket& s : sockets) {
-    auto link = std::make_shared<TcpLink>(
-        s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
-        options.geometry, waker);
-    byKey[static_cast<size_t>(s.peer * kNumChannels + s.channel)] = link;
-    transport->links_.push_back(link);
-    streams.push_back(std::make_unique<TcpStream>(std::move(s.socket), std::move(link)));
+  // Stream s of every link goes to proxy thread s % nThreads; threads that would serve no stream are not started.
+  int maxStreams = 1;
+  for (const EstablishedSocket& s : sockets) maxStreams = std::max(maxStreams, s.nStreams);
+  const int nThreads = std::min(options.nThreads, maxStreams);
+  std::vector<std::shared_ptr<ProxyWaker>> wakers;
+  for (int t = 0; t < nThreads; ++t) {
+    CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
+    wakers.push_back(std::move(waker));
   }
-  CFX_TRY_ASSIGN(transport->proxy_, TcpProxy::start(rank, localDoorbell, waker, std::move(streams)));
+  std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
+  std::vector<std::vector<std::unique_ptr<TcpStream>>> streams(static_cast<size_t>(nThreads));
+  std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
+  const size_t nSockets = sockets.size();
+  for (EstablishedSocket& s : sockets) {
+    std::shared_ptr<TcpLink>& link = byKey[static_cast<size_t>(s.peer * kNumChannels + s.channel)];
+    if (link == nullptr) {
+      std::vector<std::shared_ptr<ProxyWaker>> linkWakers(wakers.begin(),
+                                                          wakers.begin() + std::min(nThreads, s.nStreams));
+      link = std::make_shared<TcpLink>(
+          s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
+          options.geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
+      transport->links_.push_back(link);
+    }
+    streams[static_cast<size_t>(s.stream % nThreads)].push_back(
+        std::make_unique<TcpStream>(std::move(s.socket), link, s.stream));
+  }
+  for (int t = 0; t < nThreads; ++t) {
+    CFX_TRY_ASSIGN(std::unique_ptr<TcpProxy> proxy,
+                   TcpProxy::start(rank, t, localDoorbell, wakers[static_cast<size_t>(t)],
+                                   std::move(streams[static_cast<size_t>(t)])));
+    transport->proxies_.push_back(std::move(proxy));
+  }
 
   out.resize(nRanks);
   for (int p = 0; p < nRanks; ++p) {
@@ -195,18 +265,19 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
       out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<TcpRecvEnd>(link);
     }
   }
-  CFX_INFO(log::Sys::Net, "tcp: rank %d listening on %s, connected to %d peers (%zu sockets), slots %d x %zu B", rank,
-           net::addressToString(bound).c_str(), transport->nPeers(), transport->links_.size(), options.geometry.nSlots,
-           options.geometry.slotBytes);
+  CFX_INFO(log::Sys::Net,
+           "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B",
+           rank, net::addressToString(bound).c_str(), transport->nPeers(), nSockets, nThreads, nThreads == 1 ? "" : "s",
+           options.geometry.nSlots, options.geometry.slotBytes);
   return transport;
 }
 
 TcpTransport::~TcpTransport() {
-  if (proxy_) {
-    // Relaxed: see aborted_.
-    proxy_->stop(aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_);
-  }
-  proxy_.reset();  // closes every socket
+  // Relaxed: see aborted_.
+  const auto linger = aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_;
+  for (auto& proxy : proxies_) proxy->requestStop(linger);
+  for (auto& proxy : proxies_) proxy->join();
+  proxies_.clear();  // closes every socket
   for (auto& link : links_) {
     link->fail(Status::error(
         Errc::InvalidUsage,

@@ -2,10 +2,11 @@
 // The TCP data transport (transport layer): slot FIFOs to peers on other hosts (or wherever shared memory is
 // off), carried over authenticated TCP sockets by one proxy thread per communicator.
 //
-// Connections: one full-duplex socket per (peer, channel), so the collective and p2p channels never queue
-// behind each other in one socket buffer, and no frame needs a channel field. The lower rank connects. A socket
-// carries both directions of its (peer, channel): frames {bytes, tag} + payload, in slot order. Striping (later)
-// turns each (peer, channel) into several sockets, chosen by TcpOptions::nSocks; the ends do not change.
+// Connections: one link per (peer, channel), so the collective and p2p channels never queue behind each other
+// in one socket buffer, and no frame needs a channel field. A link is nStreams full-duplex sockets; each slot
+// is cut into stripes spread over them (tcp_stripe.h), so one operation can use several TCP streams, which a
+// long fat pipe needs to fill its bandwidth-delay product. The lower rank connects and decides nStreams: fixed
+// by TcpOptions::nSocks, or autotuned per peer from the round trip of its first connect().
 //
 // Failure model: a peer that closes, resets or sends garbage fails that connection: both of its ends' check()
 // return RemoteError naming the peer's rank, host, pid and address, and the owner's doorbell is rung. Frames that
@@ -23,6 +24,7 @@
 #include "common/doorbell.h"
 #include "common/status.h"
 #include "transport/bootstrap/bootstrap.h"
+#include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
 
 namespace cfx::transport::tcp {
@@ -34,11 +36,21 @@ struct TcpOptions {
   FifoGeometry geometry{.slotBytes = 256 * 1024, .nSlots = 8};
   // Bounds the whole setup in create(): connect retries, handshakes, waiting for lower ranks to connect.
   std::chrono::milliseconds connectTimeout{30000};
-  // Sockets per (peer, channel) that NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD asked for. Stored for the
-  // striping issue; until then every connection uses one socket.
+  // Sockets per (peer, channel) when autotune is off: CFX_TCP_NSOCKS, or NCCL_SOCKET_NTHREADS x
+  // NCCL_NSOCKS_PERTHREAD (at most 64).
   int nSocks = 1;
-  // SO_SNDBUF/SO_RCVBUF of data sockets; 0 keeps kernel autotuning. Above net.core.{w,r}mem_max it is not
-  // applied (the kernel would cap it below what autotuning reaches).
+  // Proxy threads (NCCL_SOCKET_NTHREADS when set): stream s of every link is served by thread s % nThreads.
+  int nThreads = 1;
+  // Pick nSocks and the socket buffers per peer from the measured round trip (tcp_stripe.h: autotune()).
+  bool autotune = false;
+  // The most streams autotuning gives one link.
+  int autotuneMaxSocks = 8;
+  // The path bandwidth autotuning plans for; 0 reads the interface's speed.
+  double autotuneBytesPerSecond = 0;
+  // Stripes are at least this long (>= 4096; see tcp_stripe.h). Tests lower it to stripe small slots.
+  uint32_t minStripeBytes = kDefaultMinStripeBytes;
+  // SO_SNDBUF/SO_RCVBUF of data sockets when autotune is off; 0 keeps kernel autotuning. Above
+  // net.core.{w,r}mem_max it is not applied (the kernel would cap it below what autotuning reaches).
   int64_t socketBufferBytes = 4 << 20;
   // How long the destructor keeps flushing frames already posted to live peers.
   std::chrono::milliseconds closeLinger{1000};
@@ -50,7 +62,7 @@ struct TcpOptions {
 };
 
 // Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven
-// by one thread at a time (transport.h), and the proxy thread does all socket I/O.
+// by one thread at a time (transport.h), and the proxy threads do all socket I/O.
 class TcpTransport {
  public:
   // Connects this rank to every peer p with connect[p] (connect[rank] is ignored) and fills out.send[ch][p] and
@@ -70,7 +82,7 @@ class TcpTransport {
                                                       const std::vector<bool>& connect, Doorbell& localDoorbell,
                                                       const TcpOptions& options, Endpoints& out);
 
-  // Stops the proxy thread and closes every socket. Unless abort() was called, it first flushes frames already
+  // Stops the proxy threads and closes every socket. Unless abort() was called, it first flushes frames already
   // posted to live peers for at most options.closeLinger. Never hangs, whatever the peers do.
   ~TcpTransport();
   TcpTransport(const TcpTransport&) = delete;
@@ -92,7 +104,7 @@ class TcpTransport {
   Doorbell& doorbell_;
   const std::chrono::milliseconds linger_;
   std::vector<std::shared_ptr<TcpLink>> links_;
-  std::unique_ptr<TcpProxy> proxy_;
+  std::vector<std::unique_ptr<TcpProxy>> proxies_;
   // Set by abort() (any thread), read by the destructor: relaxed is enough, the proxy is stopped after.
   std::atomic<bool> aborted_{false};
 };

@@ -115,6 +115,74 @@ TEST(SelectInterfacesTest, FamilyFiltersAndOneAddressPerNameWithIpv4First) {
   EXPECT_EQ(select(all, "", AF_INET), (std::vector<std::string>{"eth0"}));
 }
 
+Interface scoped(const char* name, const char* addr, const char* mask, uint32_t scope) {
+  Interface i = itf(name, addr, mask);
+  reinterpret_cast<sockaddr_in6&>(i.addr).sin6_scope_id = scope;
+  return i;
+}
+
+TEST(SelectInterfacesTest, EachNamePrefersIpv4ThenGlobalThenLinkLocalThenLoopbackIpv6) {
+  // The system lists addresses in any order; the choice must not depend on it.
+  const std::vector<Interface> all = {itf("lo", "::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+                                      scoped("eth0", "fe80::5", "ffff:ffff:ffff:ffff::", 2),
+                                      itf("lo", "127.0.0.1", "255.0.0.0"),
+                                      itf("eth0", "fd00::5", "ffff:ffff:ffff:ffff::"),
+                                      scoped("veth1", "fe80::9", "ffff:ffff:ffff:ffff::", 7),
+                                      itf("eth0", "10.0.0.5", "255.255.255.0")};
+  auto only = [&](const std::string& ifName, int family) {
+    InterfaceQuery q;
+    q.ifName = ifName;
+    q.family = family;
+    q.maxCount = 8;
+    std::vector<std::string> out;
+    for (const Interface& i : selectInterfaces(all, q)) out.push_back(i.name + "=" + ipToString(i.addr));
+    return out;
+  };
+  EXPECT_EQ(only("", AF_UNSPEC), (std::vector<std::string>{"eth0=10.0.0.5", "veth1=fe80::9%7"}));
+  EXPECT_EQ(only("", AF_INET6), (std::vector<std::string>{"eth0=fd00::5", "veth1=fe80::9%7"}));
+  EXPECT_EQ(only("lo", AF_UNSPEC), (std::vector<std::string>{"lo=127.0.0.1"}));
+  EXPECT_EQ(only("lo", AF_INET6), (std::vector<std::string>{"lo=::1"}));
+  EXPECT_EQ(only("=veth1", AF_INET), (std::vector<std::string>{}));
+  EXPECT_EQ(only("^eth", AF_INET6), (std::vector<std::string>{"lo=::1", "veth1=fe80::9%7"}));
+  // The link-local address keeps its scope, so it can be bound and connected to.
+  InterfaceQuery q;
+  q.ifName = "veth";
+  const std::vector<Interface> v = selectInterfaces(all, q);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(reinterpret_cast<const sockaddr_in6&>(v[0].addr).sin6_scope_id, 7u);
+}
+
+TEST(SelectInterfacesTest, AutoModeStillPrefersAnythingOverLoopbackForIpv6) {
+  const std::vector<Interface> all = {itf("lo", "::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+                                      itf("lo", "127.0.0.1", "255.0.0.0"),
+                                      scoped("eth0", "fe80::5", "ffff:ffff:ffff:ffff::", 2)};
+  EXPECT_EQ(select(all, "", AF_INET6, 1), (std::vector<std::string>{"eth0"}));
+  EXPECT_EQ(select(all, "", AF_INET, 1), (std::vector<std::string>{"lo"}));
+  EXPECT_EQ(select({itf("lo", "::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")}, "", AF_INET6, 1),
+            (std::vector<std::string>{"lo"}));
+}
+
+TEST(SelectInterfacesTest, ExcludeAndExactMatchCombineWithCommaLists) {
+  const std::vector<Interface> all = {itf("eth0", "10.0.0.5", "255.255.255.0"),
+                                      itf("eth1", "10.0.1.5", "255.255.255.0"), itf("ib0", "10.1.0.5", "255.255.255.0"),
+                                      itf("ib10", "10.1.1.5", "255.255.255.0"),
+                                      itf("docker0", "172.17.0.1", "255.255.0.0")};
+  EXPECT_EQ(select(all, "=eth1,ib10"), (std::vector<std::string>{"eth1", "ib10"}));
+  EXPECT_EQ(select(all, "^=ib1,eth0,docker0"), (std::vector<std::string>{"eth1", "ib0", "ib10"}));
+  EXPECT_EQ(select(all, "^ib,docker"), (std::vector<std::string>{"eth0", "eth1"}));
+  EXPECT_EQ(select(all, "ib1"), (std::vector<std::string>{"ib10"}));
+  EXPECT_EQ(select(all, "eth", AF_UNSPEC, 1), (std::vector<std::string>{"eth0"}));
+  EXPECT_EQ(select(all, "", AF_UNSPEC, 8), (std::vector<std::string>{"ib0", "ib10"})) << "ib first when unset";
+}
+
+TEST(AddressTest, LinkLocalAddressesPrintAndParseWithTheirZone) {
+  Result<sockaddr_storage> a = parseAddress("[fe80::1%lo]:5000");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_NE(reinterpret_cast<const sockaddr_in6&>(*a).sin6_scope_id, 0u);
+  EXPECT_EQ(addressToString(*a), "[fe80::1%lo]:5000");
+  EXPECT_EQ(ipToString(ip("fe80::1")), "fe80::1") << "no zone, nothing appended";
+}
+
 TEST(AddressTest, ParsesIpv4Ipv6AndHostNames) {
   Result<sockaddr_storage> a = parseAddress("127.0.0.1:1234");
   ASSERT_TRUE(a.ok()) << a.status().message();

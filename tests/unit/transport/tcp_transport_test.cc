@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "common/crypto.h"
 #include "common/param.h"
@@ -361,7 +362,8 @@ class RawPeer {
   }
 
   // Connects and authenticates like a lower rank. Returns the socket, ready for frames.
-  Result<net::Socket> connect(const ListenRecord& to, int toRank, int channel, const FifoGeometry& geometry) {
+  Result<net::Socket> connect(const ListenRecord& to, int toRank, int channel, const FifoGeometry& geometry,
+                              int stream = 0, int nStreams = 1, uint32_t minStripe = kDefaultMinStripeBytes) {
     const Deadline deadline(10000ms);
     CFX_TRY_ASSIGN(net::Socket s, net::Socket::connect(to.address, {}, deadline, nullptr));
     Hello hello;
@@ -371,6 +373,9 @@ class RawPeer {
     hello.channel = static_cast<uint32_t>(channel);
     hello.nSlots = static_cast<uint32_t>(geometry.nSlots);
     hello.slotBytes = geometry.slotBytes;
+    hello.stream = static_cast<uint32_t>(stream);
+    hello.nStreams = static_cast<uint32_t>(nStreams);
+    hello.minStripeBytes = minStripe;
     hello.session = to.session;
     CFX_TRY(crypto::randomBytes(hello.nonce));
     const auto helloBytes = encodeHello(hello);
@@ -712,8 +717,10 @@ TEST(TcpTransport, OversizedFrameFromAnAuthenticatedPeerBreaksOnlyThatConnection
   creator.join();
   ASSERT_TRUE(real->status.ok()) << real->status.message();
 
-  const WireHeader oversized = WireHeader::encode(4096 + 1, 7);
-  ASSERT_TRUE(sockets[kCollChannel].sendAll(&oversized, sizeof(oversized), Deadline(5000ms), nullptr).ok());
+  uint8_t oversized[kStripeHeaderBytes];
+  encodeStripeHeader(StripeHeader{.seq = 0, .tag = 7, .bytes = 4096 + 1, .offset = 0, .length = 4096 + 1, .stream = 0},
+                     oversized);
+  ASSERT_TRUE(sockets[kCollChannel].sendAll(oversized, sizeof(oversized), Deadline(5000ms), nullptr).ok());
   RecvEnd& broken = *real->recv(kCollChannel, 0);
   const Status st = waitUntil(
       real->doorbell, [] { return false; }, [&] { return broken.check(); });
@@ -723,14 +730,191 @@ TEST(TcpTransport, OversizedFrameFromAnAuthenticatedPeerBreaksOnlyThatConnection
   EXPECT_TRUE(real->recv(kP2pChannel, 0)->check().ok()) << "the other channel's connection must be unaffected";
 
   // The healthy channel still carries frames from the hand-written peer.
-  const WireHeader header = WireHeader::encode(3, 42);
+  uint8_t header[kStripeHeaderBytes];
+  encodeStripeHeader(StripeHeader{.seq = 0, .tag = 42, .bytes = 3, .offset = 0, .length = 3, .stream = 0}, header);
   const uint8_t payload[3] = {patternByte(42, 0), patternByte(42, 1), patternByte(42, 2)};
-  ASSERT_TRUE(sockets[kP2pChannel].sendAll(&header, sizeof(header), Deadline(5000ms), nullptr).ok());
+  ASSERT_TRUE(sockets[kP2pChannel].sendAll(header, sizeof(header), Deadline(5000ms), nullptr).ok());
   ASSERT_TRUE(sockets[kP2pChannel].sendAll(payload, sizeof(payload), Deadline(5000ms), nullptr).ok());
   Result<uint64_t> tag = recvFrame(*real->recv(kP2pChannel, 0), real->doorbell);
   ASSERT_TRUE(tag.ok()) << tag.status().message();
   EXPECT_EQ(tag.value(), 42u);
   real->transport.reset();
+}
+
+// ---- striping ----
+
+TcpOptions stripedOptions(int nSocks, size_t slotBytes = 16384, int nSlots = 4, int nThreads = 1) {
+  TcpOptions o = testOptions(slotBytes, nSlots);
+  o.nSocks = nSocks;
+  o.nThreads = nThreads;
+  o.minStripeBytes = 4096;  // so that slots of a few KiB already spread over several sockets
+  return o;
+}
+
+// (sockets per link, proxy threads)
+class TcpTransportStriped : public ::testing::TestWithParam<std::pair<int, int>> {
+ protected:
+  TcpOptions options(size_t slotBytes = 16384, int nSlots = 4) const {
+    return stripedOptions(GetParam().first, slotBytes, nSlots, GetParam().second);
+  }
+};
+
+TEST_P(TcpTransportStriped, EveryPairExchangesSlotsOfEverySizeInOrder) {
+  // Sizes run from 0 to the whole slot, so slots of 1 to nSocks stripes interleave on every link.
+  constexpr int kRanks = 3;
+  FakeWorld world(kRanks);
+  auto ranks = createConnected(world, options());
+  for (auto& r : ranks) ASSERT_TRUE(r->transport);
+  runRanks(kRanks, [&](int r) {
+    const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], kRanks, 400, everyone);
+    EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
+  });
+}
+
+TEST_P(TcpTransportStriped, LargeSlotsCarryEveryByte) {
+  constexpr size_t kSlot = size_t{1} << 20;
+  FakeWorld world(2);
+  TcpOptions large = options(kSlot, 3);
+  large.minStripeBytes = kDefaultMinStripeBytes;
+  auto ranks = createConnected(world, large);
+  ASSERT_TRUE(ranks[0]->transport && ranks[1]->transport);
+  const std::vector<size_t> sizes = {kSlot, kSlot - 1, 1, 65537, 0, 3 * 65536 + 17, kSlot, 200003, kSlot};
+  runRanks(2, [&](int r) {
+    Rank& me = *ranks[static_cast<size_t>(r)];
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ASSERT_TRUE(sendFrame(*me.send(kCollChannel, 1 - r), me.doorbell, sizes[i], 900 + i).ok());
+      size_t bytes = 0;
+      Result<uint64_t> tag = recvFrame(*me.recv(kCollChannel, 1 - r), me.doorbell, &bytes);
+      ASSERT_TRUE(tag.ok()) << tag.status().message();
+      EXPECT_EQ(tag.value(), 900 + i);
+      EXPECT_EQ(bytes, sizes[i]);
+    }
+  });
+}
+
+TEST_P(TcpTransportStriped, PeerDestroyedMidTransferFailsEveryEndNamingThePeer) {
+  FakeWorld world(2);
+  auto ranks = createConnected(world, options(64 * 1024, 4));
+  ASSERT_TRUE(ranks[0]->transport && ranks[1]->transport);
+  Rank& sender = *ranks[0];
+  SendEnd& end = *sender.send(kCollChannel, 1);
+  // Fill the FIFO and the socket buffers of every stripe's socket; the peer never reads.
+  for (int idle = 0, posted = 0; idle < 10;) {
+    const uint32_t seq = sender.doorbell.read();
+    if (void* slot = end.tryAcquire()) {
+      std::memset(slot, 3, 64 * 1024);
+      end.post(64 * 1024, static_cast<uint64_t>(posted++));
+      idle = 0;
+    } else {
+      sender.doorbell.wait(seq, 20ms);
+      ++idle;
+    }
+  }
+  FailureWatch watch(sender.doorbell, [&] { return end.check(); });
+  ranks[1]->transport.reset();
+  const Status seen = watch.join();
+  EXPECT_EQ(seen.code(), Errc::RemoteError) << seen.message();
+  EXPECT_NE(seen.message().find("peer rank 1"), std::string::npos) << seen.message();
+  EXPECT_EQ(sender.recv(kCollChannel, 1)->check().code(), Errc::RemoteError) << "the link's receive end too";
+  sender.transport.reset();
+}
+
+INSTANTIATE_TEST_SUITE_P(SocketsAndThreads, TcpTransportStriped,
+                         ::testing::Values(std::pair{2, 1}, std::pair{4, 1}, std::pair{4, 2}, std::pair{3, 4}));
+
+TEST(TcpTransport, TheConnectingRankDecidesTheStripingAndTheOtherFollows) {
+  FakeWorld world(3);
+  auto ranks = createRanks(world, [](int r) { return stripedOptions(r == 0 ? 4 : r == 1 ? 3 : 1); });
+  for (auto& r : ranks) ASSERT_TRUE(r->status.ok()) << "rank " << r->rank << ": " << r->status.message();
+  runRanks(3, [&](int r) {
+    const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], 3, 200, everyone);
+    EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
+  });
+}
+
+TEST(TcpTransport, AutotunedLinksOverLoopbackCarryFrames) {
+  FakeWorld world(3);
+  TcpOptions options = testOptions(16384, 4);
+  options.autotune = true;
+  auto ranks = createConnected(world, options);
+  for (auto& r : ranks) ASSERT_TRUE(r->transport);
+  runRanks(3, [&](int r) {
+    const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], 3, 200, everyone);
+    EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
+  });
+}
+
+// A hand-written peer with a two-stream link sends `frames` (header, payload) on the given streams of the
+// collective channel; the real rank must fail that link with a RemoteError whose text holds `expected`.
+void expectMalformedStripes(const std::vector<std::pair<int, StripeHeader>>& frames, const std::string& expected) {
+  FakeWorld world(2);
+  TcpOptions options = stripedOptions(2, 16384, 4);
+  std::unique_ptr<Rank> real = std::make_unique<Rank>(world, 1);
+  std::thread creator([&] {
+    Result<std::unique_ptr<TcpTransport>> t =
+        TcpTransport::create(real->bootstrap, peerInfos(2), {true, false}, real->doorbell, options, real->ends);
+    if (t.ok()) {
+      real->transport = std::move(t).value();
+    } else {
+      real->status = t.status();
+    }
+  });
+  RawPeer raw(world, 0);
+  const std::vector<ListenRecord> records = raw.exchangeAddresses();
+  std::vector<net::Socket> sockets;  // by channel * 2 + stream
+  for (int ch = 0; ch < kNumChannels; ++ch) {
+    for (int stream = 0; stream < 2; ++stream) {
+      Result<net::Socket> s = raw.connect(records[1], 1, ch, options.geometry, stream, 2, options.minStripeBytes);
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      sockets.push_back(std::move(s).value());
+    }
+  }
+  creator.join();
+  ASSERT_TRUE(real->status.ok()) << real->status.message();
+  for (const auto& [stream, header] : frames) {
+    uint8_t wire[kStripeHeaderBytes];
+    encodeStripeHeader(header, wire);
+    std::vector<uint8_t> payload(header.length, 0x5a);
+    net::Socket& s = sockets[static_cast<size_t>(kCollChannel * 2 + stream)];
+    ASSERT_TRUE(s.sendAll(wire, sizeof(wire), Deadline(5000ms), nullptr).ok());
+    ASSERT_TRUE(s.sendAll(payload.data(), payload.size(), Deadline(5000ms), nullptr).ok());
+  }
+  RecvEnd& broken = *real->recv(kCollChannel, 0);
+  const Status st = waitUntil(
+      real->doorbell, [] { return false; }, [&] { return broken.check(); });
+  EXPECT_EQ(st.code(), Errc::RemoteError);
+  EXPECT_NE(st.message().find(expected), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("peer rank 0"), std::string::npos) << st.message();
+  EXPECT_TRUE(real->recv(kP2pChannel, 0)->check().ok()) << "the other channel's link must be unaffected";
+  real->transport.reset();
+}
+
+StripeHeader stripe(uint64_t seq, uint32_t bytes, int stream) {
+  const StripeLayout layout = stripeLayout(bytes, 2, 4096);
+  return StripeHeader{.seq = seq,
+                      .tag = 7,
+                      .bytes = bytes,
+                      .offset = static_cast<uint32_t>(layout.offset(stream)),
+                      .length = static_cast<uint32_t>(layout.length(stream, bytes)),
+                      .stream = static_cast<uint16_t>(stream)};
+}
+
+TEST(TcpTransport, MalformedOrMisorderedStripesFailTheLinkWithANamedError) {
+  // A stripe where the layout has none: a 100-byte slot is one stripe, on stream 0 only.
+  expectMalformedStripes({{1, StripeHeader{.seq = 0, .tag = 7, .bytes = 100, .offset = 0, .length = 100, .stream = 1}}},
+                         "layout does not have there");
+  // The right stripe on the wrong socket.
+  expectMalformedStripes({{0, stripe(0, 16384, 1)}}, "for stream 1 on stream 0");
+  // Stream 0 carries every slot in order: slot 1 before slot 0 is out of order.
+  expectMalformedStripes({{0, stripe(1, 100, 0)}}, "out of order");
+  // Stream 1 passes over slot 0, which has a stripe for it, to send slot 1's.
+  expectMalformedStripes({{0, stripe(0, 16384, 0)}, {1, stripe(1, 16384, 1)}}, "skipped its stripe of slot 0");
+  // Two stripes of one slot that disagree on its size.
+  StripeHeader other = stripe(0, 16384, 1);
+  other.bytes = 16320;
+  other.offset = static_cast<uint32_t>(stripeLayout(16320, 2, 4096).offset(1));
+  other.length = static_cast<uint32_t>(stripeLayout(16320, 2, 4096).length(1, 16320));
+  expectMalformedStripes({{0, stripe(0, 16384, 0)}, {1, other}}, "before");
 }
 
 TEST(TcpTransport, MismatchedSlotGeometryFailsSetupOnBothRanks) {
@@ -789,6 +973,14 @@ TEST(TcpTransport, RejectsInvalidArgumentsBeforeTouchingTheNetwork) {
   Result<std::unique_ptr<TcpTransport>> mask =
       TcpTransport::create(me.bootstrap, peerInfos(1), {false, true}, me.doorbell, testOptions(), me.ends);
   EXPECT_EQ(mask.status().code(), Errc::InvalidArgument);
+  for (auto [nSocks, nThreads, minStripe] : {std::tuple{0, 1, 4096u}, std::tuple{65, 1, 4096u}, std::tuple{2, 0, 4096u},
+                                             std::tuple{2, 17, 4096u}, std::tuple{2, 1, 1024u}}) {
+    TcpOptions bad = stripedOptions(nSocks, 16384, 4, nThreads);
+    bad.minStripeBytes = minStripe;
+    Result<std::unique_ptr<TcpTransport>> striping =
+        TcpTransport::create(me.bootstrap, peerInfos(1), {false}, me.doorbell, bad, me.ends);
+    EXPECT_EQ(striping.status().code(), Errc::InvalidArgument) << nSocks << " " << nThreads << " " << minStripe;
+  }
 }
 
 TEST(TcpTransport, SingleRankWithNoPeersCreatesAndDestroys) {

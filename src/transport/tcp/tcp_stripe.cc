@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stripe layout, stripe headers and the autotuning decision of the TCP transport (transport layer).
+#include "transport/tcp/tcp_stripe.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/status.h"
+
+namespace cfx::transport::tcp {
+
+namespace {
+
+constexpr uint16_t kStripeMagic = 0xCF53;
+// With no interface speed to go by, plan for a 10 Gbit/s path: over-estimating only adds streams where the
+// round trip is long, which is where they are cheap compared with an idle pipe.
+constexpr double kAssumedBytesPerSecond = 10e9 / 8;
+
+void putU16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void putU32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void putU64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint16_t getU16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t getU32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t getU64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+size_t StripeLayout::length(int stripe, size_t bytes) const {
+  const size_t start = offset(stripe);
+  if (stripe >= nStripes || start >= bytes) return stripe == 0 ? bytes : 0;
+  return std::min(stripeBytes, bytes - start);
+}
+
+StripeLayout stripeLayout(size_t bytes, int nStreams, uint32_t minStripeBytes) {
+  StripeLayout layout;
+  const size_t wanted = (bytes + minStripeBytes - 1) / minStripeBytes;
+  layout.nStripes = static_cast<int>(std::clamp<size_t>(wanted, 1, static_cast<size_t>(std::max(1, nStreams))));
+  // Rounded to 64 so stripes start cache-line aligned. The last stripe is still non-empty: bytes exceeds
+  // (k-1) x minStripeBytes, and with minStripeBytes >= 4096 and k <= 64 that is more than the (k-1) x 64 the
+  // rounding can add.
+  const size_t even = (bytes + static_cast<size_t>(layout.nStripes) - 1) / static_cast<size_t>(layout.nStripes);
+  layout.stripeBytes = (even + 63) / 64 * 64;
+  return layout;
+}
+
+void encodeStripeHeader(const StripeHeader& h, uint8_t* out) {
+  putU64(out, h.seq);
+  putU64(out + 8, h.tag);
+  putU32(out + 16, h.bytes);
+  putU32(out + 20, h.offset);
+  putU32(out + 24, h.length);
+  putU16(out + 28, kStripeMagic);
+  putU16(out + 30, h.stream);
+}
+
+bool decodeStripeHeader(const uint8_t* in, StripeHeader* h) {
+  if (getU16(in + 28) != kStripeMagic) return false;
+  h->seq = getU64(in);
+  h->tag = getU64(in + 8);
+  h->bytes = getU32(in + 16);
+  h->offset = getU32(in + 20);
+  h->length = getU32(in + 24);
+  h->stream = getU16(in + 30);
+  return true;
+}
+
+AutotuneDecision autotune(const AutotuneInputs& in) {
+  AutotuneDecision d;
+  d.assumedBytesPerSecond = in.linkBytesPerSecond > 0 ? in.linkBytesPerSecond : kAssumedBytesPerSecond;
+  d.bdpBytes = d.assumedBytesPerSecond * std::max(0.0, in.rttSeconds);
+  const int maxStreams = std::clamp(in.maxStreams, 1, kMaxStreams);
+  // The window one stream can open: half its receive buffer (tcp_adv_win_scale's default share for data).
+  const double buffer = static_cast<double>(std::max(in.autotuneCapBytes, in.fixedBufferCapBytes));
+  const double window = std::max<double>(64 * 1024, buffer / 2);
+  const double needed = std::ceil(d.bdpBytes / window);
+  d.nStreams = static_cast<int>(std::clamp(needed, 1.0, static_cast<double>(maxStreams)));
+  // Per stream, a window's share of the BDP plus the same again for the kernel's overhead. Kernel autotuning
+  // grows to autotuneCap on its own and spends memory only when the path needs it, so a fixed buffer is set only
+  // when autotuning would stop short and the kernel would honour the request.
+  const double perStream = 2 * d.bdpBytes / d.nStreams;
+  if (perStream > static_cast<double>(in.autotuneCapBytes) &&
+      perStream <= static_cast<double>(in.fixedBufferCapBytes)) {
+    d.socketBufferBytes = (static_cast<int64_t>(perStream) + 65535) / 65536 * 65536;
+  }
+  return d;
+}
+
+std::string describe(const AutotuneDecision& d, double rttSeconds) {
+  std::string buffers = d.socketBufferBytes > 0
+                            ? strprintf("%lld-byte socket buffers", static_cast<long long>(d.socketBufferBytes))
+                            : std::string("kernel-autotuned socket buffers");
+  return strprintf("%d stream%s (BDP %.0f B at %.2f Gbit/s x %.3f ms), %s", d.nStreams, d.nStreams == 1 ? "" : "s",
+                   d.bdpBytes, d.assumedBytesPerSecond * 8 / 1e9, rttSeconds * 1e3, buffers.c_str());
+}
+
+}  // namespace cfx::transport::tcp

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP transport's stripe layout, stripe header and autotuning decision: pure functions, no sockets.
+#include "transport/tcp/tcp_stripe.h"
+
+#include <gtest/gtest.h>
+
+namespace cfx::transport::tcp {
+namespace {
+
+// Every byte of the slot in exactly one stripe, stripes in order on streams 0..k-1, none empty unless the slot is.
+void expectTiles(size_t bytes, int nStreams, uint32_t minStripe) {
+  const StripeLayout layout = stripeLayout(bytes, nStreams, minStripe);
+  ASSERT_GE(layout.nStripes, 1);
+  ASSERT_LE(layout.nStripes, nStreams);
+  EXPECT_EQ(layout.stripeBytes % 64, 0u);
+  size_t covered = 0;
+  for (int j = 0; j < layout.nStripes; ++j) {
+    EXPECT_EQ(layout.offset(j), covered) << bytes << " B over " << nStreams << ", stripe " << j;
+    const size_t length = layout.length(j, bytes);
+    if (bytes > 0) {
+      EXPECT_GT(length, 0u) << bytes << " B over " << nStreams << ", stripe " << j;
+    }
+    covered += length;
+  }
+  EXPECT_EQ(covered, bytes) << bytes << " B over " << nStreams;
+  EXPECT_EQ(layout.length(layout.nStripes, bytes), 0u);
+}
+
+TEST(TcpStripe, LayoutTilesEverySlotSize) {
+  for (int n : {1, 2, 3, 4, 7, 8, 16, 64}) {
+    for (size_t bytes :
+         {size_t{0}, size_t{1}, size_t{63}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{65535}, size_t{65536},
+          size_t{65537}, size_t{131072}, size_t{200003}, size_t{262144}, size_t{1} << 20, (size_t{1} << 22) + 7}) {
+      expectTiles(bytes, n, 4096);
+      expectTiles(bytes, n, kDefaultMinStripeBytes);
+    }
+  }
+  for (size_t bytes = 0; bytes < 300000; bytes += 977) expectTiles(bytes, 64, 4096);
+}
+
+TEST(TcpStripe, SmallSlotsStayOnStreamZeroAndFullSlotsUseEveryStream) {
+  EXPECT_EQ(stripeLayout(0, 4, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(1000, 4, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(65536, 4, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(65537, 4, 65536).nStripes, 2);
+  const StripeLayout full = stripeLayout(262144, 4, 65536);
+  EXPECT_EQ(full.nStripes, 4);
+  EXPECT_EQ(full.stripeBytes, 65536u);
+  EXPECT_EQ(stripeLayout(262144, 1, 65536).nStripes, 1);
+  EXPECT_EQ(stripeLayout(size_t{1} << 20, 64, 4096).nStripes, 64);
+  // The default: a 128 KiB slice fills four streams.
+  EXPECT_EQ(stripeLayout(131072, 4, kDefaultMinStripeBytes).nStripes, 4);
+  EXPECT_EQ(stripeLayout(131072, 8, kDefaultMinStripeBytes).nStripes, 4);
+}
+
+TEST(TcpStripe, HeaderRoundTripsLittleEndianAndRejectsAWrongMagic) {
+  const StripeHeader in{.seq = 0x0102030405060708ull,
+                        .tag = 0xfedcba9876543210ull,
+                        .bytes = 262144,
+                        .offset = 65536,
+                        .length = 65536,
+                        .stream = 1};
+  uint8_t wire[kStripeHeaderBytes];
+  encodeStripeHeader(in, wire);
+  EXPECT_EQ(wire[0], 0x08);
+  EXPECT_EQ(wire[7], 0x01);
+  EXPECT_EQ(wire[8], 0x10);
+  EXPECT_EQ(wire[30], 1);
+  StripeHeader out;
+  ASSERT_TRUE(decodeStripeHeader(wire, &out));
+  EXPECT_EQ(out.seq, in.seq);
+  EXPECT_EQ(out.tag, in.tag);
+  EXPECT_EQ(out.bytes, in.bytes);
+  EXPECT_EQ(out.offset, in.offset);
+  EXPECT_EQ(out.length, in.length);
+  EXPECT_EQ(out.stream, in.stream);
+  wire[28] ^= 0xff;
+  EXPECT_FALSE(decodeStripeHeader(wire, &out));
+}
+
+// Debian's defaults: tcp_rmem[2] 6 MiB (tcp_wmem[2] 4 MiB), rmem_max/wmem_max 208 KiB.
+AutotuneInputs debianDefaults(double rttSeconds, double bytesPerSecond) {
+  return AutotuneInputs{.rttSeconds = rttSeconds,
+                        .linkBytesPerSecond = bytesPerSecond,
+                        .autotuneCapBytes = 4 << 20,
+                        .fixedBufferCapBytes = 212992,
+                        .maxStreams = 8};
+}
+
+TEST(TcpAutotune, LoopbackAndLanKeepOneStreamAndKernelBuffers) {
+  const AutotuneDecision loopback = autotune(debianDefaults(30e-6, 0));
+  EXPECT_EQ(loopback.nStreams, 1);
+  EXPECT_EQ(loopback.socketBufferBytes, 0);
+  const AutotuneDecision lan = autotune(debianDefaults(200e-6, 25e9 / 8));
+  EXPECT_EQ(lan.nStreams, 1);
+  EXPECT_EQ(lan.socketBufferBytes, 0);
+}
+
+TEST(TcpAutotune, LongFatPipesGetEnoughStreamsForTheirBandwidthDelayProduct) {
+  // 1 Gbit/s x 50 ms = 6.25 MB; a stream opens about 2 MiB of window: 3 streams.
+  const AutotuneDecision wan = autotune(debianDefaults(0.050, 1e9 / 8));
+  EXPECT_NEAR(wan.bdpBytes, 6.25e6, 1e3);
+  EXPECT_EQ(wan.nStreams, 3);
+  EXPECT_EQ(wan.socketBufferBytes, 0) << "autotuning reaches the per-stream window";
+  // 100 Mbit/s x 50 ms fits one stream.
+  EXPECT_EQ(autotune(debianDefaults(0.050, 100e6 / 8)).nStreams, 1);
+  // More round trip, more streams, up to the cap.
+  EXPECT_EQ(autotune(debianDefaults(0.100, 1e9 / 8)).nStreams, 6);
+  EXPECT_EQ(autotune(debianDefaults(0.200, 10e9 / 8)).nStreams, 8);
+  AutotuneInputs capped = debianDefaults(0.200, 10e9 / 8);
+  capped.maxStreams = 100;
+  EXPECT_EQ(autotune(capped).nStreams, kMaxStreams);
+}
+
+TEST(TcpAutotune, FixedBuffersOnlyWhereAutotuningFallsShortAndTheKernelHonoursThem) {
+  // 10 Gbit/s x 100 ms with 8 streams: 15.6 MB per stream, beyond autotuning's 4 MiB.
+  AutotuneInputs big = debianDefaults(0.100, 10e9 / 8);
+  EXPECT_EQ(autotune(big).socketBufferBytes, 0) << "rmem_max 208 KiB: the kernel would cap it, keep autotuning";
+  big.fixedBufferCapBytes = int64_t{1} << 30;  // an administrator raised rmem_max/wmem_max
+  const AutotuneDecision raised = autotune(big);
+  EXPECT_LT(raised.nStreams, 8) << "bigger buffers need fewer streams";
+  EXPECT_GT(raised.socketBufferBytes, int64_t{4} << 20);
+  EXPECT_EQ(raised.socketBufferBytes % 65536, 0);
+  EXPECT_GE(static_cast<double>(raised.socketBufferBytes) * raised.nStreams, raised.bdpBytes);
+}
+
+TEST(TcpAutotune, UnknownSpeedAssumesTenGigabitAndTheLogLineSaysSo) {
+  const AutotuneDecision d = autotune(debianDefaults(0.010, 0));
+  EXPECT_DOUBLE_EQ(d.assumedBytesPerSecond, 10e9 / 8);
+  const std::string text = describe(d, 0.010);
+  EXPECT_NE(text.find("10.00 Gbit/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("10.000 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("streams"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace cfx::transport::tcp
