@@ -355,6 +355,7 @@ enum class Variant {
   Tcp,         // NCCL_SHM_DISABLE=1: the socket transport, with frames as large as the shm slots
   SmallSlots,  // 2 shm slots of 4 KiB: every message takes many steps and the sender keeps waiting on flow control
   Ring,        // NCCL_ALGO=allreduce:ring: ring all-reduce also for the small counts recdouble usually takes
+  RecDouble,   // NCCL_ALGO=allreduce:recdouble,ring: recursive doubling where exchange usually takes small counts
 };
 
 const char* variantName(Variant v) {
@@ -363,6 +364,7 @@ const char* variantName(Variant v) {
     case Variant::Tcp: return "tcp";
     case Variant::SmallSlots: return "shm2x4k";
     case Variant::Ring: return "ring";
+    case Variant::RecDouble: return "recdouble";
   }
   return "?";
 }
@@ -384,6 +386,7 @@ std::vector<SweepParam> sweepParams() {
     for (int n : {2, 7}) out.push_back({c, n, Variant::SmallSlots, n == 2});
   }
   for (int n : {2, 3, 4, 7, 8}) out.push_back({Coll::AllReduce, n, Variant::Ring, n == 3});
+  for (int n : {2, 4, 8}) out.push_back({Coll::AllReduce, n, Variant::RecDouble, n == 2});
   return out;
 }
 
@@ -401,6 +404,7 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
       env.emplace_back("CFX_SHM_SLOT_BYTES", "4096");
       break;
     case Variant::Ring: env.emplace_back("NCCL_ALGO", "allreduce:ring"); break;
+    case Variant::RecDouble: env.emplace_back("NCCL_ALGO", "allreduce:recdouble,ring"); break;
   }
   return env;
 }
