@@ -3,6 +3,7 @@
 #include "core/communicator.h"
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");
 CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
-          "Restrict algorithms: comma list of ring, chain, direct, recdouble; ^ excludes; per-collective form "
+          "Restrict algorithms: comma list of ring, chain, direct, recdouble, exchange; ^ excludes; per-collective form "
           "allreduce:ring;broadcast:chain.");
 
 CommOptions CommOptions::fromParams() {
@@ -206,6 +207,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   slices[static_cast<size_t>(rank_)] = slice;
   CFX_TRY(bootstrap_->allGather(slices.data(), sizeof(uint64_t)));
   sliceBytes_ = *std::min_element(slices.begin(), slices.end());
+  CFX_TRY(learnPlacement());
 
   int nShm = 0;
   int nTcp = 0;
@@ -217,6 +219,36 @@ Status Communicator::connect(const transport::UniqueId& id) {
   }
   CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via tcp, slice %zu B", static_cast<void*>(this),
            rank_, nRanks_, nShm, nTcp, sliceBytes_);
+  return Status();
+}
+
+// Which CPU every rank is pinned to decides how a waiting rank yields (prims::yieldInterval): a peer on our CPU
+// can only run once we give the CPU up.
+Status Communicator::learnPlacement() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  prims::Placement placement;
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+    placement.allowedCpus = CPU_COUNT(&mask);
+    if (placement.allowedCpus == 1) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &mask)) placement.pinnedCpu = c;
+      }
+    }
+  }
+  std::vector<int64_t> pinned(static_cast<size_t>(nRanks_), -1);
+  pinned[static_cast<size_t>(rank_)] = placement.pinnedCpu;
+  CFX_TRY(bootstrap_->allGather(pinned.data(), sizeof(int64_t)));
+  const uint64_t host = peers_[static_cast<size_t>(rank_)].hostHash;
+  for (int p = 0; p < nRanks_; ++p) {
+    if (p == rank_ || peers_[static_cast<size_t>(p)].hostHash != host) continue;
+    ++placement.localRanks;
+    placement.peerPinnedCpus.push_back(static_cast<int>(pinned[static_cast<size_t>(p)]));
+  }
+  yieldEvery_ = prims::yieldInterval(placement);
+  CFX_INFO(log::Sys::Init, "rank %d: %s, %d ranks on this host, %d CPUs allowed: waiting ranks yield every %d polls",
+           rank_, placement.pinnedCpu >= 0 ? strprintf("pinned to CPU %d", placement.pinnedCpu).c_str() : "not pinned",
+           placement.localRanks, placement.allowedCpus, yieldEvery_);
   return Status();
 }
 
@@ -269,6 +301,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.doorbell = doorbell_;
   eo.abortFlag = &abortFlag_;
   eo.spins = options_.spins;
+  eo.yieldEvery = yieldEvery_;
   eo.timeout = options_.timeout;
   Status st = prims::execute(works, eo);
   if (!st.ok()) setAsyncError(st);

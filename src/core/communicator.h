@@ -118,6 +118,7 @@ class Communicator {
  private:
   Communicator(int rank, int nRanks, const CommConfig& config);
   Status connect(const transport::UniqueId& id);
+  Status learnPlacement();
   void progressLoop();
   void stopProgressThread();
 
@@ -135,6 +136,7 @@ class Communicator {
   transport::Endpoints endpoints_;
   Doorbell* doorbell_ = nullptr;  // owned by shm_
   size_t sliceBytes_ = 0;
+  int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)
 
   uint32_t collSeq_ = 0;
   std::vector<uint32_t> sendSeq_;

@@ -52,6 +52,18 @@ Status checkPeers(const std::vector<Work*>& works) {
 
 }  // namespace
 
+int yieldInterval(const Placement& placement) {
+  constexpr int kShared = 1;
+  constexpr int kAlone = 64;
+  if (placement.pinnedCpu >= 0) {
+    for (int cpu : placement.peerPinnedCpus) {
+      if (cpu == placement.pinnedCpu) return kShared;
+    }
+    return kAlone;
+  }
+  return placement.localRanks > placement.allowedCpus ? kShared : kAlone;
+}
+
 Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   for (Work* w : works) {
     if (!w->started) {
@@ -61,7 +73,7 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       resume(*w);
     }
   }
-  Backoff backoff(options.spins);
+  Backoff backoff(options.spins, options.yieldEvery);
   auto lastCheck = Deadline::Clock::now();
   auto lastProgress = lastCheck;
   Deadline deadline(options.timeout);  // measured from the last progress, not from the start
