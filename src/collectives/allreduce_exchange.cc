@@ -26,8 +26,6 @@
 // Cost: log2(n) message latencies (recursive doubling: 2 log2(n), ring: 2 (n - 1)), each moving the whole buffer
 // both ways, and log2(n) reductions of the whole buffer on every rank: n log2(n) / (2 (n - 1)) times the ring's
 // traffic, so the planner uses it while the message is latency-bound.
-#include <bit>
-
 #include "collectives/collective.h"
 
 namespace cfx::coll {
@@ -42,7 +40,7 @@ Task allReduceExchange(const CollArgs& args, prims::Prims& prims) {
     prims::Prims::prepare(out, in, args.count, args.op, /*post=*/true);
     co_return Status();
   }
-  if (!std::has_single_bit(static_cast<unsigned>(n))) {
+  if ((n & (n - 1)) != 0) {
     co_return Status::error(Errc::InvalidUsage,
                             strprintf("exchange AllReduce needs a power-of-two rank count, got %d ranks; use "
                                       "RecDouble or Ring (NCCL_ALGO) instead",

@@ -2,7 +2,6 @@
 // Algorithm choice and NCCL_ALGO parsing (collectives layer). Pure: no logging, no environment.
 #include "collectives/planner.h"
 
-#include <bit>
 #include <cctype>
 #include <optional>
 
@@ -23,7 +22,8 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     // Half of recursive doubling's latencies, but every rank moves and reduces the whole buffer per round: it wins
     // while one message is latency-bound (one slice), and needs pairs all the way down (2^k ranks).
     case Algorithm::Exchange:
-      return req.nRanks > 1 && std::has_single_bit(static_cast<unsigned>(req.nRanks)) && req.bytes <= req.sliceBytes;
+      // (n & (n - 1)): std::has_single_bit becomes a libgcc popcount call without -mpopcnt, on every op.
+      return req.nRanks > 1 && (req.nRanks & (req.nRanks - 1)) == 0 && req.bytes <= req.sliceBytes;
     case Algorithm::Ring:
     case Algorithm::Chain:
     case Algorithm::Direct: return true;

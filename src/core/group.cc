@@ -189,7 +189,8 @@ Status launchCollective(const Op& op) {
   work.opCount = item.opCount;
   work.rank = comm->rank();
   // runInline takes a vector; one per thread, reused, keeps this path free of allocation.
-  thread_local std::vector<prims::Work*> raw;
+  thread_local std::vector<prims::Work*> tRaw;
+  std::vector<prims::Work*>& raw = tRaw;
   raw.assign(1, &work);
   Status st = comm->runInline(raw);
   raw.clear();
@@ -297,8 +298,9 @@ Status groupSimulateEnd(float* estimatedTimeUs) {
 }
 
 Status submit(const Op& op) {
-  if (tGroup.depth > 0) {
-    tGroup.ops.push_back(op);
+  GroupState& group = tGroup;
+  if (group.depth > 0) {
+    group.ops.push_back(op);
     return Status();
   }
   if (op.kind == Op::Kind::Coll && !findHostStream(op.stream)) return launchCollective(op);
