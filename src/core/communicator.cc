@@ -246,9 +246,10 @@ Status Communicator::learnPlacement() {
     placement.peerPinnedCpus.push_back(static_cast<int>(pinned[static_cast<size_t>(p)]));
   }
   yieldEvery_ = prims::yieldInterval(placement);
-  CFX_INFO(log::Sys::Init, "rank %d: %s, %d ranks on this host, %d CPUs allowed: waiting ranks yield every %d polls",
+  CFX_INFO(log::Sys::Init, "rank %d: %s, %d ranks on this host, %d CPUs allowed: a waiting rank yields %s",
            rank_, placement.pinnedCpu >= 0 ? strprintf("pinned to CPU %d", placement.pinnedCpu).c_str() : "not pinned",
-           placement.localRanks, placement.allowedCpus, yieldEvery_);
+           placement.localRanks, placement.allowedCpus,
+           yieldEvery_ == 0 ? "never" : strprintf("every %d failed polls", yieldEvery_).c_str());
   return Status();
 }
 

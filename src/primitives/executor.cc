@@ -54,14 +54,17 @@ Status checkPeers(const std::vector<Work*>& works) {
 
 int yieldInterval(const Placement& placement) {
   constexpr int kShared = 1;
-  constexpr int kAlone = 64;
+  constexpr int kNever = 0;
+  constexpr int kNowAndThen = 64;
   if (placement.pinnedCpu >= 0) {
     for (int cpu : placement.peerPinnedCpus) {
       if (cpu == placement.pinnedCpu) return kShared;
     }
-    return kAlone;
+    // No peer can need this CPU. A yield would only hand it to some other program for a whole time slice
+    // (milliseconds on a loaded machine) while the peer's data arrives; the spin limit still puts us to sleep.
+    return kNever;
   }
-  return placement.localRanks > placement.allowedCpus ? kShared : kAlone;
+  return placement.localRanks > placement.allowedCpus ? kShared : kNowAndThen;
 }
 
 Status execute(std::vector<Work*>& works, const ExecOptions& options) {

@@ -45,7 +45,8 @@ struct ExecOptions {
   Doorbell* doorbell = nullptr;                 // this rank's doorbell
   const std::atomic<bool>* abortFlag = nullptr; // set by ncclCommAbort/Revoke from any thread
   int spins = 2000;                             // failed polls before sleeping
-  int yieldEvery = 64;                          // failed polls between sched_yield()s; 1 when a peer may need our CPU
+  int yieldEvery = 64;                          // failed polls between sched_yield()s; 1 when a peer may need our
+                                                // CPU, 0 never (yieldInterval)
   std::chrono::milliseconds checkInterval{200}; // how often a sleeping rank checks that its peers live
   std::chrono::milliseconds timeout{0};         // fail after this long without any progress; 0 = never
 };
@@ -62,7 +63,8 @@ struct Placement {
 
 // ExecOptions::yieldEvery for a placement: 1 (yield on every failed poll) when a peer is pinned to our CPU, or when
 // we are not pinned and this host runs more ranks than we have CPUs, so the peer we wait for may be waiting for our
-// CPU; otherwise 64, where a yield only lets other programs in now and then.
+// CPU; 0 (never) when we are pinned and no peer shares our CPU; otherwise 64 (the scheduler may still put a peer
+// on our CPU now and then).
 int yieldInterval(const Placement& placement);
 
 // Runs `works` to completion. Returns the first failure (Timeout after options.timeout without progress,

@@ -24,17 +24,17 @@ Placement unpinned(int allowedCpus, int localRanks) {
   return p;
 }
 
-TEST(WaitPolicy, RanksPinnedToDistinctCpusYieldOnlyNowAndThen) {
-  EXPECT_EQ(yieldInterval(pinned(0, {1})), 64);
-  EXPECT_EQ(yieldInterval(pinned(3, {0, 1, 2})), 64);
-  EXPECT_EQ(yieldInterval(pinned(0, {})), 64);
+TEST(WaitPolicy, RanksPinnedToDistinctCpusNeverYield) {
+  EXPECT_EQ(yieldInterval(pinned(0, {1})), 0);
+  EXPECT_EQ(yieldInterval(pinned(3, {0, 1, 2})), 0);
+  EXPECT_EQ(yieldInterval(pinned(0, {})), 0);
 }
 
 TEST(WaitPolicy, APeerPinnedToOurCpuMakesEveryFailedPollYield) {
   EXPECT_EQ(yieldInterval(pinned(0, {0})), 1);
   EXPECT_EQ(yieldInterval(pinned(1, {0, 1, 0})), 1);
   // An unpinned peer may run anywhere: no reason to give up a CPU we own alone.
-  EXPECT_EQ(yieldInterval(pinned(1, {-1})), 64);
+  EXPECT_EQ(yieldInterval(pinned(1, {-1})), 0);
 }
 
 TEST(WaitPolicy, UnpinnedRanksYieldOnEveryPollOnlyWhenTheyOutnumberCpus) {
@@ -44,12 +44,14 @@ TEST(WaitPolicy, UnpinnedRanksYieldOnEveryPollOnlyWhenTheyOutnumberCpus) {
   EXPECT_EQ(yieldInterval(unpinned(1, 2)), 1);
 }
 
-TEST(WaitPolicy, BackoffYieldsEveryIntervalAndBlocksAfterItsLimit) {
-  Backoff b(5, 1);
-  for (int i = 0; i < 4; ++i) EXPECT_FALSE(b.spin());
-  EXPECT_TRUE(b.spin());
-  b.reset();
-  EXPECT_FALSE(b.spin());
+TEST(WaitPolicy, BackoffBlocksAfterItsLimitWhateverItsYieldInterval) {
+  for (int yieldEvery : {0, 1, 64}) {
+    Backoff b(5, yieldEvery);
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(b.spin());
+    EXPECT_TRUE(b.spin());
+    b.reset();
+    EXPECT_FALSE(b.spin());
+  }
 }
 
 }  // namespace
