@@ -12,7 +12,10 @@
 // Deadlock: a forwarding verb needs a free slot downstream before it consumes a slice from upstream, and a
 // rank runs at most one piece ahead of what it has received (the opening send). A ring whose FIFOs are all full
 // holds n * nSlots slices but the ranks have put at most n pieces into it, so a piece smaller than a FIFO can
-// never jam it: one slice against the guaranteed two slots (two slices would jam two-slot FIFOs).
+// never jam it: one slice against the guaranteed two slots (two slices would jam two-slot FIFOs). Two ranks have
+// no forwarding step, only send-then-receive, so there a piece may fill both guaranteed slots: each rank's two
+// slices fit its peer's FIFO whatever the peer does, and the peer's receive drains them. The second slice in
+// flight lets the sender copy into it while the receiver copies the first one out.
 //
 // In place (sendbuff == recvbuff + r * count) the local copy is skipped. Traffic per rank: (n - 1) * count
 // elements in and out; latency n - 1 hops per loop.
@@ -32,7 +35,7 @@ Task allGatherRing(const CollArgs& args, prims::Prims& prims) {
   if (n == 1) co_return Status();
   const int next = mod(r + 1, n);
   const int prev = mod(r - 1, n);
-  const size_t pieceBytes = prims.sliceBytes();
+  const size_t pieceBytes = (n == 2 ? 2 : 1) * prims.sliceBytes();
   for (size_t off = 0; off < blockBytes; off += pieceBytes) {
     const size_t len = std::min(pieceBytes, blockBytes - off);
     CFX_CO_TRY(co_await prims.send(next, block(r) + off, len));

@@ -28,9 +28,9 @@
 // Precondition (the planner's contract): the whole buffer is one slice, count * elt <= sliceBytes; otherwise
 // InvalidUsage. Every round is store-and-forward of the whole buffer, which only pays while the message is
 // latency-bound. Cost: 2 log2(p) message latencies, plus 2 when n is not a power of two, each of the whole
-// buffer (ring: 2 (n - 1) latencies). A plain exchange, both ranks combining, would halve that, but the verbs
-// always put the received slot first, so the two ranks would combine in opposite orders and could differ in
-// the bits (NaN payloads, signed zeros under max/min).
+// buffer (ring: 2 (n - 1) latencies). On power-of-two rank counts the planner prefers allreduce_exchange.cc,
+// where both ranks of a pair combine (in the same operand order) and one message per round suffices; this
+// algorithm remains for the other rank counts, whose folded ranks need the result sent back anyway.
 #include <bit>
 
 #include "collectives/collective.h"

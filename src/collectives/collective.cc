@@ -19,6 +19,7 @@ struct Entry {
 constexpr Entry kTable[] = {
     {Collective::AllReduce, Algorithm::Ring, &allReduceRing},
     {Collective::AllReduce, Algorithm::RecDouble, &allReduceRecDouble},
+    {Collective::AllReduce, Algorithm::Exchange, &allReduceExchange},
     {Collective::AllGather, Algorithm::Ring, &allGatherRing},
     {Collective::ReduceScatter, Algorithm::Ring, &reduceScatterRing},
     {Collective::Broadcast, Algorithm::Chain, &broadcastChain},
@@ -61,6 +62,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Chain: return "Chain";
     case Algorithm::Direct: return "Direct";
     case Algorithm::RecDouble: return "RecDouble";
+    case Algorithm::Exchange: return "Exchange";
   }
   return "unknown";
 }

@@ -55,8 +55,9 @@ enum class Algorithm : uint8_t {
   Chain,      // pipelined chain from or to the root (Broadcast, Reduce)
   Direct,     // every rank talks to every peer (AlltoAll, Gather, Scatter)
   RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
+  Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
 };
-inline constexpr int kNumAlgorithms = 4;
+inline constexpr int kNumAlgorithms = 5;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 struct Plan {
@@ -73,6 +74,7 @@ Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims);
 // One function per (collective, algorithm), each defined in its own file.
 Task allReduceRing(const CollArgs& args, prims::Prims& prims);
 Task allReduceRecDouble(const CollArgs& args, prims::Prims& prims);
+Task allReduceExchange(const CollArgs& args, prims::Prims& prims);
 Task allGatherRing(const CollArgs& args, prims::Prims& prims);
 Task reduceScatterRing(const CollArgs& args, prims::Prims& prims);
 Task broadcastChain(const CollArgs& args, prims::Prims& prims);

@@ -9,15 +9,21 @@ namespace cfx::coll {
 
 namespace {
 
-// Most preferred first. Each collective has exactly one always-applicable algorithm besides RecDouble, so the
-// first entry that implements the op, can run it and is allowed is the choice. The alpha-beta model replaces
+// Most preferred first. Each collective has exactly one always-applicable algorithm besides Exchange and
+// RecDouble, so the first entry that implements the op, can run it and is allowed is the choice. The alpha-beta model replaces
 // this order with a cost per candidate; the candidate filters below stay.
-constexpr Algorithm kPreference[] = {Algorithm::RecDouble, Algorithm::Ring, Algorithm::Chain, Algorithm::Direct};
+constexpr Algorithm kPreference[] = {Algorithm::Exchange, Algorithm::RecDouble, Algorithm::Ring, Algorithm::Chain,
+                                     Algorithm::Direct};
 
 // Whether `a` can run this op at all, whatever it costs.
 bool applicable(Algorithm a, const PlanRequest& req) {
   switch (a) {
     case Algorithm::RecDouble: return req.nRanks > 1 && req.bytes <= req.sliceBytes;
+    // Half of recursive doubling's latencies, but every rank moves and reduces the whole buffer per round: it wins
+    // while one message is latency-bound (one slice), and needs pairs all the way down (2^k ranks).
+    case Algorithm::Exchange:
+      // (n & (n - 1)): std::has_single_bit becomes a libgcc popcount call without -mpopcnt, on every op.
+      return req.nRanks > 1 && (req.nRanks & (req.nRanks - 1)) == 0 && req.bytes <= req.sliceBytes;
     case Algorithm::Ring:
     case Algorithm::Chain:
     case Algorithm::Direct: return true;

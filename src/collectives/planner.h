@@ -47,8 +47,8 @@ struct PlannerOptions {
 // its default and describePlan says so.
 Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
 
-// The plan for one op. Today: AllReduce uses RecDouble while the whole message fits one slice on more than one
-// rank, else Ring; AllGather and ReduceScatter use Ring; Broadcast and Reduce use Chain; AlltoAll, Gather and
+// The plan for one op. Today: AllReduce uses Exchange while the whole message fits one slice on a power-of-two
+// rank count above one, RecDouble while it fits one slice on other counts, else Ring; AllGather and ReduceScatter use Ring; Broadcast and Reduce use Chain; AlltoAll, Gather and
 // Scatter use Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can
 // run the op, the default choice is used anyway. Always returns an implemented, applicable pair.
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts);

@@ -51,7 +51,7 @@ bool Backoff::spin() {
     _mm_pause();
 #endif
     // With more ranks than cores the peer we wait for may need our core: yield now and then.
-    if ((count_ & 63) == 0) sched_yield();
+    if (yieldEvery_ > 0 && count_ % yieldEvery_ == 0) sched_yield();
     return false;
   }
   return true;

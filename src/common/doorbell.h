@@ -32,15 +32,18 @@ static_assert(sizeof(Doorbell) == 8, "Doorbell is placed in shared memory; its l
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex needs a plain 32-bit word");
 
 // Spin-then-block helper: call spin() when no progress was made; it returns true when the caller should
-// block on its doorbell now. reset() after progress.
+// block on its doorbell now. reset() after progress. Every `yieldEvery` failed polls it yields the CPU: 1 when the
+// peer waited for may need this very CPU (it shares it, or ranks outnumber CPUs), so the handoff costs one
+// context switch instead of a time slice of spinning; 0 never yields (the peer has a CPU of its own).
 class Backoff {
  public:
-  explicit Backoff(int spins = 2000) : limit_(spins) {}
+  explicit Backoff(int spins = 2000, int yieldEvery = 64) : limit_(spins), yieldEvery_(yieldEvery < 0 ? 0 : yieldEvery) {}
   bool spin();
   void reset() { count_ = 0; }
 
  private:
   int limit_;
+  int yieldEvery_;
   int count_ = 0;
 };
 

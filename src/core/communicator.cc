@@ -3,6 +3,7 @@
 #include "core/communicator.h"
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +29,7 @@ CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");
 CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
-          "Restrict algorithms: comma list of ring, chain, direct, recdouble; ^ excludes; per-collective form "
+          "Restrict algorithms: comma list of ring, chain, direct, recdouble, exchange; ^ excludes; per-collective form "
           "allreduce:ring;broadcast:chain.");
 
 CommOptions CommOptions::fromParams() {
@@ -221,6 +222,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   slices[static_cast<size_t>(rank_)] = slice;
   CFX_TRY(bootstrap_->allGather(slices.data(), sizeof(uint64_t)));
   sliceBytes_ = *std::min_element(slices.begin(), slices.end());
+  CFX_TRY(learnPlacement());
   CFX_TRY(startHealth());
 
   int nShm = 0;
@@ -263,6 +265,37 @@ void Communicator::announceExit() {
   // Stopped, not only announced: OpenSSL's own exit handler runs after this one, and a heartbeat signed after it
   // would crash the exiting process.
   if (asyncError() != Errc::InProgress && health_) health_->stop();
+}
+
+// Which CPU every rank is pinned to decides how a waiting rank yields (prims::yieldInterval): a peer on our CPU
+// can only run once we give the CPU up.
+Status Communicator::learnPlacement() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  prims::Placement placement;
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+    placement.allowedCpus = CPU_COUNT(&mask);
+    if (placement.allowedCpus == 1) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &mask)) placement.pinnedCpu = c;
+      }
+    }
+  }
+  std::vector<int64_t> pinned(static_cast<size_t>(nRanks_), -1);
+  pinned[static_cast<size_t>(rank_)] = placement.pinnedCpu;
+  CFX_TRY(bootstrap_->allGather(pinned.data(), sizeof(int64_t)));
+  const uint64_t host = peers_[static_cast<size_t>(rank_)].hostHash;
+  for (int p = 0; p < nRanks_; ++p) {
+    if (p == rank_ || peers_[static_cast<size_t>(p)].hostHash != host) continue;
+    ++placement.localRanks;
+    placement.peerPinnedCpus.push_back(static_cast<int>(pinned[static_cast<size_t>(p)]));
+  }
+  yieldEvery_ = prims::yieldInterval(placement);
+  CFX_INFO(log::Sys::Init, "rank %d: %s, %d ranks on this host, %d CPUs allowed: a waiting rank yields %s",
+           rank_, placement.pinnedCpu >= 0 ? strprintf("pinned to CPU %d", placement.pinnedCpu).c_str() : "not pinned",
+           placement.localRanks, placement.allowedCpus,
+           yieldEvery_ == 0 ? "never" : strprintf("every %d failed polls", yieldEvery_).c_str());
+  return Status();
 }
 
 // ---- state ----
@@ -314,6 +347,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.doorbell = doorbell_;
   eo.abortFlag = &abortFlag_;
   eo.spins = options_.spins;
+  eo.yieldEvery = yieldEvery_;
   eo.timeout = options_.timeout;
   eo.health = health_.get();
   Status st = prims::execute(works, eo);

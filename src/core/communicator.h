@@ -124,6 +124,7 @@ class Communicator {
   Communicator(int rank, int nRanks, const CommConfig& config);
   Status connect(const transport::UniqueId& id);
   Status startHealth();
+  Status learnPlacement();
   void progressLoop();
   void stopProgressThread();
 
@@ -143,6 +144,7 @@ class Communicator {
   // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.
   std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
+  int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)
 
   uint32_t collSeq_ = 0;
   std::vector<uint32_t> sendSeq_;

@@ -35,17 +35,20 @@ struct CollItem {
   uint64_t opCount;
 };
 
+// Plans and runs one collective on the collective channel; `prims` must outlive the returned Task.
+prims::Task runPlanned(Communicator* comm, const CollItem& item, prims::Prims& prims) {
+  prims.setOpSeq(item.seq);
+  const coll::PlanRequest req{item.args.coll, item.args.count * dataTypeSize(item.args.type), comm->nRanks(),
+                              comm->sliceBytes()};
+  const coll::Plan plan = coll::choosePlan(req, comm->options().planner);
+  CFX_INFO(log::Sys::Tuning, "%s opCount %lx: %s", coll::collectiveName(item.args.coll),
+           static_cast<unsigned long>(item.opCount), coll::describePlan(req, plan, comm->options().planner).c_str());
+  return coll::runCollective(item.args, plan, prims);
+}
+
 prims::Task runCollectives(Communicator* comm, std::vector<CollItem> items) {
   prims::Prims prims = comm->prims(transport::kCollChannel);
-  for (const CollItem& item : items) {
-    prims.setOpSeq(item.seq);
-    const coll::PlanRequest req{item.args.coll, item.args.count * dataTypeSize(item.args.type), comm->nRanks(),
-                                comm->sliceBytes()};
-    const coll::Plan plan = coll::choosePlan(req, comm->options().planner);
-    CFX_INFO(log::Sys::Tuning, "%s opCount %lx: %s", coll::collectiveName(item.args.coll),
-              static_cast<unsigned long>(item.opCount), coll::describePlan(req, plan, comm->options().planner).c_str());
-    CFX_CO_TRY(co_await coll::runCollective(item.args, plan, prims));
-  }
+  for (const CollItem& item : items) CFX_CO_TRY(co_await runPlanned(comm, item, prims));
   co_return Status();
 }
 
@@ -172,6 +175,28 @@ Status launch(const std::vector<Op>& ops) {
   return first;
 }
 
+// One collective outside a group on the calling thread: the loop every benchmark and most training steps run.
+// Nothing here allocates (the Work and its verbs live on this stack, coroutine frames come from the per-thread
+// cache in primitives/task.h), which for a small all-reduce is a good part of the whole op's cost.
+Status launchCollective(const Op& op) {
+  Communicator* comm = op.comm;
+  CFX_TRY(comm->checkUsable());
+  const CollItem item{op.args, comm->nextCollSeq(), comm->nextOpCount()};
+  prims::Prims prims = comm->prims(transport::kCollChannel);
+  prims::Work work;
+  work.task = runPlanned(comm, item, prims);
+  work.what = coll::collectiveName(op.args.coll);
+  work.opCount = item.opCount;
+  work.rank = comm->rank();
+  // runInline takes a vector; one per thread, reused, keeps this path free of allocation.
+  thread_local std::vector<prims::Work*> tRaw;
+  std::vector<prims::Work*>& raw = tRaw;
+  raw.assign(1, &work);
+  Status st = comm->runInline(raw);
+  raw.clear();
+  return st;
+}
+
 Status runInits(std::vector<std::function<Status()>>& inits) {
   if (inits.size() == 1) return inits.front()();
   // One thread creates several ranks: each creation blocks until all ranks joined, so run them side by side.
@@ -273,10 +298,12 @@ Status groupSimulateEnd(float* estimatedTimeUs) {
 }
 
 Status submit(const Op& op) {
-  if (tGroup.depth > 0) {
-    tGroup.ops.push_back(op);
+  GroupState& group = tGroup;
+  if (group.depth > 0) {
+    group.ops.push_back(op);
     return Status();
   }
+  if (op.kind == Op::Kind::Coll && !findHostStream(op.stream)) return launchCollective(op);
   return launch({op});
 }
 

@@ -105,6 +105,21 @@ Status blame(const std::vector<Work*>& works, Status st, const Culprit& culprit,
 
 }  // namespace
 
+int yieldInterval(const Placement& placement) {
+  constexpr int kShared = 1;
+  constexpr int kNever = 0;
+  constexpr int kNowAndThen = 64;
+  if (placement.pinnedCpu >= 0) {
+    for (int cpu : placement.peerPinnedCpus) {
+      if (cpu == placement.pinnedCpu) return kShared;
+    }
+    // No peer can need this CPU. A yield would only hand it to some other program for a whole time slice
+    // (milliseconds on a loaded machine) while the peer's data arrives; the spin limit still puts us to sleep.
+    return kNever;
+  }
+  return placement.localRanks > placement.allowedCpus ? kShared : kNowAndThen;
+}
+
 Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   for (Work* w : works) {
     if (!w->started) {
@@ -114,10 +129,13 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       resume(*w);
     }
   }
-  Backoff backoff(options.spins);
-  auto lastCheck = Deadline::Clock::now();
-  auto lastProgress = lastCheck;
-  Deadline deadline(options.timeout);  // measured from the last progress, not from the start
+  Backoff backoff(options.spins, options.yieldEvery);
+  // The clock is read only once a poll finds nothing to do, not per op or per progress: two clock reads were a
+  // tenth of a small all-reduce. So the deadline runs from the first idle poll after the last progress.
+  Deadline::Clock::time_point lastCheck{};
+  Deadline::Clock::time_point lastProgress{};
+  Deadline deadline;  // measured from the last progress, not from the start
+  bool clockStale = true;
   uint32_t checkedSeq = options.doorbell->read();  // the doorbell at the last progress or peer check
   bool stallChecked = false;                       // peers were asked since the last progress
   for (;;) {
@@ -151,9 +169,14 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       checkedSeq = options.doorbell->read();
       stallChecked = false;
       backoff.reset();
-      lastProgress = Deadline::Clock::now();
-      deadline = Deadline(options.timeout);
+      clockStale = true;
       continue;
+    }
+    if (clockStale) {
+      clockStale = false;
+      lastProgress = Deadline::Clock::now();
+      if (lastCheck == Deadline::Clock::time_point{}) lastCheck = lastProgress;
+      deadline = Deadline(options.timeout);
     }
     if (!backoff.spin()) continue;
 

@@ -50,10 +50,28 @@ struct ExecOptions {
   Doorbell* doorbell = nullptr;                 // this rank's doorbell
   const std::atomic<bool>* abortFlag = nullptr; // set by ncclCommAbort/Revoke from any thread
   int spins = 2000;                             // failed polls before sleeping
+  int yieldEvery = 64;                          // failed polls between sched_yield()s; 1 when a peer may need our
+                                                // CPU, 0 never (yieldInterval)
   std::chrono::milliseconds checkInterval{200}; // how often a sleeping rank checks that its peers live
   std::chrono::milliseconds timeout{0};         // fail after this long without any progress; 0 = never
   ft::HealthMonitor* health = nullptr;          // the communicator's; null in unit tests without one
 };
+
+// Where a rank runs, for the waiting policy: `pinnedCpu` is the one CPU this rank may run on (-1 when it may run on
+// several), `allowedCpus` how many CPUs its affinity mask holds, `peerPinnedCpus` the same for every other rank on
+// this host, `localRanks` how many ranks this host runs (this one included).
+struct Placement {
+  int pinnedCpu = -1;
+  int allowedCpus = 1;
+  std::vector<int> peerPinnedCpus;
+  int localRanks = 1;
+};
+
+// ExecOptions::yieldEvery for a placement: 1 (yield on every failed poll) when a peer is pinned to our CPU, or when
+// we are not pinned and this host runs more ranks than we have CPUs, so the peer we wait for may be waiting for our
+// CPU; 0 (never) when we are pinned and no peer shares our CPU; otherwise 64 (the scheduler may still put a peer
+// on our CPU now and then).
+int yieldInterval(const Placement& placement);
 
 // Runs `works` to completion. Returns the first failure (Timeout after options.timeout without progress,
 // RemoteError, InvalidUsage for mismatched calls, SystemError) or Ok.

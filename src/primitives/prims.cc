@@ -76,7 +76,13 @@ void Transfer::apply(const char* in, char* out, size_t n) {
       if (out) std::memcpy(out, in, n);
       break;
     case Kind::RecvCombineSend: combinePartials(*op, out, in, local + offset, count, false); break;
-    case Kind::RecvCombineCopy: combinePartials(*op, dst + offset, in, local + offset, count, post); break;
+    case Kind::RecvCombineCopy:
+      if (partialFirst) {
+        combinePartials(*op, dst + offset, local + offset, in, count, post);
+      } else {
+        combinePartials(*op, dst + offset, in, local + offset, count, post);
+      }
+      break;
   }
 }
 
@@ -322,8 +328,11 @@ TransferAwaiter Prims::recvCombineSend(int from, int to, const void* partial, si
   return make(Transfer::Kind::RecvCombineSend, from, to, partial, nullptr, count * dataTypeSize(op.type), &op, false);
 }
 TransferAwaiter Prims::recvCombineCopy(int from, const void* partial, void* dst, size_t count, const ReduceOp& op,
-                                       bool post) {
-  return make(Transfer::Kind::RecvCombineCopy, from, -1, partial, dst, count * dataTypeSize(op.type), &op, post);
+                                       bool post, bool partialFirst) {
+  TransferAwaiter a =
+      make(Transfer::Kind::RecvCombineCopy, from, -1, partial, dst, count * dataTypeSize(op.type), &op, post);
+  a.t.partialFirst = partialFirst;
+  return a;
 }
 
 void Prims::copy(void* dst, const void* src, size_t bytes) {

@@ -51,7 +51,7 @@ struct Transfer {
     RecvReduceCopySend,  // dst = post?(slot ⊕ pre(local)); next slot = dst
     RecvCopySend,        // dst = slot (if dst); next slot = slot
     RecvCombineSend,     // next slot = slot ⊕ partial(local) — both already pre-multiplied
-    RecvCombineCopy,     // dst = post?(slot ⊕ partial(local))
+    RecvCombineCopy,     // dst = post?(slot ⊕ partial(local)), or post?(partial(local) ⊕ slot) with partialFirst
   };
   Kind kind = Kind::Send;
   transport::RecvEnd* recv = nullptr;
@@ -64,6 +64,7 @@ struct Transfer {
   size_t sliceBytes = 0;
   const ReduceOp* op = nullptr;
   bool post = false;
+  bool partialFirst = false;  // RecvCombineCopy: `local` is the left operand (exchange algorithms fix the order)
   uint64_t tag = 0;
   size_t offset = 0;  // bytes of the message processed (received and/or sent) so far
   Status error;
@@ -132,8 +133,11 @@ class Prims {
                                      const ReduceOp& op, bool post);
   TransferAwaiter recvCopySend(int from, int to, void* dst, size_t bytes);
   TransferAwaiter recvCombineSend(int from, int to, const void* partial, size_t count, const ReduceOp& op);
+  // partialFirst: combine as partial ⊕ slot instead of slot ⊕ partial. Two ranks that exchange partials and each
+  // combine them pass opposite values, so both evaluate lower ⊕ upper and hold the same bits (for max/min with
+  // NaNs or signed zeros, and NaN payloads of sums, the order shows in the result).
   TransferAwaiter recvCombineCopy(int from, const void* partial, void* dst, size_t count, const ReduceOp& op,
-                                  bool post);
+                                  bool post, bool partialFirst = false);
 
   // Local, synchronous helpers (no peer involved).
   static void copy(void* dst, const void* src, size_t bytes);

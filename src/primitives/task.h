@@ -11,6 +11,7 @@
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <exception>
 #include <utility>
 
@@ -20,12 +21,28 @@ namespace cfx::prims {
 
 struct Work;
 
+// Coroutine frames come from a small per-thread cache: every op creates two or three frames (launch, algorithm,
+// sometimes a helper), and the largest exceed glibc's per-thread cache, so plain new/delete cost more than the
+// whole exchange of a small all-reduce. Frames are kept in kFrameClass-byte classes up to kFrameClasses classes,
+// at most kFramesPerClass per class; larger frames and overflow go to the global allocator. A frame freed on
+// another thread (a Work handed to a progress thread) simply lands in that thread's cache.
+namespace frame_cache {
+inline constexpr size_t kFrameClass = 256;
+inline constexpr size_t kFrameClasses = 16;  // frames up to 4 KiB
+inline constexpr int kFramesPerClass = 8;
+void* allocate(size_t bytes);
+void release(void* p, size_t bytes) noexcept;
+}  // namespace frame_cache
+
 class [[nodiscard]] Task {
  public:
   struct promise_type {
     std::coroutine_handle<> continuation;  // the awaiting parent, or null for a root task
     Work* work = nullptr;                  // the Work this task runs for; children inherit it
     Status status;
+
+    static void* operator new(size_t bytes) { return frame_cache::allocate(bytes); }
+    static void operator delete(void* p, size_t bytes) noexcept { frame_cache::release(p, bytes); }
 
     Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
     std::suspend_always initial_suspend() noexcept { return {}; }

@@ -361,6 +361,7 @@ enum class Variant {
   Tcp6,        // over IPv6 loopback (NCCL_SOCKET_FAMILY=AF_INET6), 4 sockets per link
   SmallSlots,  // 2 shm slots of 4 KiB: every message takes many steps and the sender keeps waiting on flow control
   Ring,        // NCCL_ALGO=allreduce:ring: ring all-reduce also for the small counts recdouble usually takes
+  RecDouble,   // NCCL_ALGO=allreduce:recdouble,ring: recursive doubling where exchange usually takes small counts
 };
 
 const char* variantName(Variant v) {
@@ -372,6 +373,7 @@ const char* variantName(Variant v) {
     case Variant::Tcp6: return "tcp6";
     case Variant::SmallSlots: return "shm2x4k";
     case Variant::Ring: return "ring";
+    case Variant::RecDouble: return "recdouble";
   }
   return "?";
 }
@@ -411,6 +413,7 @@ std::vector<SweepParam> sweepParams() {
     for (int n : {2, 7}) out.push_back({c, n, Variant::SmallSlots, n == 2});
   }
   for (int n : {2, 3, 4, 7, 8}) out.push_back({Coll::AllReduce, n, Variant::Ring, n == 3});
+  for (int n : {2, 4, 8}) out.push_back({Coll::AllReduce, n, Variant::RecDouble, n == 2});
   if (ipv6LoopbackAvailable()) {
     out.push_back({Coll::AllReduce, 3, Variant::Tcp6, true});
     out.push_back({Coll::AlltoAll, 2, Variant::Tcp6, false});
@@ -438,6 +441,7 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
       env.emplace_back("CFX_SHM_SLOT_BYTES", "4096");
       break;
     case Variant::Ring: env.emplace_back("NCCL_ALGO", "allreduce:ring"); break;
+    case Variant::RecDouble: env.emplace_back("NCCL_ALGO", "allreduce:recdouble,ring"); break;
   }
   return env;
 }

@@ -19,12 +19,24 @@ PlannerOptions parse(std::string_view spec) {
   return r.ok() ? r.value() : PlannerOptions{};
 }
 
-TEST(Planner, SmallAllReduceUsesRecursiveDoublingUpToOneSlice) {
-  EXPECT_EQ(choose(Collective::AllReduce, 0, 8), Algorithm::RecDouble);
-  EXPECT_EQ(choose(Collective::AllReduce, 4, 2), Algorithm::RecDouble);
+TEST(Planner, SmallAllReduceExchangesOnPowersOfTwoAndDoublesOtherwiseUpToOneSlice) {
+  EXPECT_EQ(choose(Collective::AllReduce, 0, 8), Algorithm::Exchange);
+  EXPECT_EQ(choose(Collective::AllReduce, 4, 2), Algorithm::Exchange);
+  EXPECT_EQ(choose(Collective::AllReduce, kSlice, 4), Algorithm::Exchange);
+  EXPECT_EQ(choose(Collective::AllReduce, kSlice + 1, 2), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 4, 3), Algorithm::RecDouble);
   EXPECT_EQ(choose(Collective::AllReduce, kSlice, 7), Algorithm::RecDouble);
   EXPECT_EQ(choose(Collective::AllReduce, kSlice + 1, 7), Algorithm::Ring);
   EXPECT_EQ(choose(Collective::AllReduce, size_t{1} << 30, 8), Algorithm::Ring);
+}
+
+TEST(Planner, ExchangeCanBeExcludedOrForced) {
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("^exchange")), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("allreduce:recdouble,ring")), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("allreduce:Exchange")), Algorithm::Exchange);
+  // Not applicable on 6 ranks or above one slice: the default choice instead.
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 6, parse("allreduce:exchange")), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, kSlice + 1, 8, parse("allreduce:exchange")), Algorithm::Ring);
 }
 
 TEST(Planner, SingleRankAllReduceUsesRing) { EXPECT_EQ(choose(Collective::AllReduce, 16, 1), Algorithm::Ring); }
@@ -45,11 +57,11 @@ TEST(Planner, EveryOtherCollectiveHasItsDefault) {
 
 TEST(Planner, EveryChoiceIsImplemented) {
   const PlannerOptions specs[] = {PlannerOptions{}, parse("ring"), parse("^ring,recdouble"), parse("chain"),
-                                  parse("direct")};
+                                  parse("direct"), parse("exchange")};
   for (const PlannerOptions& opts : specs) {
     for (int c = 0; c < kNumCollectives; ++c) {
       for (size_t bytes : {size_t{0}, kSlice, kSlice + 1}) {
-        for (int n : {1, 2, 3}) {
+        for (int n : {1, 2, 3, 4}) {
           const auto coll = static_cast<Collective>(c);
           EXPECT_TRUE(hasAlgorithm(coll, choose(coll, bytes, n, opts))) << collectiveName(coll) << " " << opts.algoSpec;
         }
@@ -61,10 +73,11 @@ TEST(Planner, EveryChoiceIsImplemented) {
 TEST(Planner, NcclAlgoRestrictsTheChoice) {
   EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("ring")), Algorithm::Ring);
   EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("RING")), Algorithm::Ring);
-  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("^recdouble")), Algorithm::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("^recdouble,exchange")), Algorithm::Ring);
   EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("allreduce:Ring")), Algorithm::Ring);
   EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("allreduce:ring,recdouble")), Algorithm::RecDouble);
-  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("broadcast:chain")), Algorithm::RecDouble);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 8, parse("broadcast:chain")), Algorithm::Exchange);
+  EXPECT_EQ(choose(Collective::AllReduce, 64, 7, parse("broadcast:chain")), Algorithm::RecDouble);
 }
 
 TEST(Planner, LaterSectionsReplaceEarlierOnes) {
@@ -134,7 +147,7 @@ TEST(Planner, ParserRejectsBadSpecsWithAReason) {
 
 TEST(Planner, DescribePlanIsOneLineWithTheDecision) {
   const PlanRequest req{Collective::AllReduce, 4096, 8, kSlice};
-  EXPECT_EQ(describePlan(req, choosePlan(req, {}), {}), "AllReduce 4096 B on 8 ranks: RecDouble, slice 131072 B");
+  EXPECT_EQ(describePlan(req, choosePlan(req, {}), {}), "AllReduce 4096 B on 8 ranks: Exchange, slice 131072 B");
   const PlannerOptions opts = parse("allreduce:ring");
   EXPECT_EQ(describePlan(req, choosePlan(req, opts), opts),
             "AllReduce 4096 B on 8 ranks: Ring, slice 131072 B (chosen by NCCL_ALGO=allreduce:ring)");
@@ -145,6 +158,7 @@ TEST(Planner, NamesMatchNcclsSpelling) {
   EXPECT_STREQ(collectiveName(Collective::ReduceScatter), "ReduceScatter");
   EXPECT_STREQ(collectiveName(Collective::AlltoAll), "AlltoAll");
   EXPECT_STREQ(algorithmName(Algorithm::RecDouble), "RecDouble");
+  EXPECT_STREQ(algorithmName(Algorithm::Exchange), "Exchange");
 }
 
 }  // namespace

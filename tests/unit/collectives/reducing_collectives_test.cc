@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Ranks as threads: AllReduce (Ring, RecDouble), Reduce (Chain) and ReduceScatter (Ring) against closed-form
+// Ranks as threads: AllReduce (Ring, RecDouble, Exchange), Reduce (Chain) and ReduceScatter (Ring) against closed-form
 // results, across rank counts, element counts, types, operators, in-place layouts, roots and misalignment.
 #include <gtest/gtest.h>
 
@@ -16,9 +16,10 @@ constexpr size_t kMisalign[] = {0, 1, 4, 3};
 
 // Every (n, type, op, count, in-place) combination; `roots(n, op)` picks the roots (one for unrooted ops).
 template <typename Roots>
-void sweep(Collective coll, Algorithm algorithm, Roots roots, size_t maxBytes = SIZE_MAX) {
+void sweep(Collective coll, Algorithm algorithm, Roots roots, size_t maxBytes = SIZE_MAX, bool powerOfTwoRanks = false) {
   size_t index = 0;
   for (int n : kSweepRanks) {
+    if (powerOfTwoRanks && (n & (n - 1)) != 0) continue;
     for (DataType type : kSweepTypes) {
       for (RedOpKind op : kSweepOps) {
         // Min shares Max's code path everywhere but in the kernel; AllReduce covers it, the others skip it.
@@ -61,6 +62,26 @@ TEST(AllReduceRecDouble, MatchesClosedFormForEveryShapeThatFitsOneSlice) {
   sweep(Collective::AllReduce, Algorithm::RecDouble, noRoot, 256);
 }
 
+// Every count, also those spanning many slices of two-slot FIFOs (the planner only gives it one slice).
+TEST(AllReduceExchange, MatchesClosedFormForEveryShapeOnPowerOfTwoRanks) {
+  sweep(Collective::AllReduce, Algorithm::Exchange, noRoot, SIZE_MAX, /*powerOfTwoRanks=*/true);
+}
+
+TEST(AllReduceExchange, RefusesRankCountsThatAreNotPowersOfTwo) {
+  LoopbackWorld world(3, {256, 2});
+  std::vector<float> buf(5, 1.0f);
+  coll::CollArgs args;
+  args.sendbuff = args.recvbuff = buf.data();
+  args.count = buf.size();
+  args.op = ReduceOp::builtin(DataType::Float32, RedOpKind::Sum, 3);
+  const std::vector<Status> st = world.runRanks(
+      [&](int, prims::Prims& prims) { return coll::runCollective(args, coll::Plan{Algorithm::Exchange}, prims); });
+  for (const Status& s : st) {
+    EXPECT_EQ(s.code(), Errc::InvalidUsage);
+    EXPECT_NE(s.message().find("power-of-two"), std::string::npos) << s.message();
+  }
+}
+
 TEST(ReduceChain, MatchesClosedFormForEveryShapeAndRoot) { sweep(Collective::Reduce, Algorithm::Chain, reduceRoots); }
 
 TEST(ReduceScatterRing, MatchesClosedFormForEveryShape) { sweep(Collective::ReduceScatter, Algorithm::Ring, noRoot); }
@@ -93,8 +114,8 @@ TEST(AllReduceRecDouble, RefusesMessagesLargerThanOneSlice) {
 
 // The same configuration gives the same bits from run to run, also where rounding makes the order matter.
 TEST(AllReduce, FloatAverageIsReproducibleAcrossRuns) {
-  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::RecDouble}) {
-    const int n = 7;
+  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::RecDouble, Algorithm::Exchange}) {
+    const int n = algorithm == Algorithm::Exchange ? 8 : 7;
     const size_t count = algorithm == Algorithm::Ring ? 1000 : 64;
     std::vector<std::vector<float>> first;
     for (int run = 0; run < 3; ++run) {
@@ -122,9 +143,10 @@ TEST(AllReduce, FloatAverageIsReproducibleAcrossRuns) {
 // Where operand order shows in the bits (NaN payloads, signed zeros under max and min), every rank must still
 // hold the same bytes.
 TEST(AllReduce, RanksAgreeBitwiseOnNanPayloadsAndSignedZeros) {
-  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::RecDouble}) {
+  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::RecDouble, Algorithm::Exchange}) {
     for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Max, RedOpKind::Min}) {
-      for (int n : {2, 3, 6, 8}) {
+      for (int n : {2, 3, 4, 6, 8}) {
+        if (algorithm == Algorithm::Exchange && (n & (n - 1)) != 0) continue;
         const size_t count = 16;
         LoopbackWorld world(n, {256, 2});
         std::vector<std::vector<uint32_t>> in(n), out(n, std::vector<uint32_t>(count));

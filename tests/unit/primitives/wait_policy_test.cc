@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// The waiting policy alone: how often a waiting rank yields its CPU for a given placement of ranks on CPUs.
+#include <gtest/gtest.h>
+
+#include "primitives/executor.h"
+
+namespace cfx::prims {
+namespace {
+
+Placement pinned(int cpu, std::vector<int> peers) {
+  Placement p;
+  p.pinnedCpu = cpu;
+  p.allowedCpus = 1;
+  p.peerPinnedCpus = std::move(peers);
+  p.localRanks = static_cast<int>(p.peerPinnedCpus.size()) + 1;
+  return p;
+}
+
+Placement unpinned(int allowedCpus, int localRanks) {
+  Placement p;
+  p.allowedCpus = allowedCpus;
+  p.localRanks = localRanks;
+  p.peerPinnedCpus.assign(static_cast<size_t>(localRanks - 1), -1);
+  return p;
+}
+
+TEST(WaitPolicy, RanksPinnedToDistinctCpusNeverYield) {
+  EXPECT_EQ(yieldInterval(pinned(0, {1})), 0);
+  EXPECT_EQ(yieldInterval(pinned(3, {0, 1, 2})), 0);
+  EXPECT_EQ(yieldInterval(pinned(0, {})), 0);
+}
+
+TEST(WaitPolicy, APeerPinnedToOurCpuMakesEveryFailedPollYield) {
+  EXPECT_EQ(yieldInterval(pinned(0, {0})), 1);
+  EXPECT_EQ(yieldInterval(pinned(1, {0, 1, 0})), 1);
+  // An unpinned peer may run anywhere: no reason to give up a CPU we own alone.
+  EXPECT_EQ(yieldInterval(pinned(1, {-1})), 0);
+}
+
+TEST(WaitPolicy, UnpinnedRanksYieldOnEveryPollOnlyWhenTheyOutnumberCpus) {
+  EXPECT_EQ(yieldInterval(unpinned(2, 2)), 64);
+  EXPECT_EQ(yieldInterval(unpinned(2, 4)), 1);
+  EXPECT_EQ(yieldInterval(unpinned(16, 8)), 64);
+  EXPECT_EQ(yieldInterval(unpinned(1, 2)), 1);
+}
+
+TEST(WaitPolicy, BackoffBlocksAfterItsLimitWhateverItsYieldInterval) {
+  for (int yieldEvery : {0, 1, 64}) {
+    Backoff b(5, yieldEvery);
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(b.spin());
+    EXPECT_TRUE(b.spin());
+    b.reset();
+    EXPECT_FALSE(b.spin());
+  }
+}
+
+}  // namespace
+}  // namespace cfx::prims
