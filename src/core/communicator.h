@@ -31,6 +31,9 @@ class ShmTransport;
 namespace cfx::transport::tcp {
 class TcpTransport;
 }
+namespace cfx::transport::ucx {
+class UcxTransport;
+}
 
 namespace cfx::core {
 
@@ -132,6 +135,7 @@ class Communicator {
   std::vector<transport::PeerInfo> peers_;
   std::unique_ptr<transport::shm::ShmTransport> shm_;
   std::unique_ptr<transport::tcp::TcpTransport> tcp_;
+  std::unique_ptr<transport::ucx::UcxTransport> ucx_;
   transport::Endpoints endpoints_;
   Doorbell* doorbell_ = nullptr;  // owned by shm_
   size_t sliceBytes_ = 0;
