@@ -189,25 +189,19 @@ Status UcxProxy::openEndpoints(const Setup& setup) {
       links_.push_back(std::move(link));
       states_.push_back(std::move(state));
     }
+    // Peer-failure handling (UCP_ERR_HANDLING_MODE_PEER) for peers on other hosts. UCX 1.13's shared-memory
+    // transports (posix, sysv, cma) cannot report a failed peer, so asking for it on a same-host pair would
+    // leave UCX_TLS=sm,cma with no usable transport (and UCX logging errors); a same-host peer's death is
+    // noticed by the ends' process probe instead (UcxLink::check()), whatever transport carries it.
+    const bool sameHost = setup.probePids[static_cast<size_t>(p)] > 0;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_mode = sameHost ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = onPeerError;
     ep.err_handler.arg = peer.get();
-    ucs_status_t st = ucp_ep_create(ucx_.worker.get(), &ep, &peer->ep);
-    if (st == UCS_ERR_UNREACHABLE && setup.probePids[static_cast<size_t>(p)] > 0) {
-      // UCX 1.13's shared-memory transports (posix, sysv, cma) cannot report a failed peer, so with
-      // UCX_TLS=sm,cma no transport qualifies for peer-failure handling. The peer is on this host: open the
-      // endpoint without it and notice the peer's death through the ends' process probe (UcxLink::check()).
-      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-      st = ucp_ep_create(ucx_.worker.get(), &ep, &peer->ep);
-      if (st == UCS_OK) {
-        CFX_INFO(log::Sys::Net, "ucx: %s: no transport in UCX_TLS reports peer failures; watching its process instead",
-                 peer->description.c_str());
-      }
-    }
+    const ucs_status_t st = ucp_ep_create(ucx_.worker.get(), &ep, &peer->ep);
     if (st != UCS_OK) {
       return Status::error(Errc::RemoteError, strprintf("ucx: cannot open an endpoint to %s: %s (UCX_TLS may name no "
                                                         "transport both hosts share)",
@@ -616,8 +610,12 @@ void UcxProxy::closeAll(std::chrono::milliseconds flushFor) {
   if (closed_ || !ucx_.worker) return;
   closed_ = true;
   ucp_worker_h worker = ucx_.worker.get();
-  if (flushFor.count() > 0) {
-    // Eager sends complete locally before they reach the peer: a worker flush waits for remote completion.
+  // Eager sends complete locally before they reach the peer: a worker flush waits for remote completion. It is
+  // needed only while some live peer has not yet credited (consumed) every slot we sent; skipping it otherwise
+  // also keeps UCX from logging errors about peers that closed first.
+  bool unconfirmed = false;
+  for (const auto& s : states_) unconfirmed |= !s->link->failed() && s->peerReleased < s->sendIssued;
+  if (flushFor.count() > 0 && unconfirmed) {
     ucp_request_param_t p{};
     void* r = ucp_worker_flush_nbx(worker, &p);
     const Deadline until(flushFor);
