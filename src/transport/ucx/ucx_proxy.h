@@ -16,8 +16,9 @@
 // finds its receive posted and lands in place; UCX never buffers it as unexpected.
 //
 // Waiting: the thread calls ucp_worker_progress while that makes progress, polls a few more rounds, then arms
-// the worker (ucp_worker_arm) and sleeps in epoll on the worker's event fd and the owners' wake eventfd, with a
-// 100 ms cap as a safety net. After a round that freed or published a slot, or failed a link, it rings the
+// the worker (ucp_worker_arm) and sleeps in epoll on the worker's event fd and the owners' wake eventfd: for at
+// most 1 ms while sends are in flight or traffic moved in the last 50 ms (UCX does not signal every step it
+// can take, see ucx_proxy.cc), else for at most 100 ms. After a round that freed or published a slot, or failed a link, it rings the
 // owning rank's doorbell once.
 #pragma once
 
@@ -106,7 +107,8 @@ class UcxProxy {
   bool stepSend(LinkState& s);
   bool stepRecv(LinkState& s);
   bool anyUnsent() const;
-  void waitIdle();
+  bool anyInFlight() const;
+  void waitIdle(int timeoutMs);
   void closeAll(std::chrono::milliseconds flushFor);
 
   UcxInstance ucx_;
