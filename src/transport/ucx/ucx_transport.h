@@ -7,20 +7,24 @@
 // bootstrap's allGather, and every rank opens one ucp_ep to each connected peer (both channels share it).
 //
 // Authentication: UCX has no hook that lets a connection prove a secret before its messages are matched, and
-// tag matching is per worker, not per endpoint, so an HMAC exchange over the endpoint would prove something
-// about the endpoint but not about the bytes that land in a receive. Instead the transport is bound to the
-// authenticated bootstrap: a worker address is only ever learnt from a bootstrap frame that passed the session
-// HMAC, endpoints are opened only to those addresses, and the worker (a fresh one per communicator, on ports
-// UCX picks at random) is advertised nowhere else. Every tag also carries 24 bits derived from the secret with
-// HMAC, so a message from another job or an older communicator never matches a receive (that is a filter, not
-// a MAC). What this does not stop is an attacker on the same fabric who learns a worker address by watching
-// the network; UCX does not encrypt or authenticate its own wire, like NCCL's IB and UCX transports. Where the
-// network is not trusted, keep the tcp transport (every socket authenticated) or isolate the fabric (RDMA
-// partition keys, VLANs). docs/notes/ucx_transport.md says the same for users.
+// tag matching is per worker, not per endpoint, so no exchange over an endpoint can vouch for the bytes that
+// later land in a receive. The transport is therefore bound to the authenticated bootstrap: a worker address is
+// only ever learnt from a bootstrap frame that passed the session HMAC, endpoints are opened only to those
+// addresses, and the worker (a fresh one per communicator) is advertised nowhere else. On top of that each
+// endpoint's first message is a hello carrying HMAC(secret, both ranks, the receiver's worker address), checked
+// before any data flows, so an endpoint that reached a process outside the session fails setup by name. Every
+// tag also carries 24 bits derived from the secret, so a message from another job or an older communicator
+// never matches a receive (a filter, not a MAC). What this does not stop is an attacker on the same fabric who
+// learns a worker address by watching the network and injects messages: UCX neither encrypts nor authenticates
+// its own wire, like NCCL's IB and UCX transports. Where the network is not trusted, keep the tcp transport
+// (every socket authenticated) or isolate the fabric (RDMA partition keys, VLANs); docs/notes/ucx_transport.md
+// says the same for users.
 //
-// Failure model: an endpoint error (UCP_ERR_HANDLING_MODE_PEER: the peer closed, crashed or became unreachable)
-// or a failed request fails every end of that peer: check() returns RemoteError naming the peer's rank, host
-// and pid, and the owner's doorbell is rung. Nothing retries or reconnects.
+// Failure model: for a peer on another host an endpoint error (UCP_ERR_HANDLING_MODE_PEER: the peer closed,
+// crashed or became unreachable) or a failed request fails every end of that peer: check() returns RemoteError
+// naming the peer's rank, host and pid, and the owner's doorbell is rung. A same-host peer (NCCL_SHM_DISABLE=1)
+// is watched through its pid instead, since UCX's shared-memory transports cannot report failures. Nothing
+// retries or reconnects.
 #pragma once
 
 #include <atomic>
