@@ -17,7 +17,8 @@ CFX_PARAM(int, cgaClusterSizeParam, "NCCL_CGA_CLUSTER_SIZE", INT_MIN,
 CFX_PARAM(int, minCtasParam, "NCCL_MIN_CTAS", INT_MIN, "Default for ncclConfig_t.minCTAs (GPU only; recorded).");
 CFX_PARAM(int, maxCtasParam, "NCCL_MAX_CTAS", INT_MIN, "Default for ncclConfig_t.maxCTAs (GPU only; recorded).");
 CFX_PARAM(std::string, netNameParam, "NCCL_NET", "",
-          "Default for ncclConfig_t.netName: the network transport to use (Socket/TCP; UCX arrives later).");
+          "Default for ncclConfig_t.netName: the network transport for rank pairs that shared memory does not "
+          "connect: Socket (or TCP), UCX, or IB (UCX over verbs; needs a build with UCX). Case-insensitive.");
 CFX_PARAM(int, splitShareParam, "NCCL_COMM_SPLIT_SHARE_RESOURCES", INT_MIN,
           "Default for ncclConfig_t.splitShare (0 or 1).");
 

@@ -36,6 +36,7 @@ struct CommOptions {
   int spins = 2000;                                 // CFX_SPIN_COUNT
   bool shmDisable = false;                          // NCCL_SHM_DISABLE
   std::string hostId;                               // NCCL_HOSTID
+  std::string net;                                  // CFX_NET (NCCL_NET arrives through CommConfig::netName)
   coll::PlannerOptions planner;                     // NCCL_ALGO
   ft::HealthOptions health;                         // CFX_HEARTBEAT_MS, CFX_HEARTBEAT_MISSES
   static CommOptions fromParams();

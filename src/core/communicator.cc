@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "common/param.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/ucx/ucx_transport.h"
 
 namespace cfx::core {
 
@@ -32,6 +34,11 @@ CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
           "Restrict algorithms: comma list of ring, chain, direct, recdouble, exchange; ^ excludes; per-collective form "
           "allreduce:ring;broadcast:chain.");
 
+CFX_PARAM(std::string, netParam, "CFX_NET", "",
+          "The network transport for rank pairs that shared memory does not connect: tcp (the default) or ucx "
+          "(case-insensitive). NCCL_NET and ncclConfig_t.netName take precedence (Socket = tcp, UCX = ucx, IB = ucx "
+          "when built with UCX). See docs/notes/ucx_transport.md.");
+
 CommOptions CommOptions::fromParams() {
   CommOptions o;
   o.timeout = std::chrono::milliseconds(timeoutMsParam.get());
@@ -39,6 +46,7 @@ CommOptions CommOptions::fromParams() {
   o.spins = spinCountParam.get();
   o.hostId = hostIdParam.get();
   o.health = ft::HealthOptions::fromParams();
+  o.net = netParam.get();
   if (!algoParam.get().empty()) {
     auto parsed = coll::parseAlgoSpec(algoParam.get());
     if (parsed.ok()) {
@@ -83,6 +91,33 @@ uint64_t hashBytes(const void* data, size_t n, uint64_t h = 1469598103934665603u
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+enum class Net : uint32_t { Tcp = 1, Ucx = 2 };
+
+const char* netText(Net net) { return net == Net::Ucx ? "ucx" : "tcp"; }
+
+// The network transport from NCCL_NET / ncclConfig_t.netName, else CFX_NET; tcp when neither is set.
+Result<Net> chooseNet(const std::string& ncclNet, const std::string& cfxNet) {
+  const bool fromNccl = !ncclNet.empty();
+  const std::string& name = fromNccl ? ncclNet : cfxNet;
+  const char* source = fromNccl ? "NCCL_NET (or ncclConfig_t.netName)" : "CFX_NET";
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.empty() || lower == "socket" || lower == "tcp") return Net::Tcp;
+  if (lower == "ucx" || lower == "ib") {
+    if (!transport::ucx::UcxTransport::available()) {
+      return Status::error(Errc::InvalidUsage,
+                           strprintf("%s=%s needs the UCX transport, but this library was built without UCX; "
+                                     "rebuild with UCX's development package installed, or use Socket",
+                                     source, name.c_str()));
+    }
+    // NCCL's IB plugin talks verbs directly; ours reaches verbs (and RoCE) through UCX.
+    return Net::Ucx;
+  }
+  return Status::error(Errc::InvalidUsage, strprintf("%s=%s is not a network this library offers: use Socket (or "
+                                                     "TCP), UCX, or IB (UCX over verbs)",
+                                                     source, name.c_str()));
 }
 
 uint64_t computeHostHash(const std::string& hostId) {
@@ -137,6 +172,7 @@ Communicator::~Communicator() {
   // Transports go before the bootstrap: their destructors may still flush to peers.
   endpoints_ = transport::Endpoints();
   tcp_.reset();
+  ucx_.reset();
   shm_.reset();
   bootstrap_.reset();
 }
@@ -172,6 +208,7 @@ void Communicator::startAsyncInit(const transport::UniqueId& id, const CommOptio
 
 Status Communicator::connect(const transport::UniqueId& id) {
   log::setThreadRank(rank_);
+  CFX_TRY_ASSIGN(const Net net, chooseNet(config_.netName, options_.net));
   transport::BootstrapOptions bo = options_.bootstrap.options;
   bo.abortFlag = &bootstrapAbort_;  // ncclCommAbort during a non-blocking init unblocks it
   CFX_TRY_ASSIGN(bootstrap_, transport::Bootstrap::init(id, rank_, nRanks_, bo));
@@ -192,20 +229,40 @@ Status Communicator::connect(const transport::UniqueId& id) {
   CFX_TRY_ASSIGN(shm_, transport::shm::ShmTransport::create(*bootstrap_, peers_, shmOptions, endpoints_));
   doorbell_ = &shm_->doorbell();
 
-  // Peers without a shm end talk TCP. shm_->connects() gives the same answer on every rank, so the collective
-  // TcpTransport::create below is entered by all ranks or by none.
-  std::vector<bool> useTcp(static_cast<size_t>(nRanks_), false);
-  bool anyTcpPair = false;
+  // Peers without a shm end talk over the network transport (tcp, or ucx when selected). shm_->connects() gives
+  // the same answer on every rank, so the collective create() below is entered by all ranks or by none.
+  std::vector<bool> useNet(static_cast<size_t>(nRanks_), false);
+  bool anyNetPair = false;
   for (int i = 0; i < nRanks_; ++i) {
     for (int j = 0; j < nRanks_; ++j) {
-      if (i != j && !shm_->connects(i, j)) anyTcpPair = true;
+      if (i != j && !shm_->connects(i, j)) anyNetPair = true;
     }
   }
   for (int p = 0; p < nRanks_; ++p) {
-    if (p != rank_ && !shm_->connects(rank_, p)) useTcp[static_cast<size_t>(p)] = true;
+    if (p != rank_ && !shm_->connects(rank_, p)) useNet[static_cast<size_t>(p)] = true;
   }
   size_t slice = shmOptions.geometry.slotBytes;
-  if (anyTcpPair) {
+  if (anyNetPair) {
+    // tcp and ucx exchange different records: agree on the choice first, so a mismatch is named, not garbled.
+    std::vector<uint32_t> nets(static_cast<size_t>(nRanks_), 0);
+    nets[static_cast<size_t>(rank_)] = static_cast<uint32_t>(net);
+    CFX_TRY(bootstrap_->allGather(nets.data(), sizeof(uint32_t)));
+    for (int p = 0; p < nRanks_; ++p) {
+      if (nets[static_cast<size_t>(p)] != static_cast<uint32_t>(net)) {
+        return Status::error(Errc::InvalidUsage,
+                             strprintf("rank %d selected the %s network transport but rank %d selected %s: set "
+                                       "NCCL_NET/CFX_NET alike on every rank",
+                                       p, nets[static_cast<size_t>(p)] == static_cast<uint32_t>(Net::Ucx) ? "ucx" : "tcp",
+                                       rank_, netText(net)));
+      }
+    }
+  }
+  if (anyNetPair && net == Net::Ucx) {
+    const auto ucxOptions = transport::ucx::UcxOptions::fromParams();
+    slice = std::min(slice, ucxOptions.geometry.slotBytes);
+    CFX_TRY_ASSIGN(ucx_, transport::ucx::UcxTransport::create(*bootstrap_, peers_, useNet, *doorbell_, ucxOptions,
+                                                              endpoints_));
+  } else if (anyNetPair) {
     auto tcpOptions = transport::tcp::TcpOptions::fromParams();
     tcpOptions.bindAddress = bootstrap_->localAddress();  // same interface as the bootstrap, any free port
     if (tcpOptions.bindAddress.ss_family == AF_INET6) {
@@ -214,7 +271,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
       reinterpret_cast<sockaddr_in*>(&tcpOptions.bindAddress)->sin_port = 0;
     }
     slice = std::min(slice, tcpOptions.geometry.slotBytes);
-    CFX_TRY_ASSIGN(tcp_, transport::tcp::TcpTransport::create(*bootstrap_, peers_, useTcp, *doorbell_, tcpOptions,
+    CFX_TRY_ASSIGN(tcp_, transport::tcp::TcpTransport::create(*bootstrap_, peers_, useNet, *doorbell_, tcpOptions,
                                                               endpoints_));
   }
   // Every hop must slice a message identically: agree on the smallest slice any rank can carry.
@@ -226,15 +283,15 @@ Status Communicator::connect(const transport::UniqueId& id) {
   CFX_TRY(startHealth());
 
   int nShm = 0;
-  int nTcp = 0;
+  int nNet = 0;
   for (int p = 0; p < nRanks_; ++p) {
     if (p == rank_) continue;
     const auto* end = endpoints_.send[transport::kCollChannel][static_cast<size_t>(p)].get();
     if (end && std::strcmp(end->kind(), "shm") == 0) ++nShm;
-    else if (end) ++nTcp;
+    else if (end) ++nNet;
   }
-  CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via tcp, slice %zu B", static_cast<void*>(this),
-           rank_, nRanks_, nShm, nTcp, sliceBytes_);
+  CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via %s, slice %zu B",
+           static_cast<void*>(this), rank_, nRanks_, nShm, nNet, netText(net), sliceBytes_);
   return Status();
 }
 
@@ -431,6 +488,7 @@ void Communicator::abort() {
   if (health_) health_->stop();  // peers stop expecting heartbeats; failures stay readable
   if (bootstrap_) bootstrap_->abort();
   if (tcp_) tcp_->abort();  // fails every tcp end now and skips the destructor's flush to dead peers
+  if (ucx_) ucx_->abort();  // likewise for ucx
   if (doorbell_) doorbell_->ring();
   stopProgressThread();
   // A thread blocked in this communicator (the user's, while a watchdog aborts) leaves within one executor

@@ -32,6 +32,9 @@ class ShmTransport;
 namespace cfx::transport::tcp {
 class TcpTransport;
 }
+namespace cfx::transport::ucx {
+class UcxTransport;
+}
 
 namespace cfx::core {
 
@@ -139,6 +142,7 @@ class Communicator {
   std::vector<transport::PeerInfo> peers_;
   std::unique_ptr<transport::shm::ShmTransport> shm_;
   std::unique_ptr<transport::tcp::TcpTransport> tcp_;
+  std::unique_ptr<transport::ucx::UcxTransport> ucx_;
   transport::Endpoints endpoints_;
   Doorbell* doorbell_ = nullptr;  // owned by shm_
   // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.

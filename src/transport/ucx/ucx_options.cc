@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// The UCX transport's knobs (transport layer). Compiled with or without UCX, so docs/ENV.md is the same for
+// every build.
+#include <optional>
+#include <string>
+
+#include "common/param.h"
+#include "transport/ucx/ucx_transport.h"
+
+namespace cfx::transport::ucx {
+
+namespace {
+
+constexpr int64_t kMaxSlotBytes = int64_t{1} << 30;
+
+std::optional<std::string> validSlotBytes(const int64_t& v) {
+  if (v < 64 || v > kMaxSlotBytes) return "out of range [64, " + param::toText(kMaxSlotBytes) + "]";
+  if (v % 64 != 0) return "not a multiple of 64";
+  return std::nullopt;
+}
+
+CFX_PARAM(int64_t, slotBytesParam, "CFX_UCX_SLOT_BYTES", 262144,
+          "Bytes per slot of a UCX connection's FIFOs (a multiple of 64): the largest message one post() sends. "
+          "Above UCX's rendezvous threshold a slot moves zero-copy (RDMA on verbs); every rank must use the same "
+          "value.",
+          validSlotBytes);
+CFX_PARAM(int, slotsParam, "CFX_UCX_SLOTS", 8,
+          "Slots per direction of each UCX connection: how many messages may be in flight to a peer before the "
+          "sender waits (at most 1024). Every rank must use the same value.",
+          param::inRange(1, 1024));
+CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_UCX_CONNECT_TIMEOUT_MS",
+          std::chrono::milliseconds(30000),
+          "How long connecting the UCX endpoints (wireup and the authenticated hello) may take before it fails "
+          "with a timeout that names the peers still missing.",
+          param::atLeast(std::chrono::milliseconds(100)));
+CFX_PARAM(std::chrono::milliseconds, lingerParam, "CFX_UCX_LINGER_MS", std::chrono::milliseconds(1000),
+          "How long tearing down a communicator keeps flushing messages already posted to live UCX peers before it "
+          "closes the endpoints (not after an abort).",
+          param::inRange(std::chrono::milliseconds(0), std::chrono::milliseconds(60000)));
+
+}  // namespace
+
+UcxOptions UcxOptions::fromParams() {
+  UcxOptions options;
+  options.geometry.slotBytes = static_cast<size_t>(slotBytesParam.get());
+  options.geometry.nSlots = slotsParam.get();
+  options.connectTimeout = connectTimeoutParam.get();
+  options.closeLinger = lingerParam.get();
+  return options;
+}
+
+}  // namespace cfx::transport::ucx

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+// The UCX data transport: setup (worker, address exchange through the bootstrap, endpoints, hello) and
+// teardown (transport layer).
+#include "transport/ucx/ucx_transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "transport/ucx/ucx_proxy.h"
+
+namespace cfx::transport::ucx {
+
+namespace {
+
+// What every rank tells the others before the addresses themselves (which vary in size).
+struct AddressRecord {
+  uint64_t slotBytes = 0;
+  uint32_t nSlots = 0;
+  uint32_t addressBytes = 0;  // 0: this rank has no UCX peer and opened no worker
+};
+
+constexpr uint32_t kMaxAddressBytes = 64 * 1024;
+
+std::string describePeer(const PeerInfo& info, int rank) {
+  return strprintf("peer rank %d (%s pid %d)", rank, info.hostName[0] != '\0' ? info.hostName : "?",
+                   static_cast<int>(info.pid));
+}
+
+Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, const std::vector<bool>& connect,
+                const UcxOptions& options, const Endpoints& out) {
+  const int nRanks = bootstrap.nRanks();
+  if (peers.size() != static_cast<size_t>(nRanks) || connect.size() != static_cast<size_t>(nRanks)) {
+    return Status::error(Errc::InvalidArgument, strprintf("ucx: %zu peer infos and a mask of %zu for %d ranks",
+                                                          peers.size(), connect.size(), nRanks));
+  }
+  if (nRanks > kMaxRanks) {
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("ucx: %d ranks exceed the transport's limit of %d; use NCCL_NET=Socket", nRanks,
+                                   kMaxRanks));
+  }
+  const FifoGeometry& g = options.geometry;
+  if (g.nSlots < 1 || g.nSlots > kMaxSlots || g.slotBytes < 64 || g.slotBytes % 64 != 0) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("ucx: invalid slot geometry %d x %zu B (need 1..%d slots of a multiple of 64 "
+                                   "bytes)",
+                                   g.nSlots, g.slotBytes, kMaxSlots));
+  }
+  for (int ch = 0; ch < kNumChannels; ++ch) {
+    for (int p = 0; p < nRanks; ++p) {
+      if (p == bootstrap.rank() || !connect[static_cast<size_t>(p)]) continue;
+      const bool sendSet = ch < static_cast<int>(out.send.size()) && p < static_cast<int>(out.send[ch].size()) &&
+                           out.send[ch][p] != nullptr;
+      const bool recvSet = ch < static_cast<int>(out.recv.size()) && p < static_cast<int>(out.recv[ch].size()) &&
+                           out.recv[ch][p] != nullptr;
+      if (sendSet || recvSet) {
+        return Status::error(Errc::InvalidArgument,
+                             strprintf("ucx: channel %d to rank %d already has an end of another transport", ch, p));
+      }
+    }
+  }
+  return Status();
+}
+
+Result<uint32_t> tagKey(const Secret& secret) {
+  CFX_TRY_ASSIGN(crypto::Digest d, crypto::hmacSha256(secret, {crypto::bytesOf("cfx-ucx-tag-key-v1")}));
+  return uint32_t{d[0]} | (uint32_t{d[1]} << 8) | (uint32_t{d[2]} << 16);
+}
+
+}  // namespace
+
+bool UcxTransport::available() { return true; }
+
+UcxTransport::UcxTransport(int rank, int nPeers, Doorbell& doorbell, std::chrono::milliseconds linger)
+    : rank_(rank), nPeers_(nPeers), doorbell_(doorbell), linger_(linger) {}
+
+Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
+                                                           const std::vector<bool>& connect, Doorbell& localDoorbell,
+                                                           const UcxOptions& options, Endpoints& out) {
+  const int rank = bootstrap.rank();
+  const int nRanks = bootstrap.nRanks();
+  CFX_TRY(validate(bootstrap, peers, connect, options, out));
+  int nPeers = 0;
+  for (int p = 0; p < nRanks; ++p) nPeers += (p != rank && connect[static_cast<size_t>(p)]) ? 1 : 0;
+
+  // A rank without UCX peers still takes part in both exchanges, with an empty address.
+  UcxInstance instance;
+  if (nPeers > 0) {
+    CFX_TRY_ASSIGN(instance, UcxInstance::open());
+    if (instance.address.size() > kMaxAddressBytes) {
+      return Status::error(Errc::SystemError, strprintf("ucx: this worker's address is %zu bytes, more than the %u "
+                                                        "this transport exchanges; narrow UCX_TLS/UCX_NET_DEVICES",
+                                                        instance.address.size(), kMaxAddressBytes));
+    }
+  }
+  std::vector<AddressRecord> records(static_cast<size_t>(nRanks));
+  AddressRecord& mine = records[static_cast<size_t>(rank)];
+  mine.slotBytes = options.geometry.slotBytes;
+  mine.nSlots = static_cast<uint32_t>(options.geometry.nSlots);
+  mine.addressBytes = static_cast<uint32_t>(instance.address.size());
+  CFX_TRY(bootstrap.allGather(records.data(), sizeof(AddressRecord)));
+  size_t widest = 0;
+  for (const AddressRecord& r : records) widest = std::max<size_t>(widest, r.addressBytes);
+  std::vector<uint8_t> addresses(widest * static_cast<size_t>(nRanks));
+  if (widest > 0) {
+    std::memcpy(addresses.data() + widest * static_cast<size_t>(rank), instance.address.data(),
+                instance.address.size());
+    CFX_TRY(bootstrap.allGather(addresses.data(), widest));
+  }
+
+  UcxProxy::Setup setup;
+  setup.rank = rank;
+  CFX_TRY_ASSIGN(setup.key24, tagKey(bootstrap.secret()));
+  setup.geometry = options.geometry;
+  setup.secret.assign(bootstrap.secret().begin(), bootstrap.secret().end());
+  setup.peerAddresses.resize(static_cast<size_t>(nRanks));
+  setup.peerDescriptions.resize(static_cast<size_t>(nRanks));
+  setup.probePids.assign(static_cast<size_t>(nRanks), 0);
+  const uint64_t myHost = peers[static_cast<size_t>(rank)].hostHash;
+  for (int p = 0; p < nRanks; ++p) {
+    const AddressRecord& r = records[static_cast<size_t>(p)];
+    setup.peerDescriptions[static_cast<size_t>(p)] = describePeer(peers[static_cast<size_t>(p)], p);
+    if (peers[static_cast<size_t>(p)].hostHash == myHost) setup.probePids[static_cast<size_t>(p)] = peers[static_cast<size_t>(p)].pid;
+    if (p == rank || !connect[static_cast<size_t>(p)]) continue;
+    if (r.slotBytes != options.geometry.slotBytes || r.nSlots != static_cast<uint32_t>(options.geometry.nSlots)) {
+      return Status::error(Errc::InvalidUsage,
+                           strprintf("ucx: rank %d uses %u slots of %llu B but rank %d uses %d x %zu B; set "
+                                     "CFX_UCX_SLOTS and CFX_UCX_SLOT_BYTES alike on every rank",
+                                     p, r.nSlots, static_cast<unsigned long long>(r.slotBytes), rank,
+                                     options.geometry.nSlots, options.geometry.slotBytes));
+    }
+    if (r.addressBytes == 0) {
+      return Status::error(Errc::InvalidUsage, strprintf("ucx: %s opened no UCX worker although this rank expects "
+                                                         "to reach it through UCX: ranks disagree on NCCL_NET/CFX_NET "
+                                                         "or NCCL_SHM_DISABLE",
+                                                         setup.peerDescriptions[static_cast<size_t>(p)].c_str()));
+    }
+    const uint8_t* a = addresses.data() + widest * static_cast<size_t>(p);
+    setup.peerAddresses[static_cast<size_t>(p)].assign(a, a + r.addressBytes);
+  }
+  std::unique_ptr<UcxTransport> transport(new UcxTransport(rank, nPeers, localDoorbell, options.closeLinger));
+  if (nPeers == 0) return transport;
+
+  // Counted from here: ranks leave the allGather together (the bootstrap bounds that wait itself).
+  setup.deadline = Deadline(options.connectTimeout);
+  CFX_TRY_ASSIGN(transport->proxy_, UcxProxy::create(std::move(instance), setup, localDoorbell));
+  CFX_TRY(transport->proxy_->start());
+
+  out.resize(nRanks);
+  for (int p = 0; p < nRanks; ++p) {
+    for (int ch = 0; ch < kNumChannels; ++ch) {
+      std::shared_ptr<UcxLink> link = transport->proxy_->link(p, ch);
+      if (link == nullptr) continue;
+      out.send[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<UcxSendEnd>(link);
+      out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<UcxRecvEnd>(link);
+    }
+  }
+  CFX_INFO(log::Sys::Net, "ucx: rank %d connected to %d peers (worker address %zu B), slots %d x %zu B", rank,
+           nPeers, setup.peerAddresses.empty() ? size_t{0} : widest, options.geometry.nSlots,
+           options.geometry.slotBytes);
+  return transport;
+}
+
+UcxTransport::~UcxTransport() {
+  if (!proxy_) return;
+  // Relaxed: see aborted_.
+  proxy_->stop(aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_);
+  for (const auto& link : proxy_->links()) {
+    link->fail(Status::error(
+        Errc::InvalidUsage,
+        strprintf("ucx: connection to %s was closed by this rank (transport destroyed)", link->description().c_str())));
+  }
+  proxy_.reset();
+  doorbell_.ring();
+}
+
+void UcxTransport::abort() {
+  aborted_.store(true, std::memory_order_relaxed);
+  if (!proxy_) return;
+  for (const auto& link : proxy_->links()) {
+    link->fail(Status::error(Errc::InvalidUsage,
+                             strprintf("ucx: connection to %s was aborted by this rank", link->description().c_str())));
+  }
+  doorbell_.ring();
+}
+
+}  // namespace cfx::transport::ucx
