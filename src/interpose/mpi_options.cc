@@ -22,7 +22,8 @@ CFX_PARAM(bool, statsParam, "CFX_MPI_STATS", false,
           "libconflux_mpi.so: 1 prints, at MPI_Finalize on rank 0 of MPI_COMM_WORLD, how many calls of each "
           "collective were routed to Conflux and how many were passed through to MPI.");
 CFX_PARAM(bool, barrierParam, "CFX_MPI_BARRIER", false,
-          "libconflux_mpi.so: 1 routes MPI_Barrier to Conflux (a 1-element allreduce); 0 leaves it with MPI.");
+          "libconflux_mpi.so: 1 routes MPI_Barrier and MPI_Ibarrier to Conflux (a 1-element allreduce); 0 leaves "
+          "them with MPI.");
 CFX_PARAM(int64_t, allreduceMinParam, "CFX_MPI_ALLREDUCE_MIN_BYTES", 8192,
           "libconflux_mpi.so: MPI_Allreduce calls of fewer bytes (count x type size) stay with MPI.",
           atLeast<int64_t>(0));
@@ -70,7 +71,9 @@ MpiOptions load() {
 const char* mpiCollName(MpiColl coll) {
   static constexpr const char* kNames[kNumMpiColls] = {
       "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",  "MPI_Allgather", "MPI_Reduce_scatter_block",
-      "MPI_Reduce_scatter", "MPI_Alltoall", "MPI_Gather", "MPI_Scatter", "MPI_Barrier"};
+      "MPI_Reduce_scatter", "MPI_Alltoall", "MPI_Gather", "MPI_Scatter", "MPI_Barrier",
+      "MPI_Iallreduce", "MPI_Ireduce",  "MPI_Ibcast", "MPI_Iallgather", "MPI_Ireduce_scatter_block",
+      "MPI_Ireduce_scatter", "MPI_Ialltoall", "MPI_Igather", "MPI_Iscatter", "MPI_Ibarrier"};
   return kNames[static_cast<size_t>(coll)];
 }
 
