@@ -59,7 +59,9 @@ class AsyncLane {
   // once). The caller then waits with synchronize().
   cudaStream_t blockingStream() const;
   ncclResult_t synchronize() { return cfxHostStreamSynchronize(stream_); }
-  // Waits until every started op has completed and its request has been completed.
+  // Waits until every started op has completed and its request has been completed. Bounded like the waiter's
+  // cfxHostStreamSynchronize: by the communicator's timeout (CFX_TIMEOUT_MS), which fails the ops of a peer that
+  // never joins, naming it.
   void drain();
 
   // One started op and its request (defined in mpi_async.cc; public for the MPI callbacks there).
