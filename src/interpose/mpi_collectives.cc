@@ -47,6 +47,19 @@ Mirror* routeTarget(MpiColl coll, MPI_Comm comm, size_t bytes) {
   return m;
 }
 
+// A first, cheap look for the calls that programs make most often with few bytes (allreduce, reduce, bcast):
+// false when the knobs or the threshold keep the call with MPI anyway, so those calls pay one PMPI_Type_size
+// before passing through instead of the full datatype checks. Type size x count agrees across ranks, as MPI
+// requires matching type signatures.
+bool mayRoute(MpiColl coll, int count, MPI_Datatype datatype) {
+  const auto& options = mpiOptions();
+  if (options.disable || count <= 0) return false;
+  int size = 0;
+  if (PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0) return false;
+  const auto minBytes = options.minBytes[static_cast<size_t>(blockingForm(coll))];
+  return static_cast<int64_t>(count) * size >= minBytes;
+}
+
 // A call's routing decision: the mirror (nullptr: pass through) and the op to run on it.
 struct Plan {
   Mirror* m = nullptr;
@@ -113,8 +126,9 @@ size_t rootedBlock(bool isRoot, bool inPlace, int rootCount, MPI_Datatype rootTy
 
 Plan planAllreduce(MpiColl coll, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm comm) {
+  if (!mayRoute(coll, count, datatype)) return decide(coll, nullptr, {});
   auto r = reduction(datatype, op);
-  Mirror* m = r && count > 0 ? routeTarget(coll, comm, count * r->elemBytes) : nullptr;
+  Mirror* m = r ? routeTarget(coll, comm, count * r->elemBytes) : nullptr;
   if (m == nullptr) return decide(coll, nullptr, {});
   const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   ncclComm_t nc = m->comm;
@@ -125,8 +139,9 @@ Plan planAllreduce(MpiColl coll, const void* sendbuf, void* recvbuf, int count, 
 
 Plan planReduce(MpiColl coll, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 int root, MPI_Comm comm) {
+  if (!mayRoute(coll, count, datatype)) return decide(coll, nullptr, {});
   auto r = reduction(datatype, op);
-  Mirror* m = r && count > 0 ? routeTarget(coll, comm, count * r->elemBytes) : nullptr;
+  Mirror* m = r ? routeTarget(coll, comm, count * r->elemBytes) : nullptr;
   if (m == nullptr) return decide(coll, nullptr, {});
   // MPI_IN_PLACE is only legal at the root, where the input is already in recvbuf. Elsewhere recvbuf is not
   // significant and may be anything, so Conflux gets NULL (it does not touch recvbuff off the root).
@@ -139,6 +154,7 @@ Plan planReduce(MpiColl coll, const void* sendbuf, void* recvbuf, int count, MPI
 }
 
 Plan planBcast(MpiColl coll, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  if (!mayRoute(coll, count, datatype)) return decide(coll, nullptr, {});
   auto size = denseSize(datatype);
   Mirror* m = size && count > 0 ? routeTarget(coll, comm, count * *size) : nullptr;
   if (m == nullptr) return decide(coll, nullptr, {});
