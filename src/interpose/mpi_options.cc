@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Declares the CFX_MPI_* knobs of libconflux_mpi.so (interpose layer). The thresholds' defaults come from
-// measurements against Open MPI 4.1 (vader), 2 ranks on one host: Conflux's allreduce overtakes MPI's between
-// 4 and 16 KiB (tests/interpose/mpi_allreduce_bench.c). The other collectives are not measured yet and keep a
-// conservative 64 KiB.
+// Declares the CFX_MPI_* knobs of libconflux_mpi.so (interpose layer). The allreduce threshold comes from
+// measurements against Open MPI 4.1 (vader) on one host, 2 and 4 ranks (tests/interpose/run_bench.sh, table in
+// docs/notes/mpi_interposer.md): with 2 ranks MPI is faster at 1 KiB, the two tie at 4 KiB and Conflux is ~4x
+// faster from 16 KiB on; with 4 ranks on 2 cores Conflux is as fast or faster at every size. So calls of 8 KiB
+// and more are routed. The other collectives are not measured yet and keep a conservative 64 KiB.
 #include "interpose/mpi_options.h"
 
 #include <limits>
