@@ -32,7 +32,9 @@ namespace {
 constexpr bool isNonBlocking(MpiColl coll) { return blockingForm(coll) != coll; }
 
 // The mirror to route a call of `bytes` bytes on comm to, or nullptr to pass it through. Checked in the order
-// that costs least: knobs, then the threshold, then the communicator (whose first use bootstraps Conflux).
+// that costs least: knobs, then the threshold, then the communicator. A blocking call bootstraps the mirror on
+// first use (MPI lets blocking collectives synchronize); a non-blocking one routes only on a mirror that exists,
+// since it must not wait for the other ranks.
 Mirror* routeTarget(MpiColl coll, MPI_Comm comm, size_t bytes) {
   const auto& options = mpiOptions();
   if (options.disable) return nullptr;
@@ -42,9 +44,9 @@ Mirror* routeTarget(MpiColl coll, MPI_Comm comm, size_t bytes) {
     return nullptr;
   }
   if (comm == MPI_COMM_NULL) return nullptr;
-  Mirror* m = mirrorFor(comm);
-  if (m != nullptr && isNonBlocking(coll) && !m->asyncOk) return nullptr;
-  return m;
+  if (!isNonBlocking(coll)) return mirrorFor(comm);
+  Mirror* m = cfx::interpose::existingMirror(comm);
+  return m != nullptr && m->asyncOk ? m : nullptr;
 }
 
 // A first, cheap look for the calls that programs make most often with few bytes (allreduce, reduce, bcast):

@@ -92,15 +92,26 @@ Mirror* buildMirror(MPI_Comm comm, int rank, int nRanks) {
 
 }  // namespace
 
-Mirror* mirrorFor(MPI_Comm comm) {
+namespace {
+
+// The Mirror cached on comm (also the ones that failed or were refused), or nullptr if none was made yet.
+Mirror* cachedMirror(MPI_Comm comm) {
   std::call_once(gKeyvalOnce, [] { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteMirror, &gKeyval, nullptr); });
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, gKeyval, &value, &found);
-  if (found) {
-    auto* m = static_cast<Mirror*>(value);
-    return m->comm != nullptr ? m : nullptr;
-  }
+  return found ? static_cast<Mirror*>(value) : nullptr;
+}
+
+}  // namespace
+
+Mirror* existingMirror(MPI_Comm comm) {
+  Mirror* m = cachedMirror(comm);
+  return m != nullptr && m->comm != nullptr ? m : nullptr;
+}
+
+Mirror* mirrorFor(MPI_Comm comm) {
+  if (Mirror* m = cachedMirror(comm)) return m->comm != nullptr ? m : nullptr;
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   int rank = 0;

@@ -40,6 +40,10 @@ struct Mirror {
 // stay with MPI: an inter-communicator, a single rank, or a failed bootstrap.
 Mirror* mirrorFor(MPI_Comm comm);
 
+// The mirror of comm if an earlier call built it, else nullptr; never bootstraps. Non-blocking calls use this:
+// their initiation must be local, and bootstrapping waits for every rank of comm.
+Mirror* existingMirror(MPI_Comm comm);
+
 // Destroys every mirror still alive (MPI_Finalize, before PMPI_Finalize), after completing their non-blocking
 // calls.
 void freeAllMirrors();

@@ -77,6 +77,13 @@ static void cases(MPI_Comm comm, const char* tag, size_t count) {
   MPI_Status st[4];
   const int root = size - 1;
 
+  /* A blocking call first: the interposer mirrors a communicator only in a blocking collective (a non-blocking
+   * one must not wait for the other ranks), so this is what lets the calls below be routed. */
+  fillD(rd, count, rank, 0);
+  MPI_Allreduce(MPI_IN_PLACE, rd, n, MPI_DOUBLE, MPI_SUM, comm);
+  snprintf(name, sizeof name, "%s allreduce d sum", tag);
+  report(name, count, rd, count * sizeof(double));
+
   /* MPI_Wait, with the status it returns. */
   fillD(sd, count, rank, 1);
   MPI_Iallreduce(sd, rd, n, MPI_DOUBLE, MPI_SUM, comm, &req[0]);
@@ -211,6 +218,19 @@ int main(int argc, char** argv) {
     cases(MPI_COMM_WORLD, "world", counts[i]);
     cases(half, gRank % 2 ? "odd" : "even", counts[i]);
   }
+  /* A fresh communicator: its first call is non-blocking and stays with MPI (no mirror yet). */
+  {
+    MPI_Comm dup;
+    MPI_Request req;
+    double* buf = (double*)malloc(sizeof(double) * 100000);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    fillD(buf, 100000, gRank, 14);
+    MPI_Iallreduce(MPI_IN_PLACE, buf, 100000, MPI_DOUBLE, MPI_SUM, dup, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    report("fresh dup iallreduce", 100000, buf, 100000 * sizeof(double));
+    MPI_Comm_free(&dup);
+    free(buf);
+  }
   /* A communicator of its own, freed right after its last request completed (Open MPI 4.1's own non-blocking
    * collectives crash when their communicator is freed before the wait, so that case cannot be compared). */
   {
@@ -219,6 +239,7 @@ int main(int argc, char** argv) {
     double* buf = (double*)malloc(sizeof(double) * 100000);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     fillD(buf, 100000, gRank, 13);
+    MPI_Allreduce(MPI_IN_PLACE, buf, 100000, MPI_DOUBLE, MPI_MAX, dup);
     MPI_Iallreduce(MPI_IN_PLACE, buf, 100000, MPI_DOUBLE, MPI_SUM, dup, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
     MPI_Comm_free(&dup);
