@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Declares the CFX_MPI_* knobs of libconflux_mpi.so (interpose layer). The thresholds' defaults come from
-// measurements against Open MPI 4.1 (vader), 2 ranks on one host: Conflux's allreduce overtakes MPI's between
-// 4 and 16 KiB (tests/interpose/mpi_allreduce_bench.c). The other collectives are not measured yet and keep a
-// conservative 64 KiB.
+// Declares the CFX_MPI_* knobs of libconflux_mpi.so (interpose layer). The allreduce threshold comes from
+// measurements against Open MPI 4.1 (vader) on one host, 2 and 4 ranks (tests/interpose/run_bench.sh, table in
+// docs/notes/mpi_interposer.md): with 2 ranks MPI is faster at 1 KiB, the two tie at 4 KiB and Conflux is ~4x
+// faster from 16 KiB on; with 4 ranks on 2 cores Conflux is as fast or faster at every size. So calls of 8 KiB
+// and more are routed. The other collectives are not measured yet and keep a conservative 64 KiB.
 #include "interpose/mpi_options.h"
 
 #include <limits>
@@ -22,7 +23,8 @@ CFX_PARAM(bool, statsParam, "CFX_MPI_STATS", false,
           "libconflux_mpi.so: 1 prints, at MPI_Finalize on rank 0 of MPI_COMM_WORLD, how many calls of each "
           "collective were routed to Conflux and how many were passed through to MPI.");
 CFX_PARAM(bool, barrierParam, "CFX_MPI_BARRIER", false,
-          "libconflux_mpi.so: 1 routes MPI_Barrier to Conflux (a 1-element allreduce); 0 leaves it with MPI.");
+          "libconflux_mpi.so: 1 routes MPI_Barrier and MPI_Ibarrier to Conflux (a 1-element allreduce); 0 leaves "
+          "them with MPI.");
 CFX_PARAM(int64_t, allreduceMinParam, "CFX_MPI_ALLREDUCE_MIN_BYTES", 8192,
           "libconflux_mpi.so: MPI_Allreduce calls of fewer bytes (count x type size) stay with MPI.",
           atLeast<int64_t>(0));
@@ -70,7 +72,9 @@ MpiOptions load() {
 const char* mpiCollName(MpiColl coll) {
   static constexpr const char* kNames[kNumMpiColls] = {
       "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",  "MPI_Allgather", "MPI_Reduce_scatter_block",
-      "MPI_Reduce_scatter", "MPI_Alltoall", "MPI_Gather", "MPI_Scatter", "MPI_Barrier"};
+      "MPI_Reduce_scatter", "MPI_Alltoall", "MPI_Gather", "MPI_Scatter", "MPI_Barrier",
+      "MPI_Iallreduce", "MPI_Ireduce",  "MPI_Ibcast", "MPI_Iallgather", "MPI_Ireduce_scatter_block",
+      "MPI_Ireduce_scatter", "MPI_Ialltoall", "MPI_Igather", "MPI_Iscatter", "MPI_Ibarrier"};
   return kNames[static_cast<size_t>(coll)];
 }
 

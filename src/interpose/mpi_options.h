@@ -21,9 +21,27 @@ enum class MpiColl : int {
   Gather,
   Scatter,
   Barrier,
+  // The non-blocking forms, in the same order; each uses its blocking form's threshold (see thresholdOf).
+  Iallreduce,
+  Ireduce,
+  Ibcast,
+  Iallgather,
+  IreduceScatterBlock,
+  IreduceScatter,
+  Ialltoall,
+  Igather,
+  Iscatter,
+  Ibarrier,
   Count
 };
 inline constexpr size_t kNumMpiColls = static_cast<size_t>(MpiColl::Count);
+inline constexpr size_t kNumBlockingColls = static_cast<size_t>(MpiColl::Iallreduce);
+
+// The blocking collective whose threshold and barrier switch a call of coll obeys (coll itself if blocking).
+constexpr MpiColl blockingForm(MpiColl coll) {
+  const auto i = static_cast<size_t>(coll);
+  return static_cast<MpiColl>(i >= kNumBlockingColls ? i - kNumBlockingColls : i);
+}
 
 // "MPI_Allreduce" and so on.
 const char* mpiCollName(MpiColl coll);
@@ -32,8 +50,9 @@ struct MpiOptions {
   bool disable = false;  // CFX_MPI_DISABLE: every call goes to PMPI.
   bool stats = false;    // CFX_MPI_STATS: print routed / passed-through counts at MPI_Finalize.
   bool routeBarrier = false;
-  // Per collective: calls whose bytes (see the knob help) are below this stay with MPI. Barrier's entry is unused.
-  std::array<int64_t, kNumMpiColls> minBytes{};
+  // Per blocking collective: calls whose bytes (see the knob help) are below this stay with MPI. Barrier's entry
+  // is unused. The non-blocking forms use their blocking form's entry.
+  std::array<int64_t, kNumBlockingColls> minBytes{};
 };
 
 // Reads the knobs on first call; later calls return the same struct. Thread-safe.

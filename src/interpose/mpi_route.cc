@@ -31,8 +31,11 @@ void destroyMirror(Mirror* m) {
     std::lock_guard<std::mutex> lock(gMirrorsMutex);
     gMirrors.erase(m->seq);
   }
+  // Completes the communicator's non-blocking calls first: MPI lets a program free a communicator with
+  // requests still pending, and the waiter must be gone before the communicator it waits on.
+  m->async.reset();
   if (m->comm != nullptr) {
-    // Every op we issued returned complete, so finalize has nothing to flush; it releases shared resources in
+    // Every op we issued has completed, so finalize has nothing to flush; it releases shared resources in
     // step with the peers, which are inside the same MPI_Comm_free or MPI_Finalize.
     (void)ncclCommFinalize(m->comm);
     (void)ncclCommDestroy(m->comm);
@@ -46,8 +49,21 @@ int deleteMirror(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
+bool threadMultiple() {
+  int level = MPI_THREAD_SINGLE;
+  PMPI_Query_thread(&level);
+  return level == MPI_THREAD_MULTIPLE;
+}
+
+Mirror* newMirror(int rank, int nRanks) {
+  auto* m = new Mirror;
+  m->rank = rank;
+  m->nRanks = nRanks;
+  return m;
+}
+
 Mirror* buildMirror(MPI_Comm comm, int rank, int nRanks) {
-  auto* m = new Mirror{nullptr, rank, nRanks};
+  Mirror* m = newMirror(rank, nRanks);
   ncclUniqueId id{};
   int ok = 1;
   if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
@@ -57,15 +73,18 @@ Mirror* buildMirror(MPI_Comm comm, int rank, int nRanks) {
     PMPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
     ncclComm_t nc = nullptr;
     ok = ncclCommInitRank(&nc, nRanks, id, rank) == ncclSuccess ? 1 : 0;
-    // One rank failing must send every rank back to MPI, or the next routed call hangs.
-    int all = 0;
-    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-    if (all) {
+    // One rank failing must send every rank back to MPI, or the next routed call hangs. The thread level is
+    // agreed on the same way: a rank below MPI_THREAD_MULTIPLE passes non-blocking calls through, so all must.
+    int mine[2] = {ok, threadMultiple() ? 1 : 0};
+    int all[2] = {0, 0};
+    PMPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, comm);
+    if (all[0]) {
       m->comm = nc;
+      m->asyncOk = all[1] != 0;
     } else if (nc != nullptr) {
       (void)ncclCommAbort(nc);
     }
-    ok = all;
+    ok = all[0];
   }
   if (!ok) CFX_WARN("libconflux_mpi: could not mirror an MPI communicator of %d ranks; it stays with MPI", nRanks);
   return m;
@@ -73,15 +92,26 @@ Mirror* buildMirror(MPI_Comm comm, int rank, int nRanks) {
 
 }  // namespace
 
-const Mirror* mirrorFor(MPI_Comm comm) {
+namespace {
+
+// The Mirror cached on comm (also the ones that failed or were refused), or nullptr if none was made yet.
+Mirror* cachedMirror(MPI_Comm comm) {
   std::call_once(gKeyvalOnce, [] { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteMirror, &gKeyval, nullptr); });
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, gKeyval, &value, &found);
-  if (found) {
-    auto* m = static_cast<Mirror*>(value);
-    return m->comm != nullptr ? m : nullptr;
-  }
+  return found ? static_cast<Mirror*>(value) : nullptr;
+}
+
+}  // namespace
+
+Mirror* existingMirror(MPI_Comm comm) {
+  Mirror* m = cachedMirror(comm);
+  return m != nullptr && m->comm != nullptr ? m : nullptr;
+}
+
+Mirror* mirrorFor(MPI_Comm comm) {
+  if (Mirror* m = cachedMirror(comm)) return m->comm != nullptr ? m : nullptr;
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   int rank = 0;
@@ -90,7 +120,7 @@ const Mirror* mirrorFor(MPI_Comm comm) {
   PMPI_Comm_size(comm, &nRanks);
   Mirror* m = nullptr;
   if (inter || nRanks < 2) {
-    m = new Mirror{nullptr, rank, nRanks};  // Remembered, so the test is made once per communicator.
+    m = newMirror(rank, nRanks);  // Remembered, so the test is made once per communicator.
   } else {
     m = buildMirror(comm, rank, nRanks);
     CFX_INFO(log::Sys::Interpose, "libconflux_mpi: mirrored an MPI communicator of %d ranks (rank %d)", nRanks,

@@ -13,8 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
+#include "interpose/mpi_async.h"
 #include "interpose/mpi_options.h"
 #include "nccl.h"
 
@@ -26,14 +28,24 @@ struct Mirror {
   int rank = 0;
   int nRanks = 0;
   uint64_t seq = 0;  // Creation order in this process; mirrors are freed newest first.
+  // Every rank runs at MPI_THREAD_MULTIPLE, so non-blocking calls may be routed (see mpi_async.h).
+  bool asyncOk = false;
+  // The host stream and waiter of non-blocking calls; created by the first one. Touched only by the thread that
+  // issues collectives on the communicator (MPI forbids concurrent collectives on one communicator).
+  std::unique_ptr<AsyncLane> async;
 };
 
 // The mirror of comm, built on first use (collective over comm: every rank reaches this call for the same
 // collective, because the decision that leads here is the same on every rank). Returns nullptr when comm must
 // stay with MPI: an inter-communicator, a single rank, or a failed bootstrap.
-const Mirror* mirrorFor(MPI_Comm comm);
+Mirror* mirrorFor(MPI_Comm comm);
 
-// Destroys every mirror still alive (MPI_Finalize, before PMPI_Finalize).
+// The mirror of comm if an earlier call built it, else nullptr; never bootstraps. Non-blocking calls use this:
+// their initiation must be local, and bootstrapping waits for every rank of comm.
+Mirror* existingMirror(MPI_Comm comm);
+
+// Destroys every mirror still alive (MPI_Finalize, before PMPI_Finalize), after completing their non-blocking
+// calls.
 void freeAllMirrors();
 
 // The NCCL type a reduction on dt computes in, or nullopt (MPI_BYTE, pair types, derived types, ...).
