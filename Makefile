@@ -11,7 +11,7 @@ BUILD ?= build
 # Open MPI, gfortran and mpi4py serve the MPI interposer's tests; UCX the ucx transport; clang 16's libFuzzer the
 # wire fuzzers; iperf3 the raw-TCP baselines of the namespace test bed.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
-                iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py \
+                iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py python3-numpy \
                 libucx-dev ucx-utils clang-16 libclang-rt-16-dev iperf3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
