@@ -188,13 +188,14 @@ TEST(BootstrapWire, RootTableIsCheckedEntryByEntry) {
 
 class ServerUnderTest {
  public:
-  explicit ServerUnderTest(const Credentials& cred) {
+  // Keeps its own copy of the credentials: the handshake holds a pointer to them, as it does to the root's.
+  explicit ServerUnderTest(const Credentials& cred) : cred_(cred) {
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
     client_.reset(fds[1]);
     sockaddr_storage peer{};
     peer.ss_family = AF_UNIX;
-    hs_ = std::make_unique<ServerHandshake>(net::Socket(net::UniqueFd(fds[0]), peer), cred, milliseconds(5000));
+    hs_ = std::make_unique<ServerHandshake>(net::Socket(net::UniqueFd(fds[0]), peer), cred_, milliseconds(5000));
   }
 
   // Reads exactly n bytes the server sent, progressing it meanwhile (bounded: the server is in this thread).
@@ -228,6 +229,7 @@ class ServerUnderTest {
 
  private:
   net::UniqueFd client_;
+  Credentials cred_;  // declared before hs_, which points at it
   std::unique_ptr<ServerHandshake> hs_;
 };
 
