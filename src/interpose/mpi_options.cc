@@ -6,7 +6,9 @@
 // and more are routed. The other collectives are not measured yet and keep a conservative 64 KiB.
 #include "interpose/mpi_options.h"
 
+#include <cctype>
 #include <limits>
+#include <string>
 
 #include "common/param.h"
 
@@ -48,6 +50,37 @@ CFX_PARAM(int64_t, scatterMinParam, "CFX_MPI_SCATTER_MIN_BYTES", 65536,
           "libconflux_mpi.so: MPI_Scatter calls whose root buffer holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
 
+// The pass-through bands: "LO-HI,..." byte ranges (K/M/G suffixes) where a call above the minimum still stays
+// with MPI; "none" for no band.
+param::Validator<std::string> validBands() {
+  return [](const std::string& text) {
+    ByteBands unused;
+    return parseByteBands(text, unused);
+  };
+}
+#define CFX_MPI_BAND_PARAM(var, env, def, coll)                                                                \
+  CFX_PARAM(std::string, var, env, def,                                                                        \
+            "libconflux_mpi.so: " coll " calls of LO <= bytes < HI (bytes as for the _MIN_BYTES knob) stay with " \
+            "MPI, for each comma-separated LO-HI range (byte counts with an optional K, M or G suffix, at most 4 " \
+            "ranges); none: no band.",                                                                         \
+            validBands())
+CFX_MPI_BAND_PARAM(allreduceBandParam, "CFX_MPI_ALLREDUCE_MPI_BAND", "none", "MPI_Allreduce");
+CFX_MPI_BAND_PARAM(reduceBandParam, "CFX_MPI_REDUCE_MPI_BAND", "none", "MPI_Reduce");
+CFX_MPI_BAND_PARAM(bcastBandParam, "CFX_MPI_BCAST_MPI_BAND", "none", "MPI_Bcast");
+CFX_MPI_BAND_PARAM(allgatherBandParam, "CFX_MPI_ALLGATHER_MPI_BAND", "none", "MPI_Allgather");
+CFX_MPI_BAND_PARAM(reduceScatterBandParam, "CFX_MPI_REDUCE_SCATTER_MPI_BAND", "none", "MPI_Reduce_scatter(_block)");
+CFX_MPI_BAND_PARAM(alltoallBandParam, "CFX_MPI_ALLTOALL_MPI_BAND", "none", "MPI_Alltoall");
+CFX_MPI_BAND_PARAM(gatherBandParam, "CFX_MPI_GATHER_MPI_BAND", "none", "MPI_Gather");
+CFX_MPI_BAND_PARAM(scatterBandParam, "CFX_MPI_SCATTER_MPI_BAND", "none", "MPI_Scatter");
+#undef CFX_MPI_BAND_PARAM
+
+// A default that fails to parse is a bug caught by the knob registry test (defaultIsValid); here it means no band.
+ByteBands bandsOf(const param::Param<std::string>& p) {
+  ByteBands b;
+  if (parseByteBands(p.get(), b)) b = ByteBands{};
+  return b;
+}
+
 MpiOptions load() {
   MpiOptions o;
   o.disable = disableParam.get();
@@ -64,10 +97,84 @@ MpiOptions load() {
   set(MpiColl::Gather, gatherMinParam.get());
   set(MpiColl::Scatter, scatterMinParam.get());
   set(MpiColl::Barrier, kMaxBytes);
+  auto band = [&o](MpiColl c, const param::Param<std::string>& p) { o.mpiBands[static_cast<size_t>(c)] = bandsOf(p); };
+  band(MpiColl::Allreduce, allreduceBandParam);
+  band(MpiColl::Reduce, reduceBandParam);
+  band(MpiColl::Bcast, bcastBandParam);
+  band(MpiColl::Allgather, allgatherBandParam);
+  band(MpiColl::ReduceScatterBlock, reduceScatterBandParam);
+  band(MpiColl::ReduceScatter, reduceScatterBandParam);
+  band(MpiColl::Alltoall, alltoallBandParam);
+  band(MpiColl::Gather, gatherBandParam);
+  band(MpiColl::Scatter, scatterBandParam);
   return o;
 }
 
 }  // namespace
+
+namespace {
+
+// A byte count: decimal digits, then optionally K, M or G (binary). Advances pos past it.
+std::optional<std::string> parseBytes(const std::string& text, size_t& pos, int64_t& out) {
+  const size_t start = pos;
+  int64_t v = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])) != 0) {
+    const int digit = text[pos] - '0';
+    if (v > (kMaxBytes - digit) / 10) return "byte count too large in '" + text + "'";
+    v = v * 10 + digit;
+    ++pos;
+  }
+  if (pos == start) return "expected a byte count at offset " + std::to_string(start) + " of '" + text + "'";
+  int shift = 0;
+  if (pos < text.size()) {
+    switch (text[pos]) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      default: break;
+    }
+    if (shift != 0) ++pos;
+  }
+  if (v > (kMaxBytes >> shift)) return "byte count too large in '" + text + "'";
+  out = v << shift;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> parseByteBands(const std::string& text, ByteBands& out) {
+  ByteBands bands;
+  if (text.empty() || text == "none") {
+    out = bands;
+    return std::nullopt;
+  }
+  size_t pos = 0;
+  while (true) {
+    if (bands.count == kMaxMpiBands) return "more than " + std::to_string(kMaxMpiBands) + " ranges in '" + text + "'";
+    ByteBand b;
+    if (auto err = parseBytes(text, pos, b.lo)) return err;
+    if (pos >= text.size() || text[pos] != '-') return "expected LO-HI in '" + text + "'";
+    ++pos;
+    if (auto err = parseBytes(text, pos, b.hi)) return err;
+    if (b.lo >= b.hi) return "empty range (LO >= HI) in '" + text + "'";
+    bands.band[bands.count++] = b;
+    if (pos == text.size()) break;
+    if (text[pos] != ',') return "unexpected '" + text.substr(pos, 1) + "' in '" + text + "'";
+    ++pos;
+  }
+  out = bands;
+  return std::nullopt;
+}
+
+bool sizeRoutes(const MpiOptions& options, MpiColl coll, int64_t bytes) {
+  const auto i = static_cast<size_t>(blockingForm(coll));
+  if (bytes < options.minBytes[i]) return false;
+  const ByteBands& bands = options.mpiBands[i];
+  for (size_t k = 0; k < bands.count; ++k) {
+    if (bytes >= bands.band[k].lo && bytes < bands.band[k].hi) return false;
+  }
+  return true;
+}
 
 const char* mpiCollName(MpiColl coll) {
   static constexpr const char* kNames[kNumMpiColls] = {
