@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Declares the CFX_MPI_* knobs of libconflux_mpi.so (interpose layer). The allreduce threshold comes from
-// measurements against Open MPI 4.1 (vader) on one host, 2 and 4 ranks (tests/interpose/run_bench.sh, table in
-// docs/notes/mpi_interposer.md): with 2 ranks MPI is faster at 1 KiB, the two tie at 4 KiB and Conflux is ~4x
-// faster from 16 KiB on; with 4 ranks on 2 cores Conflux is as fast or faster at every size. So calls of 8 KiB
-// and more are routed. The other collectives are not measured yet and keep a conservative 64 KiB.
+// Declares the CFX_MPI_* knobs of libconflux_mpi.so (interpose layer). The size-rule defaults come from sweeps of
+// all eight collectives, 1 KiB to 256 MiB, against Open MPI 4.1 (vader) on one host with 2 and 4 ranks
+// (tests/interpose/run_coll_bench.sh, tables in docs/notes/mpi_interposer.md). Each minimum is the smallest
+// measured size from which Conflux was as fast or faster at every larger size, with both rank counts: MPI won
+// allreduce at 1-4 KiB (2 ranks), reduce at 1 KiB (2 ranks) and alltoall at 1-4 KiB (4 ranks); allgather and
+// reduce_scatter tied at 1 KiB; bcast, gather and scatter were faster routed at every size, and sizes below
+// 1 KiB were not measured, so they stay with MPI. No middle band where MPI wins showed up through the
+// interposer, so every MPI_BAND defaults to none; the knob exists for machines where one does.
 #include "interpose/mpi_options.h"
 
 #include <cctype>
@@ -30,23 +33,23 @@ CFX_PARAM(bool, barrierParam, "CFX_MPI_BARRIER", false,
 CFX_PARAM(int64_t, allreduceMinParam, "CFX_MPI_ALLREDUCE_MIN_BYTES", 8192,
           "libconflux_mpi.so: MPI_Allreduce calls of fewer bytes (count x type size) stay with MPI.",
           atLeast<int64_t>(0));
-CFX_PARAM(int64_t, reduceMinParam, "CFX_MPI_REDUCE_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, reduceMinParam, "CFX_MPI_REDUCE_MIN_BYTES", 4096,
           "libconflux_mpi.so: MPI_Reduce calls of fewer bytes (count x type size) stay with MPI.", atLeast<int64_t>(0));
-CFX_PARAM(int64_t, bcastMinParam, "CFX_MPI_BCAST_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, bcastMinParam, "CFX_MPI_BCAST_MIN_BYTES", 1024,
           "libconflux_mpi.so: MPI_Bcast calls of fewer bytes (count x type size) stay with MPI.", atLeast<int64_t>(0));
-CFX_PARAM(int64_t, allgatherMinParam, "CFX_MPI_ALLGATHER_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, allgatherMinParam, "CFX_MPI_ALLGATHER_MIN_BYTES", 4096,
           "libconflux_mpi.so: MPI_Allgather calls whose receive buffer holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
-CFX_PARAM(int64_t, reduceScatterMinParam, "CFX_MPI_REDUCE_SCATTER_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, reduceScatterMinParam, "CFX_MPI_REDUCE_SCATTER_MIN_BYTES", 4096,
           "libconflux_mpi.so: MPI_Reduce_scatter(_block) calls whose input holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
-CFX_PARAM(int64_t, alltoallMinParam, "CFX_MPI_ALLTOALL_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, alltoallMinParam, "CFX_MPI_ALLTOALL_MIN_BYTES", 16384,
           "libconflux_mpi.so: MPI_Alltoall calls whose receive buffer holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
-CFX_PARAM(int64_t, gatherMinParam, "CFX_MPI_GATHER_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, gatherMinParam, "CFX_MPI_GATHER_MIN_BYTES", 1024,
           "libconflux_mpi.so: MPI_Gather calls whose root buffer holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
-CFX_PARAM(int64_t, scatterMinParam, "CFX_MPI_SCATTER_MIN_BYTES", 65536,
+CFX_PARAM(int64_t, scatterMinParam, "CFX_MPI_SCATTER_MIN_BYTES", 1024,
           "libconflux_mpi.so: MPI_Scatter calls whose root buffer holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
 

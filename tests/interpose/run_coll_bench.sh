@@ -22,7 +22,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 routeAll=""
 for k in ALLREDUCE REDUCE BCAST ALLGATHER REDUCE_SCATTER ALLTOALL GATHER SCATTER; do
-  routeAll="$routeAll -x CFX_MPI_${k}_MIN_BYTES=0 -x CFX_MPI_${k}_MPI_BAND="
+  routeAll="$routeAll -x CFX_MPI_${k}_MIN_BYTES=0 -x CFX_MPI_${k}_MPI_BAND=none"
 done
 i=1
 while [ "$i" -le "$reps" ]; do
