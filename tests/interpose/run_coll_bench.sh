@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Times the collectives of mpi_coll_bench under mpirun plainly and with libconflux_mpi.so routing every size
 # (every CFX_MPI_<COLL>_MIN_BYTES=0 and no pass-through band), so that Conflux itself is measured, not the
-# routing rule; with MODES=plain,routed,default a third run uses the library's default rules (the check that
-# the defaults are never slower than plain MPI). The runs are interleaved REPS times so that load from other
-# processes hits all of them alike. Prints one Markdown table per collective of the per-size medians
+# routing rule. MODES (default plain,routed) picks the runs, plain first: "default" uses the library's default
+# rules (the check that the defaults are never slower than plain MPI). The runs are interleaved REPS times so
+# that load from other processes hits all of them alike. Prints one Markdown table per collective of the per-size medians
 # (microseconds per call; each run already reports the median of its own timings).
 #
 #   run_coll_bench.sh MPIEXEC NP PRELOAD_LIB BENCH [MAX_BYTES [REPS [COLLS]]]
@@ -49,14 +49,15 @@ for c in $(cut -d' ' -f1 "$work/m.plain" | uniq); do
   echo
   echo "$c, $np ranks ($modes):"
   for mode in $(echo "$modes" | tr , ' '); do grep "^$c " "$work/m.$mode" | cut -d' ' -f2,3 >"$work/c.$mode"; done
-  if [ -f "$work/c.default" ]; then
-    echo "| bytes | MPI (us) | routed (us) | MPI / routed | default rule (us) | MPI / default |"
-    echo "|---:|---:|---:|---:|---:|---:|"
-    join "$work/c.plain" "$work/c.routed" | join - "$work/c.default" |
-      awk '{ printf "| %s | %.1f | %.1f | %.2f | %.1f | %.2f |\n", $1, $2, $3, $2 / $3, $4, $2 / $4 }'
-  else
-    echo "| bytes | MPI (us) | routed (us) | MPI / routed |"
-    echo "|---:|---:|---:|---:|"
-    join "$work/c.plain" "$work/c.routed" | awk '{ printf "| %s | %.1f | %.1f | %.2f |\n", $1, $2, $3, $2 / $3 }'
-  fi
+  # plain first, then every other mode with its speed-up over plain.
+  hdr="| bytes | MPI (us) |" sep="|---:|---:|" table="$work/c.plain"
+  for mode in $(echo "$modes" | tr , ' '); do
+    [ "$mode" = plain ] && continue
+    hdr="$hdr $mode (us) | MPI / $mode |" sep="$sep---:|---:|"
+    join "$table" "$work/c.$mode" >"$work/t.$mode"
+    table="$work/t.$mode"
+  done
+  echo "$hdr"
+  echo "$sep"
+  awk '{ printf "| %s | %.1f |", $1, $2; for (i = 3; i <= NF; ++i) printf " %.1f | %.2f |", $i, $2 / $i; print "" }' "$table"
 done
