@@ -32,9 +32,9 @@ namespace {
 constexpr bool isNonBlocking(MpiColl coll) { return blockingForm(coll) != coll; }
 
 // The mirror to route a call of `bytes` bytes on comm to, or nullptr to pass it through. Checked in the order
-// that costs least: knobs, then the size rule (minimum and pass-through bands), then the communicator. A blocking call bootstraps the mirror on
-// first use (MPI lets blocking collectives synchronize); a non-blocking one routes only on a mirror that exists,
-// since it must not wait for the other ranks.
+// that costs least: knobs, then the size rule (minimum and pass-through bands), then the communicator. A blocking
+// call bootstraps the mirror on first use (MPI lets blocking collectives synchronize); a non-blocking one routes
+// only on a mirror that exists, since it must not wait for the other ranks.
 Mirror* routeTarget(MpiColl coll, MPI_Comm comm, size_t bytes) {
   const auto& options = mpiOptions();
   if (options.disable) return nullptr;

@@ -61,11 +61,12 @@ param::Validator<std::string> validBands() {
     return parseByteBands(text, unused);
   };
 }
-#define CFX_MPI_BAND_PARAM(var, env, def, coll)                                                                \
-  CFX_PARAM(std::string, var, env, def,                                                                        \
-            "libconflux_mpi.so: " coll " calls of LO <= bytes < HI (bytes as for the _MIN_BYTES knob) stay with " \
+#define CFX_MPI_BAND_PARAM(var, env, def, coll)                                                                    \
+  CFX_PARAM(std::string, var, env, def,                                                                            \
+            "libconflux_mpi.so: " coll                                                                             \
+            " calls of LO <= bytes < HI (bytes as for the _MIN_BYTES knob) stay with "                             \
             "MPI, for each comma-separated LO-HI range (byte counts with an optional K, M or G suffix, at most 4 " \
-            "ranges); none: no band.",                                                                         \
+            "ranges); none: no band.",                                                                             \
             validBands())
 CFX_MPI_BAND_PARAM(allreduceBandParam, "CFX_MPI_ALLREDUCE_MPI_BAND", "none", "MPI_Allreduce");
 CFX_MPI_BAND_PARAM(reduceBandParam, "CFX_MPI_REDUCE_MPI_BAND", "none", "MPI_Reduce");
@@ -113,10 +114,6 @@ MpiOptions load() {
   return o;
 }
 
-}  // namespace
-
-namespace {
-
 // A byte count: decimal digits, then optionally K, M or G (binary). Advances pos past it.
 std::optional<std::string> parseBytes(const std::string& text, size_t& pos, int64_t& out) {
   const size_t start = pos;
@@ -131,10 +128,17 @@ std::optional<std::string> parseBytes(const std::string& text, size_t& pos, int6
   int shift = 0;
   if (pos < text.size()) {
     switch (text[pos]) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      default: break;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        break;
     }
     if (shift != 0) ++pos;
   }
@@ -181,10 +185,10 @@ bool sizeRoutes(const MpiOptions& options, MpiColl coll, int64_t bytes) {
 
 const char* mpiCollName(MpiColl coll) {
   static constexpr const char* kNames[kNumMpiColls] = {
-      "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",  "MPI_Allgather", "MPI_Reduce_scatter_block",
-      "MPI_Reduce_scatter", "MPI_Alltoall", "MPI_Gather", "MPI_Scatter", "MPI_Barrier",
-      "MPI_Iallreduce", "MPI_Ireduce",  "MPI_Ibcast", "MPI_Iallgather", "MPI_Ireduce_scatter_block",
-      "MPI_Ireduce_scatter", "MPI_Ialltoall", "MPI_Igather", "MPI_Iscatter", "MPI_Ibarrier"};
+      "MPI_Allreduce",       "MPI_Reduce",    "MPI_Bcast",   "MPI_Allgather",  "MPI_Reduce_scatter_block",
+      "MPI_Reduce_scatter",  "MPI_Alltoall",  "MPI_Gather",  "MPI_Scatter",    "MPI_Barrier",
+      "MPI_Iallreduce",      "MPI_Ireduce",   "MPI_Ibcast",  "MPI_Iallgather", "MPI_Ireduce_scatter_block",
+      "MPI_Ireduce_scatter", "MPI_Ialltoall", "MPI_Igather", "MPI_Iscatter",   "MPI_Ibarrier"};
   return kNames[static_cast<size_t>(coll)];
 }
 

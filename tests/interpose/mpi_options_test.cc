@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The interposer's size rule without MPI: parsing of the CFX_MPI_<COLL>_MPI_BAND knobs (strict: anything
 // malformed is rejected, never half-read) and the routing decision at the edges of the minimum and the bands.
+#include "interpose/mpi_options.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-
-#include "interpose/mpi_options.h"
 
 namespace cfx::interpose {
 namespace {
@@ -33,9 +33,9 @@ TEST(interpose_mpi_band, ParsesRangesWithBinarySuffixes) {
 }
 
 TEST(interpose_mpi_band, RejectsMalformedValuesAndLeavesOutAlone) {
-  for (const char* bad : {"256K", "256K-", "-16M", "16M-256K", "4K-4K", "1k-2k", "1K-2KB", "1K-2K,", ",1K-2K",
-                          "1K-2K;4K-8K", " 1K-2K", "1K - 2K", "0x10-0x20", "1-2,3-4,5-6,7-8,9-10",
-                          "99999999999999999999-1", "9000000000G-9000000001G", "None"}) {
+  for (const char* bad :
+       {"256K", "256K-", "-16M", "16M-256K", "4K-4K", "1k-2k", "1K-2KB", "1K-2K,", ",1K-2K", "1K-2K;4K-8K", " 1K-2K",
+        "1K - 2K", "0x10-0x20", "1-2,3-4,5-6,7-8,9-10", "99999999999999999999-1", "9000000000G-9000000001G", "None"}) {
     ByteBands b;
     b.count = 1;
     b.band[0] = {7, 9};

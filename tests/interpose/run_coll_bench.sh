@@ -4,8 +4,8 @@
 # (every CFX_MPI_<COLL>_MIN_BYTES=0 and no pass-through band), so that Conflux itself is measured, not the
 # routing rule. MODES (default plain,routed) picks the runs, plain first: "default" uses the library's default
 # rules (the check that the defaults are never slower than plain MPI). The runs are interleaved REPS times so
-# that load from other processes hits all of them alike. Prints one Markdown table per collective of the per-size medians
-# (microseconds per call; each run already reports the median of its own timings).
+# that load from other processes hits all of them alike. Prints one Markdown table per collective of the
+# per-size medians (microseconds per call; each run already reports the median of its own timings).
 #
 #   run_coll_bench.sh MPIEXEC NP PRELOAD_LIB BENCH [MAX_BYTES [REPS [COLLS]]]
 set -eu
@@ -59,5 +59,7 @@ for c in $(cut -d' ' -f1 "$work/m.plain" | uniq); do
   done
   echo "$hdr"
   echo "$sep"
-  awk '{ printf "| %s | %.1f |", $1, $2; for (i = 3; i <= NF; ++i) printf " %.1f | %.2f |", $i, $2 / $i; print "" }' "$table"
+  awk '{ printf "| %s | %.1f |", $1, $2
+         for (i = 3; i <= NF; ++i) printf " %.1f | %.2f |", $i, $2 / $i
+         print "" }' "$table"
 done
