@@ -32,15 +32,14 @@ namespace {
 constexpr bool isNonBlocking(MpiColl coll) { return blockingForm(coll) != coll; }
 
 // The mirror to route a call of `bytes` bytes on comm to, or nullptr to pass it through. Checked in the order
-// that costs least: knobs, then the threshold, then the communicator. A blocking call bootstraps the mirror on
-// first use (MPI lets blocking collectives synchronize); a non-blocking one routes only on a mirror that exists,
-// since it must not wait for the other ranks.
+// that costs least: knobs, then the size rule (minimum and pass-through bands), then the communicator. A blocking
+// call bootstraps the mirror on first use (MPI lets blocking collectives synchronize); a non-blocking one routes
+// only on a mirror that exists, since it must not wait for the other ranks.
 Mirror* routeTarget(MpiColl coll, MPI_Comm comm, size_t bytes) {
   const auto& options = mpiOptions();
   if (options.disable) return nullptr;
   const MpiColl form = blockingForm(coll);
-  if (form == MpiColl::Barrier ? !options.routeBarrier
-                               : bytes < static_cast<size_t>(options.minBytes[static_cast<size_t>(form)])) {
+  if (form == MpiColl::Barrier ? !options.routeBarrier : !sizeRoutes(options, coll, static_cast<int64_t>(bytes))) {
     return nullptr;
   }
   if (comm == MPI_COMM_NULL) return nullptr;
@@ -50,7 +49,7 @@ Mirror* routeTarget(MpiColl coll, MPI_Comm comm, size_t bytes) {
 }
 
 // A first, cheap look for the calls that programs make most often with few bytes (allreduce, reduce, bcast):
-// false when the knobs or the threshold keep the call with MPI anyway, so those calls pay one PMPI_Type_size
+// false when the knobs or the size rule keep the call with MPI anyway, so those calls pay one PMPI_Type_size
 // before passing through instead of the full datatype checks. Type size x count agrees across ranks, as MPI
 // requires matching type signatures.
 bool mayRoute(MpiColl coll, int count, MPI_Datatype datatype) {
@@ -58,8 +57,7 @@ bool mayRoute(MpiColl coll, int count, MPI_Datatype datatype) {
   if (options.disable || count <= 0) return false;
   int size = 0;
   if (PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0) return false;
-  const auto minBytes = options.minBytes[static_cast<size_t>(blockingForm(coll))];
-  return static_cast<int64_t>(count) * size >= minBytes;
+  return sizeRoutes(options, coll, static_cast<int64_t>(count) * size);
 }
 
 // A call's routing decision: the mirror (nullptr: pass through) and the op to run on it.
