@@ -59,7 +59,8 @@ CFX_PARAM(bool, autotuneParam, "CFX_TCP_AUTOTUNE", true,
           "none of CFX_TCP_NSOCKS, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD is set.");
 CFX_PARAM(int64_t, autotuneMbitsParam, "CFX_TCP_AUTOTUNE_MBITS", 0,
           "Bandwidth in Mbit/s that CFX_TCP_AUTOTUNE plans each peer's streams for, when the path is slower than the "
-          "local interface (a WAN behind a fast NIC). 0: the interface's speed, or 10 Gbit/s where it reports none.",
+          "local interface (a WAN behind a fast NIC); also the rate CFX_TCP_FIFO_MAX_BYTES sizes slots for. 0: the "
+          "interface's speed, or 10 Gbit/s where it reports none (for slot sizing: at least 10 Gbit/s).",
           param::inRange<int64_t>(0, int64_t{10} * 1000 * 1000));
 CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
           "SO_SNDBUF and SO_RCVBUF of TCP data sockets when autotuning does not pick them (CFX_TCP_AUTOTUNE=0, or a "
