@@ -270,9 +270,14 @@ Status Communicator::connect(const transport::UniqueId& id) {
     } else {
       reinterpret_cast<sockaddr_in*>(&tcpOptions.bindAddress)->sin_port = 0;
     }
-    slice = std::min(slice, tcpOptions.geometry.slotBytes);
     CFX_TRY_ASSIGN(tcp_, transport::tcp::TcpTransport::create(*bootstrap_, peers_, useNet, *doorbell_, tcpOptions,
                                                               endpoints_));
+    // On a long fat path the tcp slots grew (every rank alike) so that a slice covers the round trip a ring step
+    // waits for; the shm slot bounds only a rank that has shm peers (the allGather below still takes the min).
+    bool shmPeer = false;
+    for (int p = 0; p < nRanks_; ++p) shmPeer = shmPeer || (p != rank_ && shm_->connects(rank_, p));
+    const size_t tcpSlot = tcp_->slotBytes();
+    slice = tcpSlot > tcpOptions.geometry.slotBytes && !shmPeer ? tcpSlot : std::min(slice, tcpSlot);
   }
   // Every hop must slice a message identically: agree on the smallest slice any rank can carry.
   std::vector<uint64_t> slices(static_cast<size_t>(nRanks_), 0);

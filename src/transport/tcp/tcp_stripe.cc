@@ -108,4 +108,16 @@ std::string describe(const AutotuneDecision& d, double rttSeconds) {
                    d.bdpBytes, d.assumedBytesPerSecond * 8 / 1e9, rttSeconds * 1e3, buffers.c_str());
 }
 
+size_t pathSlotBytes(size_t baseSlotBytes, int nSlots, double bdpBytes, uint64_t fifoCapBytes) {
+  constexpr size_t kMaxPathSlotBytes = size_t{1} << 30;
+  const auto fifo = [&](size_t slot) { return static_cast<double>(slot) * std::max(1, nSlots); };
+  size_t slot = baseSlotBytes;
+  if (fifoCapBytes == 0 || fifo(slot) >= bdpBytes) return slot;
+  while (static_cast<double>(slot) < bdpBytes && 2 * slot <= kMaxPathSlotBytes &&
+         fifo(2 * slot) <= static_cast<double>(fifoCapBytes)) {
+    slot *= 2;
+  }
+  return slot;
+}
+
 }  // namespace cfx::transport::tcp

@@ -83,4 +83,13 @@ AutotuneDecision autotune(const AutotuneInputs& in);
 // "4 streams (BDP 6.2 MB at 1.00 Gbit/s x 50.1 ms), kernel-autotuned buffers": for the INFO line.
 std::string describe(const AutotuneDecision& decision, double rttSeconds);
 
+// ---- slots for long fat paths -------------------------------------------------------------------------------
+
+// The slot size of every link of a communicator whose slowest path has a bandwidth-delay product of bdpBytes.
+// A ring step waits one round trip for its neighbour per slice, so a slice much smaller than the BDP leaves the
+// pipe mostly empty. While the FIFO (nSlots x baseSlotBytes) already holds one BDP, the slots stay as they are;
+// otherwise they double until one slot holds the BDP, as long as nSlots x slot stays within fifoCapBytes (0: never
+// grow) and a slot within 1 GiB. Ranks pass the same (allGathered) inputs, so they get the same answer.
+size_t pathSlotBytes(size_t baseSlotBytes, int nSlots, double bdpBytes, uint64_t fifoCapBytes);
+
 }  // namespace cfx::transport::tcp

@@ -4,6 +4,8 @@
 #include "transport/tcp/tcp_transport.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <mutex>
@@ -57,7 +59,8 @@ CFX_PARAM(bool, autotuneParam, "CFX_TCP_AUTOTUNE", true,
           "none of CFX_TCP_NSOCKS, NCCL_SOCKET_NTHREADS, NCCL_NSOCKS_PERTHREAD is set.");
 CFX_PARAM(int64_t, autotuneMbitsParam, "CFX_TCP_AUTOTUNE_MBITS", 0,
           "Bandwidth in Mbit/s that CFX_TCP_AUTOTUNE plans each peer's streams for, when the path is slower than the "
-          "local interface (a WAN behind a fast NIC). 0: the interface's speed, or 10 Gbit/s where it reports none.",
+          "local interface (a WAN behind a fast NIC); also the rate CFX_TCP_FIFO_MAX_BYTES sizes slots for. 0: the "
+          "interface's speed, or 10 Gbit/s where it reports none (for slot sizing: at least 10 Gbit/s).",
           param::inRange<int64_t>(0, int64_t{10} * 1000 * 1000));
 CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
           "SO_SNDBUF and SO_RCVBUF of TCP data sockets when autotuning does not pick them (CFX_TCP_AUTOTUNE=0, or a "
@@ -65,6 +68,12 @@ CFX_PARAM(int64_t, sockBufParam, "CFX_TCP_SOCKBUF_BYTES", int64_t{4} << 20,
           "autotuning. A value above net.core.wmem_max / rmem_max is not applied (the kernel would cap it below what "
           "autotuning reaches); raise those sysctls to use it.",
           param::inRange<int64_t>(0, int64_t{1} << 30));
+CFX_PARAM(int64_t, fifoMaxParam, "CFX_TCP_FIFO_MAX_BYTES", int64_t{64} << 20,
+          "Long fat paths: when the slowest TCP path's bandwidth x round trip exceeds a FIFO (CFX_TCP_SLOTS x "
+          "CFX_TCP_SLOT_BYTES), the slots, and with them the communicator's slice, double until one slot holds it, "
+          "keeping each FIFO within this many bytes (reserved per direction, channel and peer; touched only as "
+          "used). 0: slots keep CFX_TCP_SLOT_BYTES.",
+          param::inRange<int64_t>(0, int64_t{16} << 30));
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
           "How long setting up the TCP data connections may take (connect retries and authentication) before it "
@@ -135,6 +144,55 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
   return Status();
 }
 
+// The smallest smoothed round trip the kernel measured on any socket to a peer (TCP_INFO: timed on the kernel's
+// own ACKs, so a busy process does not inflate it), the largest over peers; 0 when none is known.
+double slowestPathRtt(const std::vector<EstablishedSocket>& sockets, int nRanks) {
+  std::vector<double> perPeer(static_cast<size_t>(nRanks), 0);
+  for (const EstablishedSocket& s : sockets) {
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    if (::getsockopt(s.socket.fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || info.tcpi_rtt == 0) continue;
+    double& rtt = perPeer[static_cast<size_t>(s.peer)];
+    const double seconds = static_cast<double>(info.tcpi_rtt) * 1e-6;
+    rtt = rtt == 0 ? seconds : std::min(rtt, seconds);
+  }
+  return *std::max_element(perPeer.begin(), perPeer.end());
+}
+
+// Every rank's view of its slowest path, allGathered so that all ranks size their slots alike: the largest BDP
+// against the smallest cap. The rate is the interface's, or CFX_TCP_AUTOTUNE_MBITS, but at least 10 Gbit/s when
+// not given: interface speeds lie (a TUN reports 10 Mbit/s), and over-estimating only reserves address space up
+// to the cap, while under-estimating leaves a long pipe idle.
+Result<size_t> agreeSlotBytes(Bootstrap& bootstrap, const std::vector<EstablishedSocket>& sockets,
+                              const TcpOptions& options, const sockaddr_storage& bound) {
+  struct PathRecord {
+    double bdpBytes;
+    uint64_t fifoCapBytes;
+  };
+  const double rtt = slowestPathRtt(sockets, bootstrap.nRanks());
+  const double rate = options.autotuneBytesPerSecond > 0 ? options.autotuneBytesPerSecond
+                                                         : std::max(interfaceBytesPerSecond(bound), 10e9 / 8);
+  std::vector<PathRecord> records(static_cast<size_t>(bootstrap.nRanks()));
+  records[static_cast<size_t>(bootstrap.rank())] = PathRecord{.bdpBytes = rate * rtt,
+                                                              .fifoCapBytes = options.pathFifoCapBytes};
+  CFX_TRY(bootstrap.allGather(records.data(), sizeof(PathRecord)));
+  double bdp = 0;
+  uint64_t cap = options.pathFifoCapBytes;
+  for (const PathRecord& r : records) {
+    bdp = std::max(bdp, r.bdpBytes);
+    cap = std::min(cap, r.fifoCapBytes);
+  }
+  const size_t slot = pathSlotBytes(options.geometry.slotBytes, options.geometry.nSlots, bdp, cap);
+  if (slot != options.geometry.slotBytes) {
+    CFX_INFO(log::Sys::Net,
+             "tcp: rank %d: slowest path's BDP %.0f B (this rank measured %.3f ms at %.2f Gbit/s) exceeds a FIFO of "
+             "%d x %zu B; slots grow to %zu B (CFX_TCP_FIFO_MAX_BYTES %llu)",
+             bootstrap.rank(), bdp, rtt * 1e3, rate * 8 / 1e9, options.geometry.nSlots, options.geometry.slotBytes,
+             slot, static_cast<unsigned long long>(cap));
+  }
+  return slot;
+}
+
 }  // namespace
 
 TcpOptions TcpOptions::fromParams() {
@@ -161,6 +219,7 @@ TcpOptions TcpOptions::fromParams() {
     options.autotune = autotuneParam.get();
   }
   options.autotuneBytesPerSecond = static_cast<double>(autotuneMbitsParam.get()) * 1e6 / 8;
+  options.pathFifoCapBytes = static_cast<uint64_t>(fifoMaxParam.get());
   return options;
 }
 
@@ -222,6 +281,9 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   plan.deadline = deadline;
   CFX_TRY_ASSIGN(std::vector<EstablishedSocket> sockets, establishConnections(plan, listener));
   listener.close();  // every expected peer is connected; later strangers get a refusal from the kernel
+  // Collective like the listener allGather above: every rank gets here, with or without TCP peers.
+  FifoGeometry geometry = options.geometry;
+  CFX_TRY_ASSIGN(geometry.slotBytes, agreeSlotBytes(bootstrap, sockets, options, bound));
 
   // Stream s of every link goes to proxy thread s % nThreads; threads that would serve no stream are not started.
   int maxStreams = 1;
@@ -233,6 +295,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
     wakers.push_back(std::move(waker));
   }
   std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
+  transport->slotBytes_ = geometry.slotBytes;
   std::vector<std::vector<std::unique_ptr<TcpStream>>> streams(static_cast<size_t>(nThreads));
   std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
   const size_t nSockets = sockets.size();
@@ -243,7 +306,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
                                                           wakers.begin() + std::min(nThreads, s.nStreams));
       link = std::make_shared<TcpLink>(
           s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
-          options.geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
+          geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
       transport->links_.push_back(link);
     }
     streams[static_cast<size_t>(s.stream % nThreads)].push_back(
@@ -268,7 +331,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   CFX_INFO(log::Sys::Net,
            "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B",
            rank, net::addressToString(bound).c_str(), transport->nPeers(), nSockets, nThreads, nThreads == 1 ? "" : "s",
-           options.geometry.nSlots, options.geometry.slotBytes);
+           geometry.nSlots, geometry.slotBytes);
   return transport;
 }
 

@@ -52,6 +52,10 @@ struct TcpOptions {
   // SO_SNDBUF/SO_RCVBUF of data sockets when autotune is off; 0 keeps kernel autotuning. Above
   // net.core.{w,r}mem_max it is not applied (the kernel would cap it below what autotuning reaches).
   int64_t socketBufferBytes = 4 << 20;
+  // Long fat paths: the most bytes one FIFO (nSlots x slot) may grow to when the measured round trip calls for
+  // bigger slots (tcp_stripe.h: pathSlotBytes()); 0 keeps geometry.slotBytes (what tests constructing options
+  // directly get). CFX_TCP_FIFO_MAX_BYTES.
+  uint64_t pathFifoCapBytes = 0;
   // How long the destructor keeps flushing frames already posted to live peers.
   std::chrono::milliseconds closeLinger{1000};
   // The interface to listen on: the bootstrap's localAddress() with port 0. AF_UNSPEC means exactly that.
@@ -94,6 +98,9 @@ class TcpTransport {
   void abort();
 
   int rank() const { return rank_; }
+  // The slot size every link of this transport got: options.geometry.slotBytes, or larger on a long fat path.
+  // The same on every rank of the communicator.
+  size_t slotBytes() const { return slotBytes_; }
   // Connected peers (each has kNumChannels connections).
   int nPeers() const;
 
@@ -103,6 +110,7 @@ class TcpTransport {
   const int rank_;
   Doorbell& doorbell_;
   const std::chrono::milliseconds linger_;
+  size_t slotBytes_ = 0;
   std::vector<std::shared_ptr<TcpLink>> links_;
   std::vector<std::unique_ptr<TcpProxy>> proxies_;
   // Set by abort() (any thread), read by the destructor: relaxed is enough, the proxy is stopped after.

@@ -133,5 +133,28 @@ TEST(TcpAutotune, UnknownSpeedAssumesTenGigabitAndTheLogLineSaysSo) {
   EXPECT_NE(text.find("streams"), std::string::npos) << text;
 }
 
+TEST(TcpPathSlots, ShortPathsKeepTheirSlots) {
+  constexpr size_t kBase = 256 * 1024;
+  constexpr uint64_t kCap = uint64_t{64} << 20;
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 64e3, kCap), kBase);                // loopback: 51 us at 10 Gbit/s
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 8.0 * kBase, kCap), kBase);         // exactly one FIFO
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 6.25e6, 0), kBase);                 // cap 0: never grow
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 6.25e6, 8 * kBase), kBase);         // no room under the cap
+}
+
+TEST(TcpPathSlots, LongFatPathsGrowSlotsToTheBdpWithinTheCap) {
+  constexpr size_t kBase = 256 * 1024;
+  constexpr uint64_t kCap = uint64_t{64} << 20;
+  // 1 Gbit/s x 50 ms: one slot of at least 6.25 MB.
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 6.25e6, kCap), size_t{8} << 20);
+  // 10 Gbit/s x 2 ms = 2.5 MB: just over the 2 MiB FIFO.
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 2.5e6, kCap), size_t{4} << 20);
+  // 10 Gbit/s x 50 ms wants 62.5 MB slots; 8 of them must stay within 64 MiB.
+  EXPECT_EQ(pathSlotBytes(kBase, 8, 62.5e6, kCap), size_t{8} << 20);
+  EXPECT_EQ(pathSlotBytes(kBase, 2, 62.5e6, kCap), size_t{32} << 20);
+  // Never past 1 GiB a slot, whatever the cap.
+  EXPECT_EQ(pathSlotBytes(kBase, 1, 1e12, uint64_t{1} << 40), size_t{1} << 30);
+}
+
 }  // namespace
 }  // namespace cfx::transport::tcp

@@ -361,6 +361,13 @@ class RawPeer {
     return records;
   }
 
+  // The allGather create() runs once connected, where ranks agree on slots for long paths (tcp_transport.cc):
+  // 16 bytes per rank {BDP as a double, FIFO cap}; a zero cap keeps the configured slots.
+  void agreeOnPathSlots() {
+    std::vector<uint8_t> records(16 * static_cast<size_t>(bootstrap_.nRanks()), 0);
+    EXPECT_TRUE(bootstrap_.allGather(records.data(), 16).ok());
+  }
+
   // Connects and authenticates like a lower rank. Returns the socket, ready for frames.
   Result<net::Socket> connect(const ListenRecord& to, int toRank, int channel, const FifoGeometry& geometry,
                               int stream = 0, int nStreams = 1, uint32_t minStripe = kDefaultMinStripeBytes) {
@@ -714,6 +721,7 @@ TEST(TcpTransport, OversizedFrameFromAnAuthenticatedPeerBreaksOnlyThatConnection
     ASSERT_TRUE(s.ok()) << s.status().message();
     sockets.push_back(std::move(s).value());
   }
+  raw.agreeOnPathSlots();
   creator.join();
   ASSERT_TRUE(real->status.ok()) << real->status.message();
 
@@ -869,6 +877,7 @@ void expectMalformedStripes(const std::vector<std::pair<int, StripeHeader>>& fra
       sockets.push_back(std::move(s).value());
     }
   }
+  raw.agreeOnPathSlots();
   creator.join();
   ASSERT_TRUE(real->status.ok()) << real->status.message();
   for (const auto& [stream, header] : frames) {
