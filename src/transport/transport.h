@@ -115,6 +115,16 @@ struct Endpoints {
     for (auto& v : send) v.resize(static_cast<size_t>(nRanks));
     for (auto& v : recv) v.resize(static_cast<size_t>(nRanks));
   }
+  // Whether channel `ch` to `peer` already has an end in either direction (out-of-range indices have none), so a
+  // transport filling in its pairs can refuse to overwrite another transport's.
+  bool has(int ch, int peer) const {
+    const auto set = [&](const auto& ends) {
+      return ch >= 0 && peer >= 0 && ch < static_cast<int>(ends.size()) &&
+             peer < static_cast<int>(ends[static_cast<size_t>(ch)].size()) &&
+             ends[static_cast<size_t>(ch)][static_cast<size_t>(peer)] != nullptr;
+    };
+    return set(send) || set(recv);
+  }
 };
 
 }  // namespace cfx::transport

@@ -51,11 +51,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
   for (int ch = 0; ch < kNumChannels; ++ch) {
     for (int p = 0; p < nRanks; ++p) {
       if (p == bootstrap.rank() || !connect[static_cast<size_t>(p)]) continue;
-      const bool sendSet = ch < static_cast<int>(out.send.size()) && p < static_cast<int>(out.send[ch].size()) &&
-                           out.send[ch][p] != nullptr;
-      const bool recvSet = ch < static_cast<int>(out.recv.size()) && p < static_cast<int>(out.recv[ch].size()) &&
-                           out.recv[ch][p] != nullptr;
-      if (sendSet || recvSet) {
+      if (out.has(ch, p)) {
         return Status::error(Errc::InvalidArgument,
                              strprintf("ucx: channel %d to rank %d already has an end of another transport", ch, p));
       }
