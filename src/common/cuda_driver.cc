@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+// The dlopen'd CUDA driver (common layer).
+#include "common/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "common/log.h"
+#include "common/param.h"
+
+namespace cfx::cuda {
+
+CFX_PARAM(int, cudaEnableParam, "CFX_CUDA", 1,
+          "0 never loads the CUDA driver, so every buffer is taken for host memory (device buffers are then not "
+          "supported). For host-only runs on a GPU machine.",
+          param::inRange(0, 1));
+
+namespace {
+
+// Resolves `name` into `slot`; false (and the missing name in `missing`) when the driver lacks it.
+template <typename Fn>
+bool resolve(void* lib, Fn* slot, const char* name, const char** missing) {
+  *slot = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (*slot == nullptr && *missing == nullptr) *missing = name;
+  return *slot != nullptr;
+}
+
+const Driver* load() {
+  if (cudaEnableParam.get() == 0) {
+    CFX_INFO(log::Sys::Init, "CUDA: CFX_CUDA=0, not loading the driver; all buffers are host memory");
+    return nullptr;
+  }
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    CFX_INFO(log::Sys::Init, "CUDA: no driver (libcuda.so.1: %s); all buffers are host memory", dlerror());
+    return nullptr;
+  }
+  static Driver d;
+  const char* missing = nullptr;
+  // The versioned names are the ones cuda.h maps the plain names to; the plain (legacy default stream) forms
+  // are used on purpose, since every call here names its stream explicitly.
+  resolve(lib, &d.init, "cuInit", &missing);
+  resolve(lib, &d.getErrorString, "cuGetErrorString", &missing);
+  resolve(lib, &d.deviceGet, "cuDeviceGet", &missing);
+  resolve(lib, &d.deviceGetCount, "cuDeviceGetCount", &missing);
+  resolve(lib, &d.deviceGetAttribute, "cuDeviceGetAttribute", &missing);
+  resolve(lib, &d.primaryCtxRetain, "cuDevicePrimaryCtxRetain", &missing);
+  resolve(lib, &d.primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", &missing);
+  resolve(lib, &d.ctxGetCurrent, "cuCtxGetCurrent", &missing);
+  resolve(lib, &d.ctxSetCurrent, "cuCtxSetCurrent", &missing);
+  resolve(lib, &d.ctxPushCurrent, "cuCtxPushCurrent_v2", &missing);
+  resolve(lib, &d.ctxPopCurrent, "cuCtxPopCurrent_v2", &missing);
+  resolve(lib, &d.ctxGetDevice, "cuCtxGetDevice", &missing);
+  resolve(lib, &d.pointerGetAttribute, "cuPointerGetAttribute", &missing);
+  resolve(lib, &d.memAlloc, "cuMemAlloc_v2", &missing);
+  resolve(lib, &d.memFree, "cuMemFree_v2", &missing);
+  resolve(lib, &d.memHostAlloc, "cuMemHostAlloc", &missing);
+  resolve(lib, &d.memFreeHost, "cuMemFreeHost", &missing);
+  resolve(lib, &d.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", &missing);
+  resolve(lib, &d.memGetAddressRange, "cuMemGetAddressRange_v2", &missing);
+  resolve(lib, &d.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", &missing);
+  resolve(lib, &d.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", &missing);
+  resolve(lib, &d.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", &missing);
+  resolve(lib, &d.memcpyAsync, "cuMemcpyAsync", &missing);
+  resolve(lib, &d.memsetD8Async, "cuMemsetD8Async", &missing);
+  resolve(lib, &d.streamCreate, "cuStreamCreate", &missing);
+  resolve(lib, &d.streamDestroy, "cuStreamDestroy_v2", &missing);
+  resolve(lib, &d.streamSynchronize, "cuStreamSynchronize", &missing);
+  resolve(lib, &d.streamGetCtx, "cuStreamGetCtx", &missing);
+  resolve(lib, &d.streamIsCapturing, "cuStreamIsCapturing", &missing);
+  resolve(lib, &d.streamWaitValue32, "cuStreamWaitValue32_v2", &missing);
+  resolve(lib, &d.streamWriteValue32, "cuStreamWriteValue32_v2", &missing);
+  resolve(lib, &d.streamWaitEvent, "cuStreamWaitEvent", &missing);
+  resolve(lib, &d.launchHostFunc, "cuLaunchHostFunc", &missing);
+  resolve(lib, &d.eventCreate, "cuEventCreate", &missing);
+  resolve(lib, &d.eventDestroy, "cuEventDestroy_v2", &missing);
+  resolve(lib, &d.eventRecord, "cuEventRecord", &missing);
+  resolve(lib, &d.eventQuery, "cuEventQuery", &missing);
+  resolve(lib, &d.eventSynchronize, "cuEventSynchronize", &missing);
+  resolve(lib, &d.ipcGetMemHandle, "cuIpcGetMemHandle", &missing);
+  resolve(lib, &d.ipcOpenMemHandle, "cuIpcOpenMemHandle_v2", &missing);
+  resolve(lib, &d.ipcCloseMemHandle, "cuIpcCloseMemHandle", &missing);
+  resolve(lib, &d.moduleLoadData, "cuModuleLoadData", &missing);
+  resolve(lib, &d.moduleUnload, "cuModuleUnload", &missing);
+  resolve(lib, &d.moduleGetFunction, "cuModuleGetFunction", &missing);
+  resolve(lib, &d.launchKernel, "cuLaunchKernel", &missing);
+  if (missing != nullptr) {
+    CFX_WARN("CUDA: libcuda.so.1 lacks %s (driver too old?); all buffers are treated as host memory", missing);
+    return nullptr;  // the library stays loaded: unloading a driver is never worth the risk
+  }
+  const CUresult rc = d.init(0);
+  if (rc != kSuccess) {
+    CFX_INFO(log::Sys::Init, "CUDA: cuInit failed (%s); all buffers are host memory", check(rc, "cuInit").message().c_str());
+    return nullptr;
+  }
+  int count = 0;
+  d.deviceGetCount(&count);
+  CFX_INFO(log::Sys::Init, "CUDA: driver loaded, %d device(s)", count);
+  return &d;
+}
+
+}  // namespace
+
+const Driver* driver() {
+  static std::once_flag once;
+  static const Driver* table = nullptr;
+  std::call_once(once, [] { table = load(); });
+  return table;
+}
+
+Status check(CUresult rc, const char* what) {
+  if (rc == kSuccess) return Status();
+  const char* text = nullptr;
+  const Driver* d = driver();
+  if (d != nullptr) d->getErrorString(rc, &text);
+  return Status::error(Errc::UnhandledCudaError,
+                       strprintf("%s failed: CUDA error %d (%s)", what, rc, text != nullptr ? text : "unknown"));
+}
+
+PointerInfo classify(const void* p) {
+  PointerInfo info;
+  const Driver* d = driver();
+  if (d == nullptr || p == nullptr) return info;
+  const auto ptr = reinterpret_cast<CUdeviceptr>(p);
+  unsigned memType = 0;
+  // Memory the driver has never seen (plain malloc) fails with CUDA_ERROR_INVALID_VALUE: that is host memory.
+  if (d->pointerGetAttribute(&memType, kPointerAttrMemoryType, ptr) != kSuccess) return info;
+  int managed = 0;
+  d->pointerGetAttribute(&managed, kPointerAttrIsManaged, ptr);
+  if (memType == kMemoryTypeHost && !managed) return info;  // pinned or registered host memory
+  int ordinal = -1;
+  d->pointerGetAttribute(&ordinal, kPointerAttrDeviceOrdinal, ptr);
+  info.device = ordinal;
+  if (managed) {
+    info.kind = MemKind::Managed;
+    return info;
+  }
+  info.kind = MemKind::Device;
+  CUcontext ctx = nullptr;
+  d->pointerGetAttribute(&ctx, kPointerAttrContext, ptr);
+  if (ctx == nullptr && ordinal >= 0) {
+    // cuMemCreate/cuMemMap allocations belong to no context: use the device's primary one. The retain is
+    // balanced once, at exit, by never releasing it; primary contexts live as long as the process anyway.
+    CUdevice dev = 0;
+    if (d->deviceGet(&dev, ordinal) == kSuccess) d->primaryCtxRetain(&ctx, dev);
+  }
+  info.context = ctx;
+  return info;
+}
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+  const Driver* d = driver();
+  if (d == nullptr || ctx == nullptr) return;
+  pushed_ = d->ctxPushCurrent(ctx) == kSuccess;
+}
+
+ScopedContext::~ScopedContext() {
+  if (!pushed_) return;
+  CUcontext popped = nullptr;
+  driver()->ctxPopCurrent(&popped);
+}
+
+}  // namespace cfx::cuda

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA driver, loaded with dlopen (common layer).
+//
+// libnccl.so.2 must load and run where no GPU and no CUDA exist, so nothing links against CUDA: the first call
+// that needs the driver opens libcuda.so.1 and resolves the few entry points Conflux uses, by their versioned
+// names. Only the types and constants those calls take are declared here, with the values the driver API
+// documents; they are part of the driver's stable ABI.
+//
+// Everything else asks one question first: is this pointer device memory? `classify` answers Host whenever the
+// driver is absent, so host-only machines never pay more than one failed dlopen.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace cfx::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUhostFn = void (*)(void* userData);
+
+struct CUipcMemHandle {
+  unsigned char reserved[64];
+};
+struct CUipcEventHandle {
+  unsigned char reserved[64];
+};
+
+constexpr CUresult kSuccess = 0;
+constexpr CUresult kErrorNotReady = 600;
+constexpr CUresult kErrorInvalidValue = 1;
+
+// Pointer attributes (CUpointer_attribute) and memory types (CUmemorytype).
+constexpr int kPointerAttrContext = 1;
+constexpr int kPointerAttrMemoryType = 2;
+constexpr int kPointerAttrIsManaged = 8;
+constexpr int kPointerAttrDeviceOrdinal = 9;
+constexpr int kPointerAttrRangeStart = 11;
+constexpr int kPointerAttrRangeSize = 12;
+constexpr unsigned kMemoryTypeHost = 1;
+constexpr unsigned kMemoryTypeDevice = 2;
+constexpr unsigned kMemoryTypeUnified = 4;
+
+constexpr unsigned kStreamNonBlocking = 1;
+constexpr unsigned kEventBlockingSync = 1;
+constexpr unsigned kEventDisableTiming = 2;
+constexpr unsigned kEventInterprocess = 4;
+constexpr unsigned kHostAllocPortable = 1;
+constexpr unsigned kHostAllocDeviceMap = 2;
+constexpr unsigned kStreamWaitValueGeq = 0;
+constexpr unsigned kIpcLazyEnablePeerAccess = 1;
+constexpr int kStreamCaptureNone = 0;
+constexpr int kDeviceAttrPciBusId = 33;
+constexpr int kDeviceAttrPciDeviceId = 34;
+constexpr int kDeviceAttrPciDomainId = 50;
+constexpr int kDeviceAttrComputeCapabilityMajor = 75;
+constexpr int kDeviceAttrComputeCapabilityMinor = 76;
+constexpr int kDeviceAttrMultiprocessorCount = 16;
+
+// The entry points. Every member is non-null in a loaded table.
+struct Driver {
+  CUresult (*init)(unsigned flags);
+  CUresult (*getErrorString)(CUresult, const char**);
+  CUresult (*deviceGet)(CUdevice*, int ordinal);
+  CUresult (*deviceGetCount)(int*);
+  CUresult (*deviceGetAttribute)(int*, int attr, CUdevice);
+  CUresult (*primaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*primaryCtxRelease)(CUdevice);
+  CUresult (*ctxGetCurrent)(CUcontext*);
+  CUresult (*ctxSetCurrent)(CUcontext);
+  CUresult (*ctxPushCurrent)(CUcontext);
+  CUresult (*ctxPopCurrent)(CUcontext*);
+  CUresult (*ctxGetDevice)(CUdevice*);
+  CUresult (*pointerGetAttribute)(void* data, int attr, CUdeviceptr);
+  CUresult (*memAlloc)(CUdeviceptr*, size_t);
+  CUresult (*memFree)(CUdeviceptr);
+  CUresult (*memHostAlloc)(void**, size_t, unsigned flags);
+  CUresult (*memFreeHost)(void*);
+  CUresult (*memHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  CUresult (*memGetAddressRange)(CUdeviceptr* base, size_t* size, CUdeviceptr);
+  CUresult (*memcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*memcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t, CUstream);
+  CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*streamCreate)(CUstream*, unsigned flags);
+  CUresult (*streamDestroy)(CUstream);
+  CUresult (*streamSynchronize)(CUstream);
+  CUresult (*streamGetCtx)(CUstream, CUcontext*);
+  CUresult (*streamIsCapturing)(CUstream, int* status);
+  CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, uint32_t value, unsigned flags);
+  CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, uint32_t value, unsigned flags);
+  CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned flags);
+  CUresult (*launchHostFunc)(CUstream, CUhostFn, void* userData);
+  CUresult (*eventCreate)(CUevent*, unsigned flags);
+  CUresult (*eventDestroy)(CUevent);
+  CUresult (*eventRecord)(CUevent, CUstream);
+  CUresult (*eventQuery)(CUevent);
+  CUresult (*eventSynchronize)(CUevent);
+  CUresult (*ipcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
+  CUresult (*ipcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned flags);
+  CUresult (*ipcCloseMemHandle)(CUdeviceptr);
+  CUresult (*moduleLoadData)(CUmodule*, const void* image);
+  CUresult (*moduleUnload)(CUmodule);
+  CUresult (*moduleGetFunction)(CUfunction*, CUmodule, const char* name);
+  CUresult (*launchKernel)(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                           unsigned sharedBytes, CUstream, void** params, void** extra);
+};
+
+// The process's driver table, loaded and cuInit'ed on first use (thread-safe); null when CFX_CUDA=0, when
+// libcuda.so.1 is missing or lacks an entry point, or when cuInit fails (no device, driver mismatch). The reason
+// is logged once at INFO.
+const Driver* driver();
+
+// "cuMemAlloc (2 MiB) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" style Status from a CUresult.
+Status check(CUresult rc, const char* what);
+
+enum class MemKind { Host, Device, Managed };
+struct PointerInfo {
+  MemKind kind = MemKind::Host;
+  int device = -1;              // ordinal, for Device and Managed
+  CUcontext context = nullptr;  // the context the allocation belongs to (Device)
+};
+// What `p` points to. Host for null, for host memory (pageable, pinned or registered) and whenever the driver is
+// unavailable. Managed memory is reported apart: it is host-accessible, so callers may treat it as host memory.
+PointerInfo classify(const void* p);
+
+// Makes `ctx` current on this thread for the scope, restoring the previous one after.
+class ScopedContext {
+ public:
+  explicit ScopedContext(CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+}  // namespace cfx::cuda
