@@ -2,6 +2,8 @@
 // Argument checks and error reporting shared by every exported function (api layer).
 #include "api/api_call.h"
 
+#include "common/cuda_driver.h"
+
 namespace cfx::api {
 
 void report(const char* apiName, const Status& st) {
@@ -32,7 +34,8 @@ Status checkDataType(int type) {
   return Status();
 }
 
-Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type) {
+Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type, const void** deviceScalar) {
+  if (deviceScalar != nullptr) *deviceScalar = nullptr;
   const auto dt = static_cast<DataType>(type);
   const int o = op;
   if (o >= 0 && o < ncclNumOps) return ReduceOp::builtin(dt, static_cast<RedOpKind>(o), comm.nRanks());
@@ -48,7 +51,16 @@ Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type) {
                                    "reduction operation (op %d was created for %s, used with %s)",
                                    o, dataTypeName(user->type), dataTypeName(dt)));
   }
-  // A device-resident scalar is read while the op runs; on host memory that is now.
+  // A device-resident scalar is read while the op runs: for GPU memory the core copies it in stream order; for
+  // host memory "while the op runs" is now.
+  if (user->deviceScalar && cuda::classify(user->scalarPtr).kind == cuda::MemKind::Device) {
+    if (deviceScalar == nullptr) {
+      return Status::error(Errc::InvalidUsage, "a PreMulSum op with its scalar in GPU memory needs a collective call");
+    }
+    *deviceScalar = user->scalarPtr;
+    const unsigned char zero[8] = {};
+    return ReduceOp::preMulSum(dt, zero);
+  }
   return ReduceOp::preMulSum(dt, user->deviceScalar ? user->scalarPtr : user->scalar);
 }
 

@@ -68,7 +68,9 @@ int rawEnum(const E& e) {
 
 Status checkDataType(int type);
 // Resolves a built-in or user op for `type` (already checked) into its executable form.
-Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type);
+// The executable form of `op`; for a PreMulSum whose scalar lives in GPU memory, *deviceScalar gets that pointer
+// (the scalar is then read in stream order when the op runs) and the returned op's scalar is a placeholder.
+Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type, const void** deviceScalar);
 Status checkRoot(const core::Communicator& comm, int root, const char* what);
 Status checkBuffer(const void* p, size_t count, const char* name);
 

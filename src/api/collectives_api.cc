@@ -62,7 +62,7 @@ Status submitCollective(const CollCall& c) {
     op.args.type = static_cast<DataType>(c.type);
     op.args.root = c.root < 0 ? 0 : c.root;
     if (c.reducing) {
-      CFX_TRY_ASSIGN(op.args.op, checkRedOp(*comm, c.op, c.type));
+      CFX_TRY_ASSIGN(op.args.op, checkRedOp(*comm, c.op, c.type, &op.deviceScalar));
     } else {
       op.args.op = ReduceOp::builtin(op.args.type, RedOpKind::Sum, comm->nRanks());
     }

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "api/api_call.h"
+#include "common/cuda_driver.h"
 #include "conflux.h"
 #include "core/group.h"
 
@@ -71,6 +72,18 @@ CFX_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     if (ptr == nullptr) return Status::error(Errc::InvalidArgument, "ptr is NULL");
     *ptr = nullptr;
     if (size == 0) return Status();
+    // As in NCCL: memory of the calling thread's current device when it has one (a CUDA program), else host
+    // memory for host-only programs. cuMemAlloc memory can be exported to peers with CUDA IPC handles.
+    if (const cuda::Driver* d = cuda::driver()) {
+      cuda::CUcontext ctx = nullptr;
+      if (d->ctxGetCurrent(&ctx) == cuda::kSuccess && ctx != nullptr) {
+        cuda::CUdeviceptr dp = 0;
+        CFX_TRY(cuda::check(d->memAlloc(&dp, size), strprintf("ncclMemAlloc: cuMemAlloc(%zu bytes)", size).c_str()));
+        *ptr = reinterpret_cast<void*>(dp);
+        CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (device)", *ptr, size);
+        return Status();
+      }
+    }
     const int fd = memfd_create("cfx-mem", MFD_CLOEXEC);
     if (fd < 0) return Status::error(Errc::SystemError, strprintf("memfd_create(%zu bytes): %s", size, strerror(errno)));
     if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -99,6 +112,9 @@ CFX_API ncclResult_t pncclMemFree(void* ptr) {
     std::lock_guard<std::mutex> lock(api::gBlocksMutex);
     auto it = api::blocks().find(ptr);
     if (it == api::blocks().end()) {
+      if (cuda::classify(ptr).kind == cuda::MemKind::Device) {
+        return cuda::check(cuda::driver()->memFree(reinterpret_cast<cuda::CUdeviceptr>(ptr)), "ncclMemFree: cuMemFree");
+      }
       return Status::error(Errc::InvalidArgument, strprintf("ncclMemFree: %p was not returned by ncclMemAlloc", ptr));
     }
     munmap(ptr, it->second.bytes);

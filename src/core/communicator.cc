@@ -163,11 +163,21 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
     : rank_(rank), nRanks_(nRanks), config_(config) {
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);
   recvSeq_.assign(static_cast<size_t>(nRanks), 0);
+  // NCCL binds a communicator to the calling thread's current device. Read it here, on the caller's thread (a
+  // non-blocking init connects on another); a thread without a CUDA context makes a host communicator (-1).
+  if (const cuda::Driver* d = cuda::driver()) {
+    cuda::CUcontext ctx = nullptr;
+    cuda::CUdevice dev = -1;
+    if (d->ctxGetCurrent(&ctx) == cuda::kSuccess && ctx != nullptr && d->ctxGetDevice(&dev) == cuda::kSuccess) {
+      cudaDev_ = dev;
+    }
+  }
 }
 
 Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   stopProgressThread();
+  device_.reset();  // every device job has finished: release the streams and free the staging
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
   // Transports go before the bootstrap: their destructors may still flush to peers.
   endpoints_ = transport::Endpoints();
@@ -423,10 +433,35 @@ std::shared_ptr<JobState> Communicator::enqueue(std::vector<std::unique_ptr<prim
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
     if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
-    queue_.push_back(Job{std::move(works), std::move(deps), state});
+    queue_.push_back(Job{std::move(works), std::move(deps), state, DeferredJob{}});
   }
   queueCv_.notify_all();
   return state;
+}
+
+std::shared_ptr<JobState> Communicator::enqueue(DeferredJob deferred) {
+  auto state = std::make_shared<JobState>();
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
+    Job job;
+    job.state = state;
+    job.deferred = std::move(deferred);
+    queue_.push_back(std::move(job));
+  }
+  queueCv_.notify_all();
+  return state;
+}
+
+bool Communicator::hasQueuedWork() {
+  std::lock_guard<std::mutex> lock(queueMutex_);
+  return !queue_.empty() || busyJobs_ > 0;
+}
+
+DeviceState& Communicator::device() {
+  std::lock_guard<std::mutex> lock(deviceMutex_);
+  if (!device_) device_ = std::make_unique<DeviceState>(rank_);
+  return *device_;
 }
 
 void Communicator::progressLoop() {
@@ -449,12 +484,20 @@ void Communicator::progressLoop() {
       Status depSt = dep->wait();
       if (!depSt.ok() && st.ok()) st = Status::error(depSt.code(), "an earlier operation on the stream failed: " + depSt.message());
     }
+    if (st.ok() && job.deferred.before) st = job.deferred.before();
+    if (st.ok() && job.deferred.build) {
+      auto built = job.deferred.build();
+      if (built.ok()) job.works = std::move(built).value();
+      else st = built.status();
+    }
     if (st.ok()) {
       std::vector<prims::Work*> works;
       for (auto& w : job.works) works.push_back(w.get());
       st = runInline(works);
     }
     job.works.clear();
+    if (job.deferred.after) job.deferred.after(st);
+    if (!st.ok() && job.deferred.after) setAsyncError(st);  // nobody waits on a device job's state: say it here
     job.state->finish(st);
     {
       std::lock_guard<std::mutex> lock(queueMutex_);
@@ -496,6 +539,7 @@ void Communicator::abort() {
   if (ucx_) ucx_->abort();  // likewise for ucx
   if (doorbell_) doorbell_->ring();
   stopProgressThread();
+  if (device_) device_->releaseAll();  // streams waiting on work that will never run go on
   // A thread blocked in this communicator (the user's, while a watchdog aborts) leaves within one executor
   // poll once woken; the bound keeps abort from ever hanging even if that thread is descheduled for long.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);

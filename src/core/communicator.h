@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "collectives/collective.h"
 #include "common/status.h"
 #include "core/comm_config.h"
+#include "core/device_stream.h"
 #include "faulttol/health_monitor.h"
 #include "primitives/executor.h"
 #include "transport/bootstrap/bootstrap.h"
@@ -96,6 +98,20 @@ class Communicator {
   // Queues works for the progress thread; they start once every dependency is done.
   std::shared_ptr<JobState> enqueue(std::vector<std::unique_ptr<prims::Work>> works,
                                     std::vector<std::shared_ptr<JobState>> deps);
+  // A job whose works are built on the progress thread, between two hooks: `before` (its inputs become
+  // ready), `build`, then the works, then `after` with the outcome, which runs whatever happened before it.
+  struct DeferredJob {
+    std::function<Status()> before;
+    std::function<Result<std::vector<std::unique_ptr<prims::Work>>>()> build;
+    std::function<void(const Status&)> after;
+  };
+  std::shared_ptr<JobState> enqueue(DeferredJob job);
+  // True while the progress thread has queued or running work: a blocking op must then queue behind it.
+  bool hasQueuedWork();
+  // Device-buffer state (stream flag, staging), created on first use.
+  DeviceState& device();
+  // Set by abort(): hooks of queued device jobs stop waiting.
+  const std::atomic<bool>& abortFlag() const { return abortFlag_; }
   // Waits until every queued job has finished (ncclCommFinalize).
   Status drain();
 
@@ -175,7 +191,10 @@ class Communicator {
     std::vector<std::unique_ptr<prims::Work>> works;
     std::vector<std::shared_ptr<JobState>> deps;
     std::shared_ptr<JobState> state;
+    DeferredJob deferred;  // set for device jobs: works come from deferred.build
   };
+  std::mutex deviceMutex_;
+  std::unique_ptr<DeviceState> device_;
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;

@@ -9,7 +9,9 @@
 #include <unordered_set>
 
 #include "collectives/planner.h"
+#include "common/cuda_driver.h"
 #include "common/log.h"
+#include "core/device_stream.h"
 
 namespace cfx::core {
 
@@ -133,6 +135,213 @@ Result<std::vector<std::unique_ptr<prims::Work>>> buildWorks(Communicator* comm,
   return works;
 }
 
+// ---- device buffers (core/device_stream.h) ----
+
+// A buffer an op touches on this rank, by NCCL's count semantics: what it reads (in) and what it writes (out).
+struct OpRange {
+  const void* p;
+  size_t bytes;
+  bool in;
+  bool out;
+};
+
+void opRanges(const Op& op, std::vector<OpRange>* ranges) {
+  auto add = [&](const void* p, size_t bytes, bool in, bool out) {
+    if (p != nullptr && bytes > 0) ranges->push_back({p, bytes, in, out});
+  };
+  if (op.deviceScalar != nullptr) add(op.deviceScalar, dataTypeSize(op.args.type), true, false);
+  if (op.kind == Op::Kind::Send) return add(op.sendbuff, op.bytes, true, false);
+  if (op.kind == Op::Kind::Recv) return add(op.recvbuff, op.bytes, false, true);
+  const coll::CollArgs& a = op.args;
+  const size_t n = static_cast<size_t>(op.comm->nRanks());
+  const size_t b = a.count * dataTypeSize(a.type);
+  const bool root = op.comm->rank() == a.root;
+  using coll::Collective;
+  switch (a.coll) {
+    case Collective::AllReduce: add(a.sendbuff, b, true, false); add(a.recvbuff, b, false, true); break;
+    case Collective::Broadcast: if (root) add(a.sendbuff, b, true, false); add(a.recvbuff, b, false, true); break;
+    case Collective::Reduce: add(a.sendbuff, b, true, false); if (root) add(a.recvbuff, b, false, true); break;
+    case Collective::AllGather: add(a.sendbuff, b, true, false); add(a.recvbuff, b * n, false, true); break;
+    case Collective::ReduceScatter: add(a.sendbuff, b * n, true, false); add(a.recvbuff, b, false, true); break;
+    case Collective::AlltoAll: add(a.sendbuff, b * n, true, false); add(a.recvbuff, b * n, false, true); break;
+    case Collective::Gather: add(a.sendbuff, b, true, false); if (root) add(a.recvbuff, b * n, false, true); break;
+    case Collective::Scatter: if (root) add(a.sendbuff, b * n, true, false); add(a.recvbuff, b, false, true); break;
+  }
+}
+
+bool touchesDevice(const Op& op) {
+  if (cuda::driver() == nullptr) return false;
+  if (op.deviceScalar != nullptr) return true;
+  const void* ptrs[2] = {op.kind == Op::Kind::Recv ? nullptr : (op.kind == Op::Kind::Send ? op.sendbuff : op.args.sendbuff),
+                         op.kind == Op::Kind::Send ? nullptr : (op.kind == Op::Kind::Recv ? op.recvbuff : op.args.recvbuff)};
+  for (const void* p : ptrs) {
+    if (p != nullptr && cuda::classify(p).kind == cuda::MemKind::Device) return true;
+  }
+  return false;
+}
+
+// One communicator's part of a device group: its ops rewritten onto one block of pinned staging.
+struct DevicePlan {
+  std::vector<Op> ops;
+  std::vector<StagedRange> ranges;
+  std::vector<std::pair<size_t, const void*>> scalars;  // (op index, staged scalar) patched in after copy-in
+  void* block = nullptr;
+  cuda::CUcontext ctx = nullptr;
+  std::vector<cuda::CUstream> streams;
+  std::shared_ptr<ReadyGate> gate;
+  uint32_t seq = 0;
+};
+
+// Mirrors every device range of `ops` in staging. Overlapping ranges (in-place ops, an all-gather whose input is a
+// slice of its output) share one staged range, so the host algorithm sees the same aliasing the user set up.
+Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePlan* plan) {
+  struct Dev {
+    uintptr_t begin, end;
+    bool in, out;
+  };
+  std::vector<Dev> devs;
+  for (const Op* op : ops) {
+    plan->ops.push_back(*op);
+    std::vector<OpRange> ranges;
+    opRanges(*op, &ranges);
+    for (const OpRange& r : ranges) {
+      const cuda::PointerInfo info = cuda::classify(r.p);
+      if (info.kind != cuda::MemKind::Device) continue;
+      if (plan->ctx == nullptr) plan->ctx = info.context;
+      if (info.context != plan->ctx) {
+        return Status::error(Errc::InvalidUsage,
+                             strprintf("rank %d: one group's device buffers belong to different CUDA contexts "
+                                       "(buffer %p is on device %d); a communicator drives one device",
+                                       comm->rank(), r.p, info.device));
+      }
+      const auto begin = reinterpret_cast<uintptr_t>(r.p);
+      devs.push_back({begin, begin + r.bytes, r.in, r.out});
+    }
+    if (std::find(plan->streams.begin(), plan->streams.end(), static_cast<cuda::CUstream>(op->stream)) ==
+        plan->streams.end()) {
+      plan->streams.push_back(static_cast<cuda::CUstream>(op->stream));
+    }
+  }
+  std::sort(devs.begin(), devs.end(), [](const Dev& a, const Dev& b) { return a.begin < b.begin; });
+  std::vector<Dev> merged;
+  for (const Dev& d : devs) {
+    if (!merged.empty() && d.begin < merged.back().end) {
+      merged.back().end = std::max(merged.back().end, d.end);
+      merged.back().in = merged.back().in || d.in;
+      merged.back().out = merged.back().out || d.out;
+    } else {
+      merged.push_back(d);
+    }
+  }
+  // Each range keeps its offset modulo 256 in staging, so the host algorithm sees the user's alignment.
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const Dev& d : merged) {
+    total = (total + 255) / 256 * 256 + d.begin % 256;
+    offsets.push_back(total);
+    total += d.end - d.begin;
+  }
+  if (!merged.empty()) {
+    CFX_TRY_ASSIGN(plan->block, comm->device().acquireStaging(total));
+  }
+  for (size_t i = 0; i < merged.size(); ++i) {
+    plan->ranges.push_back({static_cast<cuda::CUdeviceptr>(merged[i].begin),
+                            static_cast<unsigned char*>(plan->block) + offsets[i], merged[i].end - merged[i].begin,
+                            merged[i].in, merged[i].out});
+  }
+  auto toHost = [&](const void* p) -> void* {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    for (const StagedRange& r : plan->ranges) {
+      if (a >= r.device && a < r.device + r.bytes) return static_cast<unsigned char*>(r.host) + (a - r.device);
+    }
+    return const_cast<void*>(p);  // host memory (or nothing): used as is
+  };
+  for (size_t i = 0; i < plan->ops.size(); ++i) {
+    Op& op = plan->ops[i];
+    op.sendbuff = toHost(op.sendbuff);
+    op.recvbuff = toHost(op.recvbuff);
+    op.args.sendbuff = toHost(op.args.sendbuff);
+    op.args.recvbuff = toHost(op.args.recvbuff);
+    if (op.deviceScalar != nullptr) plan->scalars.emplace_back(i, toHost(op.deviceScalar));
+  }
+  return Status();
+}
+
+Status checkNotCapturing(const std::vector<cuda::CUstream>& streams, cuda::CUcontext ctx) {
+  cuda::ScopedContext scope(ctx);
+  for (cuda::CUstream s : streams) {
+    int capture = cuda::kStreamCaptureNone;
+    CFX_TRY(cuda::check(cuda::driver()->streamIsCapturing(s, &capture), "cuStreamIsCapturing"));
+    if (capture != cuda::kStreamCaptureNone) {
+      return Status::error(Errc::InvalidUsage,
+                           "CUDA graph capture of operations on device buffers is not supported yet by Conflux: "
+                           "run them outside the capture");
+    }
+  }
+  return Status();
+}
+
+// Enqueues one communicator's device group: stream operations on the user's streams now, the work on the
+// communicator's progress thread. Returns once both are enqueued.
+Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
+  CFX_TRY(comm->checkUsable());
+  auto plan = std::make_shared<DevicePlan>();
+  Status st = stagePlan(comm, ops, plan.get());
+  if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
+  DeviceState& dev = comm->device();
+  if (st.ok() && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
+  if (!st.ok()) {
+    if (plan->block != nullptr) dev.releaseStaging(plan->block);
+    return st;
+  }
+  plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
+  st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq);
+  if (plan->seq == 0) {
+    if (plan->block != nullptr) dev.releaseStaging(plan->block);
+    return st;
+  }
+  // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
+  Communicator::DeferredJob job;
+  CFX_INFO(log::Sys::Proxy, "rank %d: device op %u enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",
+           comm->rank(), plan->seq, plan->ops.size(), plan->ranges.size(), plan->streams.size());
+  job.before = [comm, plan]() -> Status {
+    CFX_TRY(plan->gate->wait(comm->abortFlag(), comm->rank(), plan->seq));
+    CFX_INFO(log::Sys::Proxy, "rank %d: device op %u reached on its stream(s)", comm->rank(), plan->seq);
+    CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
+    for (auto& [index, staged] : plan->scalars) {
+      std::memcpy(plan->ops[index].args.op.scalar, staged, dataTypeSize(plan->ops[index].args.type));
+    }
+    return Status();
+  };
+  job.build = [comm, plan]() {
+    std::vector<const Op*> raw;
+    for (const Op& op : plan->ops) raw.push_back(&op);
+    return buildWorks(comm, raw);
+  };
+  job.after = [comm, plan](const Status& outcome) {
+    DeviceState& d = comm->device();
+    if (outcome.ok()) {
+      Status copied = d.copyOut(plan->ctx, plan->ranges);
+      if (!copied.ok()) comm->setAsyncError(copied);
+    }
+    d.complete(plan->seq);
+    CFX_INFO(log::Sys::Proxy, "rank %d: device op %u done (%s); its stream(s) may go on", comm->rank(), plan->seq,
+             outcome.ok() ? "ok" : outcome.message().c_str());
+    if (plan->block != nullptr) d.releaseStaging(plan->block);
+  };
+  comm->enqueue(std::move(job));
+  return st;
+}
+
+Status launchDevice(const std::vector<Communicator*>& comms, std::map<Communicator*, std::vector<const Op*>>& byComm) {
+  Status first;
+  for (Communicator* comm : comms) {
+    Status st = launchDeviceComm(comm, byComm[comm]);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
 Status launch(const std::vector<Op>& ops) {
   if (ops.empty()) return Status();
   // Partition by communicator, keeping call order within each.
@@ -150,8 +359,13 @@ Status launch(const std::vector<Op>& ops) {
     }
   }
   for (Communicator* comm : comms) CFX_TRY(comm->checkUsable());
+  if (std::any_of(ops.begin(), ops.end(), touchesDevice)) {
+    if (stream) return Status::error(Errc::InvalidUsage, "device buffers cannot be ordered on a cfx host stream");
+    return launchDevice(comms, byComm);
+  }
 
-  if (!stream && comms.size() == 1) {
+  // Host work queued behind device work on the same communicator must run after it: queue it too.
+  if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
     CFX_TRY_ASSIGN(auto works, buildWorks(comms.front(), byComm[comms.front()]));
     std::vector<prims::Work*> raw;
     for (auto& w : works) raw.push_back(w.get());
@@ -303,7 +517,9 @@ Status submit(const Op& op) {
     group.ops.push_back(op);
     return Status();
   }
-  if (op.kind == Op::Kind::Coll && !findHostStream(op.stream)) return launchCollective(op);
+  if (op.kind == Op::Kind::Coll && !findHostStream(op.stream) && !touchesDevice(op) && !op.comm->hasQueuedWork()) {
+    return launchCollective(op);
+  }
   return launch({op});
 }
 

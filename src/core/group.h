@@ -10,7 +10,8 @@
 //
 // Streams: a NULL stream (or any stream that is not a cfx host stream: host memory needs no device
 // ordering) means the group has completed when ncclGroupEnd returns. A cfx host stream makes the launch
-// asynchronous: the work is queued behind everything earlier on that stream.
+// asynchronous: the work is queued behind everything earlier on that stream. A group that touches device
+// memory is ordered on its CUDA streams instead and returns once enqueued (core/device_stream.h).
 #pragma once
 
 #include <functional>
@@ -34,6 +35,9 @@ struct Op {
   size_t bytes = 0;
   int peer = -1;
   void* stream = nullptr;
+  // A PreMulSum scalar in device memory (ncclScalarDevice): read in stream order when the op runs, then written
+  // into args.op.
+  const void* deviceScalar = nullptr;
 };
 
 // A cfx host stream: an ordering of asynchronous host work across communicators.

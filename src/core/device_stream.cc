@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device buffers on a cudaStream_t (core layer).
+#include "core/device_stream.h"
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace cfx::core {
+
+namespace {
+
+// Flags live in 4 KiB pinned pages carved into 64-byte slots (one cache line each, so the GPU's polling of one
+// communicator's word does not share a line with another's). Pages are never freed: a stream may still be waiting
+// on a slot when its communicator is destroyed, and freeing mapped memory under a waiting stream faults the GPU.
+constexpr size_t kFlagPage = 4096;
+constexpr size_t kFlagSlot = 64;
+
+Result<uint32_t*> allocateFlagSlot() {
+  static std::mutex m;
+  static unsigned char* page = nullptr;
+  static size_t used = kFlagPage;
+  std::lock_guard<std::mutex> lock(m);
+  if (used == kFlagPage) {
+    void* p = nullptr;
+    CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, kFlagPage, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap),
+                        "cuMemHostAlloc (stream flags)"));
+    page = static_cast<unsigned char*>(p);
+    used = 0;
+  }
+  auto* slot = reinterpret_cast<uint32_t*>(page + used);
+  used += kFlagSlot;
+  *slot = 0;
+  return slot;
+}
+
+void openGate(void* data) {
+  auto* ref = static_cast<std::shared_ptr<ReadyGate>*>(data);
+  (*ref)->open();
+  delete ref;
+}
+
+size_t roundUpStaging(size_t bytes) {
+  size_t size = 64 * 1024;
+  while (size < bytes) size *= 2;
+  return size;
+}
+
+}  // namespace
+
+void ReadyGate::open() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--pending_ <= 0) cv_.notify_all();
+}
+
+void ReadyGate::fail(Status st) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  failure_ = std::move(st);
+  pending_ = 0;
+  cv_.notify_all();
+}
+
+Status ReadyGate::wait(const std::atomic<bool>& abort, int rank, uint32_t seq) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // The host function wakes us; the timed wait only notices an abort, which nobody signals on this condition.
+  const auto start = std::chrono::steady_clock::now();
+  auto nextReport = start + std::chrono::seconds(10);
+  while (pending_ > 0) {
+    if (abort.load(std::memory_order_acquire)) {
+      return Status::error(Errc::RemoteError, "aborted while waiting for the stream to reach the operation");
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    if (pending_ > 0 && std::chrono::steady_clock::now() >= nextReport) {
+      // No deadline (a stream may run long kernels first), but a person debugging a hang must see where.
+      CFX_INFO(log::Sys::Proxy, "rank %d: device op %u still waits for its CUDA stream to reach it (%lld s); the "
+               "stream is busy with earlier work", rank, seq,
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::steady_clock::now() - start).count()));
+      nextReport += std::chrono::seconds(10);
+    }
+  }
+  return failure_;
+}
+
+DeviceState::~DeviceState() {
+  releaseAll();
+  const cuda::Driver* d = cuda::driver();
+  if (d == nullptr) return;
+  cuda::ScopedContext scope(copyCtx_);
+  if (copyDone_ != nullptr) d->eventDestroy(copyDone_);
+  if (copyStream_ != nullptr) d->streamDestroy(copyStream_);
+  for (auto& [p, size] : stagingSize_) d->memFreeHost(p);
+}
+
+Result<void*> DeviceState::acquireStaging(size_t bytes) {
+  const size_t size = roundUpStaging(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = freeStaging_.lower_bound(size);
+  if (it != freeStaging_.end()) {
+    void* p = it->second;
+    freeStaging_.erase(it);
+    return p;
+  }
+  void* p = nullptr;
+  // Portable: the progress thread copies in whatever context the op's buffers belong to.
+  CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, size, cuda::kHostAllocPortable),
+                      strprintf("cuMemHostAlloc (%zu bytes of staging)", size).c_str()));
+  stagingSize_[p] = size;
+  return p;
+}
+
+void DeviceState::releaseStaging(void* p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = stagingSize_.find(p);
+  if (it != stagingSize_.end()) freeStaging_.emplace(it->second, p);
+}
+
+Status DeviceState::ensureFlag() {
+  if (flag_ != nullptr) return Status();
+  CFX_TRY_ASSIGN(flag_, allocateFlagSlot());
+  return cuda::check(cuda::driver()->memHostGetDevicePointer(&flagDevice_, flag_, 0), "cuMemHostGetDevicePointer");
+}
+
+Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
+                                     const std::shared_ptr<ReadyGate>& gate, uint32_t* seqOut) {
+  *seqOut = 0;
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  Status st = [&]() -> Status {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ensureFlag();
+  }();
+  if (!st.ok()) {
+    gate->fail(st);
+    return st;
+  }
+  // One user thread issues on a communicator at a time (NCCL's rule), so this read-increment is not a race.
+  const uint32_t seq = issued_.load(std::memory_order_relaxed) + 1;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    auto* ref = new std::shared_ptr<ReadyGate>(gate);
+    st = cuda::check(d->launchHostFunc(streams[i], openGate, ref), "cuLaunchHostFunc");
+    if (!st.ok()) {
+      delete ref;
+      gate->fail(st);  // streams already holding a host function open an already-failed gate: harmless
+      return st;
+    }
+  }
+  // From here the op will write `seq`, so the waits may be enqueued; issued_ moves first so releaseAll covers them.
+  issued_.store(seq, std::memory_order_release);
+  *seqOut = seq;
+  for (cuda::CUstream s : streams) {
+    // GEQ compares cyclically ((int32_t)(flag - seq) >= 0), so the counter may wrap.
+    CFX_TRY(cuda::check(d->streamWaitValue32(s, flagDevice_, seq, cuda::kStreamWaitValueGeq), "cuStreamWaitValue32"));
+  }
+  return Status();
+}
+
+Status DeviceState::prepare(cuda::CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (copyStream_ != nullptr) {
+    if (ctx == copyCtx_) return Status();
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("rank %d: this communicator's device buffers belong to two CUDA contexts (devices); "
+                                   "a communicator drives one device, as in NCCL", rank_));
+  }
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  CFX_TRY(cuda::check(d->streamCreate(&copyStream_, cuda::kStreamNonBlocking), "cuStreamCreate (staging copies)"));
+  // Blocking sync: the progress thread sleeps through a copy instead of spinning a core on it.
+  CFX_TRY(cuda::check(d->eventCreate(&copyDone_, cuda::kEventBlockingSync | cuda::kEventDisableTiming),
+                      "cuEventCreate (staging copies)"));
+  copyCtx_ = ctx;
+  return Status();
+}
+
+Status DeviceState::copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges, bool in) {
+  bool any = false;
+  for (const StagedRange& r : ranges) any = any || (in ? r.copyIn : r.copyOut);
+  if (!any) return Status();
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  for (const StagedRange& r : ranges) {
+    if (in && r.copyIn) {
+      CFX_TRY(cuda::check(d->memcpyDtoHAsync(r.host, r.device, r.bytes, copyStream_), "cuMemcpyDtoHAsync (staging in)"));
+    } else if (!in && r.copyOut) {
+      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, copyStream_), "cuMemcpyHtoDAsync (staging out)"));
+    }
+  }
+  CFX_TRY(cuda::check(d->eventRecord(copyDone_, copyStream_), "cuEventRecord (staging)"));
+  return cuda::check(d->eventSynchronize(copyDone_), in ? "staging copy device->host" : "staging copy host->device");
+}
+
+Status DeviceState::copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges) { return copy(ctx, ranges, true); }
+
+Status DeviceState::copyOut(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges) {
+  return copy(ctx, ranges, false);
+}
+
+void DeviceState::complete(uint32_t seq) {
+  // The copies before this store have finished (their event was waited for); the release keeps the store after
+  // them on this CPU, and the GPU reads the word over PCIe once it is visible.
+  std::atomic_ref<uint32_t>(*flag_).store(seq, std::memory_order_release);
+}
+
+void DeviceState::releaseAll() {
+  if (flag_ == nullptr) return;
+  std::atomic_ref<uint32_t>(*flag_).store(issued_.load(std::memory_order_acquire), std::memory_order_release);
+}
+
+}  // namespace cfx::core

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+// Collectives on GPU memory through the public API, several ranks (processes or threads) sharing one GPU: results
+// against closed-form expectations for every datatype and op, NCCL's stream semantics (the call returns once
+// enqueued; the op runs after earlier stream work and before later stream work), ncclMemAlloc, and the refusal of
+// CUDA graph capture. Label gpu; every test skips with a reason where no CUDA device exists.
+//
+// The parent never initialises CUDA: a process that forks after cuInit leaves its children unable to use the
+// GPU. Whether a device exists is asked by a throwaway child.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "common/cuda_driver.h"
+#include "integration/dtypes.h"
+#include "integration/multiproc.h"
+#include "integration/sweep_model.h"
+
+namespace cfx::itest {
+namespace {
+
+using cuda::CUdeviceptr;
+
+// 0 when a child process finds a CUDA device, else a reason.
+const char* gpuMissingReason() {
+  static const char* reason = [] () -> const char* {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const cuda::Driver* d = cuda::driver();
+      int n = 0;
+      _exit(d != nullptr && d->deviceGetCount(&n) == cuda::kSuccess && n > 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return "could not fork the CUDA probe";
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? nullptr : "no CUDA driver or no CUDA device on this machine";
+  }();
+  return reason;
+}
+
+#define SKIP_WITHOUT_GPU()                                   \
+  do {                                                       \
+    if (const char* why = gpuMissingReason()) GTEST_SKIP() << why; \
+  } while (0)
+
+// In a child: makes device 0's primary context current, as cudaSetDevice(0) does.
+const cuda::Driver& useDevice0() {
+  const cuda::Driver* d = cuda::driver();
+  if (d == nullptr) throw std::runtime_error("no CUDA driver in the rank process");
+  cuda::CUdevice dev = 0;
+  cuda::CUcontext ctx = nullptr;
+  d->deviceGet(&dev, 0);
+  d->primaryCtxRetain(&ctx, dev);
+  d->ctxSetCurrent(ctx);
+  return *d;
+}
+
+#define CU_OK(call) ASSERT_EQ((call), cuda::kSuccess) << #call
+#define NCCL_OK(call) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(nullptr)
+
+// A device buffer with its host mirror.
+struct DevBuf {
+  const cuda::Driver* d;
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  DevBuf(const cuda::Driver& drv, size_t n) : d(&drv), bytes(n) {
+    if (d->memAlloc(&ptr, n == 0 ? 1 : n) != cuda::kSuccess) throw std::runtime_error("cuMemAlloc failed");
+  }
+  ~DevBuf() { d->memFree(ptr); }
+  void* p() const { return reinterpret_cast<void*>(ptr); }
+};
+
+ncclRedOp_t ncclOpOf(Op op) {
+  switch (op) {
+    case Op::Sum: case Op::Copy: return ncclSum;
+    case Op::Prod: return ncclProd;
+    case Op::Max: return ncclMax;
+    case Op::Min: return ncclMin;
+    case Op::Avg: return ncclAvg;
+    case Op::PreMulSum: return ncclSum;  // replaced by a created op
+  }
+  return ncclSum;
+}
+
+// All-reduce on device buffers for every datatype and op, in place and out of place, with the PreMulSum scalar in
+// device memory (read in stream order). Results must match the closed-form model bit for bit (within nRanks ULP
+// for a floating-point average over a non-power-of-two count) and agree across ranks.
+void allReduceSweep(int nRanks) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(240);
+  runRanks(nRanks, opts, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    int dev = -2;
+    NCCL_OK(ncclCommCuDevice(comm, &dev));
+    EXPECT_EQ(dev, 0);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = quickMode() ? 257 : 1031;  // odd: every chunk split is uneven
+    Hash128 hash;
+    for (const DtypeInfo& dt : allDtypes()) {
+      for (Op op : {Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg, Op::PreMulSum}) {
+        const ValueModel model(dt, op, nRanks);
+        std::vector<unsigned char> in(count * dt.size);
+        for (size_t i = 0; i < count; ++i) storeBits(in.data(), i, dt.size, model.input(ctx.rank(), i));
+        for (bool inPlace : {false, true}) {
+          DevBuf send(d, in.size());
+          DevBuf recvStorage(d, in.size());
+          void* recv = inPlace ? send.p() : recvStorage.p();
+          CU_OK(d.memcpyHtoDAsync(send.ptr, in.data(), in.size(), stream));
+          ncclRedOp_t ncclOp = ncclOpOf(op);
+          std::unique_ptr<DevBuf> scalar;
+          if (op == Op::PreMulSum) {
+            scalar = std::make_unique<DevBuf>(d, 8);
+            uint64_t bits = encodeValue(dt, preMulScalar(dt));
+            CU_OK(d.memcpyHtoDAsync(scalar->ptr, &bits, dt.size, stream));
+            NCCL_OK(ncclRedOpCreatePreMulSum(&ncclOp, scalar->p(), dt.type, ncclScalarDevice, comm));
+          }
+          NCCL_OK(ncclAllReduce(send.p(), recv, count, dt.type, ncclOp, comm, stream));
+          std::vector<unsigned char> out(in.size(), 0xee);
+          CU_OK(d.memcpyDtoHAsync(out.data(), reinterpret_cast<CUdeviceptr>(recv), out.size(), stream));
+          CU_OK(d.streamSynchronize(stream));
+          if (op == Op::PreMulSum) {
+            NCCL_OK(ncclRedOpDestroy(ncclOp, comm));
+          }
+          size_t bad = 0;
+          for (size_t i = 0; i < count; ++i) {
+            const uint64_t got = loadBits(out.data(), i, dt.size);
+            if (!model.matchesReduction(got, i) && bad++ < 3) {
+              ADD_FAILURE() << "rank " << ctx.rank() << " " << dt.name << " " << opName(op)
+                            << (inPlace ? " in place" : "") << " element " << i << ": got 0x" << std::hex << got
+                            << ", expected " << model.describeExpected(i);
+            }
+          }
+          hash.update(out.data(), out.size());
+        }
+      }
+    }
+    ctx.report("hash", hash.digest());
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+TEST(GpuCollectives, AllReduceEveryTypeAndOpTwoRanksOneGpu) {
+  SKIP_WITHOUT_GPU();
+  allReduceSweep(2);
+}
+
+TEST(GpuCollectives, AllReduceEveryTypeAndOpFourRanksOneGpu) {
+  SKIP_WITHOUT_GPU();
+  allReduceSweep(4);
+}
+
+// Every other collective, rooted ones at a non-zero root, on an odd count, with device buffers: each output element
+// is checked against the inputs the model gives every rank.
+TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
+  SKIP_WITHOUT_GPU();
+  constexpr int n = 3;
+  runRanks(n, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const DtypeInfo& dt = dtypeInfo(ncclFloat32);
+    const ValueModel model(dt, Op::Sum, n);
+    const size_t count = 333;
+    const int root = 1;
+    const int r = ctx.rank();
+    auto input = [&](int rank, size_t i) { return model.input(rank, i); };
+    auto upload = [&](const DevBuf& b, auto&& value) {
+      std::vector<unsigned char> h(b.bytes);
+      for (size_t i = 0; i < b.bytes / dt.size; ++i) storeBits(h.data(), i, dt.size, value(i));
+      ASSERT_EQ(d.memcpyHtoDAsync(b.ptr, h.data(), h.size(), stream), cuda::kSuccess);
+      ASSERT_EQ(d.streamSynchronize(stream), cuda::kSuccess);
+    };
+    auto download = [&](const DevBuf& b) {
+      std::vector<unsigned char> h(b.bytes);
+      EXPECT_EQ(d.memcpyDtoHAsync(h.data(), b.ptr, h.size(), stream), cuda::kSuccess);
+      EXPECT_EQ(d.streamSynchronize(stream), cuda::kSuccess);
+      return h;
+    };
+    auto expectAll = [&](const char* what, const std::vector<unsigned char>& got, auto&& want) {
+      size_t bad = 0;
+      for (size_t i = 0; i < got.size() / dt.size; ++i) {
+        if (loadBits(got.data(), i, dt.size) != want(i) && bad++ < 3) {
+          ADD_FAILURE() << what << " rank " << r << " element " << i;
+        }
+      }
+    };
+    const size_t bytes = count * dt.size;
+    {  // broadcast
+      DevBuf buf(d, bytes);
+      upload(buf, [&](size_t i) { return input(r, i); });
+      NCCL_OK(ncclBroadcast(buf.p(), buf.p(), count, ncclFloat32, root, comm, stream));
+      expectAll("Broadcast", download(buf), [&](size_t i) { return input(root, i); });
+    }
+    {  // reduce
+      DevBuf send(d, bytes), recv(d, bytes);
+      upload(send, [&](size_t i) { return input(r, i); });
+      upload(recv, [&](size_t) { return uint64_t{0x7fc00001}; });
+      NCCL_OK(ncclReduce(send.p(), recv.p(), count, ncclFloat32, ncclSum, root, comm, stream));
+      auto got = download(recv);
+      if (r == root) expectAll("Reduce", got, [&](size_t i) { return model.expectedReduction(i); });
+      else expectAll("Reduce (non-root recvbuff untouched)", got, [&](size_t) { return uint64_t{0x7fc00001}; });
+    }
+    {  // all-gather, in place: the input is this rank's slice of the output
+      DevBuf recv(d, bytes * n);
+      upload(recv, [&](size_t i) { return i / count == static_cast<size_t>(r) ? input(r, i % count) : 0; });
+      void* slice = static_cast<char*>(recv.p()) + r * bytes;
+      NCCL_OK(ncclAllGather(slice, recv.p(), count, ncclFloat32, comm, stream));
+      expectAll("AllGather", download(recv), [&](size_t i) { return input(static_cast<int>(i / count), i % count); });
+    }
+    {  // reduce-scatter
+      DevBuf send(d, bytes * n), recv(d, bytes);
+      upload(send, [&](size_t i) { return input(r, i); });
+      NCCL_OK(ncclReduceScatter(send.p(), recv.p(), count, ncclFloat32, ncclSum, comm, stream));
+      expectAll("ReduceScatter", download(recv), [&](size_t i) { return model.expectedReduction(r * count + i); });
+    }
+    {  // all-to-all
+      DevBuf send(d, bytes * n), recv(d, bytes * n);
+      upload(send, [&](size_t i) { return input(r, i); });
+      NCCL_OK(ncclAlltoAll(send.p(), recv.p(), count, ncclFloat32, comm, stream));
+      expectAll("AlltoAll", download(recv),
+                [&](size_t i) { return input(static_cast<int>(i / count), r * count + i % count); });
+    }
+    {  // gather and scatter at the root
+      DevBuf send(d, bytes), recv(d, bytes * n);
+      upload(send, [&](size_t i) { return input(r, i); });
+      NCCL_OK(ncclGather(send.p(), recv.p(), count, ncclFloat32, root, comm, stream));
+      if (r == root) {
+        expectAll("Gather", download(recv), [&](size_t i) { return input(static_cast<int>(i / count), i % count); });
+      }
+      DevBuf sc(d, bytes * n), out(d, bytes);
+      upload(sc, [&](size_t i) { return input(r, i); });
+      NCCL_OK(ncclScatter(sc.p(), out.p(), count, ncclFloat32, root, comm, stream));
+      expectAll("Scatter", download(out), [&](size_t i) { return input(root, r * count + i); });
+    }
+    {  // send/recv around a ring, grouped, plus a message to self
+      DevBuf send(d, bytes), recv(d, bytes), self(d, bytes);
+      upload(send, [&](size_t i) { return input(r, i); });
+      NCCL_OK(ncclGroupStart());
+      NCCL_OK(ncclSend(send.p(), count, ncclFloat32, (r + 1) % n, comm, stream));
+      NCCL_OK(ncclRecv(recv.p(), count, ncclFloat32, (r + n - 1) % n, comm, stream));
+      NCCL_OK(ncclSend(send.p(), count, ncclFloat32, r, comm, stream));
+      NCCL_OK(ncclRecv(self.p(), count, ncclFloat32, r, comm, stream));
+      NCCL_OK(ncclGroupEnd());
+      expectAll("Recv", download(recv), [&](size_t i) { return input((r + n - 1) % n, i); });
+      expectAll("Recv from self", download(self), [&](size_t i) { return input(r, i); });
+    }
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+// The call returns while the stream is still blocked before it; the op reads what the stream wrote before it,
+// and work after it sees its result. A host-written word holds the stream back the way a long kernel would.
+TEST(GpuCollectives, StreamOrderingLikeNccl) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    void* gateHost = nullptr;
+    CU_OK(d.memHostAlloc(&gateHost, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap));
+    auto* gate = static_cast<volatile uint32_t*>(gateHost);
+    *gate = 0;
+    CUdeviceptr gateDev = 0;
+    CU_OK(d.memHostGetDevicePointer(&gateDev, gateHost, 0));
+    const size_t count = 1 << 20;
+    std::vector<float> in(count, static_cast<float>(ctx.rank() + 1));
+    std::vector<float> out(count, -1.0f);
+    void* outPinned = nullptr;
+    CU_OK(d.memHostAlloc(&outPinned, count * sizeof(float), cuda::kHostAllocPortable));
+    std::memcpy(outPinned, out.data(), count * sizeof(float));
+    DevBuf buf(d, count * sizeof(float));
+    CU_OK(d.memsetD8Async(buf.ptr, 0, buf.bytes, stream));
+    CU_OK(d.streamWaitValue32(stream, gateDev, 1, cuda::kStreamWaitValueGeq));
+    CU_OK(d.memcpyHtoDAsync(buf.ptr, in.data(), buf.bytes, stream));  // runs only once the gate opens
+    // Returning at all proves the call only enqueued: the stream stays blocked until this rank opens the gate.
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat32, ncclSum, comm, stream));
+    CU_OK(d.memcpyDtoHAsync(outPinned, buf.ptr, buf.bytes, stream));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(static_cast<float*>(outPinned)[0], -1.0f) << "work after the collective ran before the stream reached it";
+    ctx.barrier();
+    *gate = 1;
+    CU_OK(d.streamSynchronize(stream));
+    const float want = 3.0f;  // 1 + 2
+    size_t bad = 0;
+    for (size_t i = 0; i < count; ++i) bad += static_cast<float*>(outPinned)[i] != want;
+    EXPECT_EQ(bad, 0u) << "elements differ from " << want;
+    d.memFreeHost(outPinned);
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+// One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it
+// with "Duplicate GPU detected"), driven from one thread in a group.
+TEST(GpuCollectives, FourRanksOneProcessOneGpu) {
+  SKIP_WITHOUT_GPU();
+  runRanks(1, [&](RankContext&) {
+    const cuda::Driver& d = useDevice0();
+    constexpr int n = 4;
+    ncclComm_t comms[n];
+    int devs[n] = {0, 0, 0, 0};
+    NCCL_OK(ncclCommInitAll(comms, n, devs));
+    const size_t count = 4097;
+    std::vector<std::unique_ptr<DevBuf>> bufs;
+    std::vector<cuda::CUstream> streams(n);
+    for (int r = 0; r < n; ++r) {
+      CU_OK(d.streamCreate(&streams[r], cuda::kStreamNonBlocking));
+      bufs.push_back(std::make_unique<DevBuf>(d, count * sizeof(int32_t)));
+      std::vector<int32_t> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i) * (r + 1);
+      CU_OK(d.memcpyHtoDAsync(bufs[r]->ptr, in.data(), in.size() * sizeof(int32_t), streams[r]));
+    }
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclAllReduce(bufs[r]->p(), bufs[r]->p(), count, ncclInt32, ncclSum, comms[r], streams[r]));
+    }
+    NCCL_OK(ncclGroupEnd());
+    for (int r = 0; r < n; ++r) {
+      std::vector<int32_t> out(count);
+      CU_OK(d.memcpyDtoHAsync(out.data(), bufs[r]->ptr, out.size() * sizeof(int32_t), streams[r]));
+      CU_OK(d.streamSynchronize(streams[r]));
+      size_t bad = 0;
+      for (size_t i = 0; i < count; ++i) bad += out[i] != static_cast<int32_t>(i) * 10;
+      EXPECT_EQ(bad, 0u) << "rank " << r;
+      d.streamDestroy(streams[r]);
+    }
+    for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  });
+}
+
+// ncclMemAlloc gives device memory when the thread has a current device; ncclMemFree releases it.
+TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
+  SKIP_WITHOUT_GPU();
+  runRanks(1, [&](RankContext&) {
+    const cuda::Driver& d = useDevice0();
+    void* p = nullptr;
+    NCCL_OK(ncclMemAlloc(&p, 3 << 20));
+    unsigned memType = 0;
+    CU_OK(d.pointerGetAttribute(&memType, cuda::kPointerAttrMemoryType, reinterpret_cast<CUdeviceptr>(p)));
+    EXPECT_EQ(memType, cuda::kMemoryTypeDevice);
+    cuda::CUipcMemHandle handle;
+    EXPECT_EQ(d.ipcGetMemHandle(&handle, reinterpret_cast<CUdeviceptr>(p)), cuda::kSuccess)
+        << "ncclMemAlloc memory must be exportable to peers";
+    NCCL_OK(ncclMemFree(p));
+  });
+}
+
+// Capturing a collective into a CUDA graph is refused with ncclInvalidUsage and a reason, not run eagerly.
+TEST(GpuCollectives, GraphCaptureIsRefusedClearly) {
+  SKIP_WITHOUT_GPU();
+  runRanks(1, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(lib, nullptr);
+    auto begin = reinterpret_cast<int (*)(cuda::CUstream, int)>(dlsym(lib, "cuStreamBeginCapture_v2"));
+    auto end = reinterpret_cast<int (*)(cuda::CUstream, void**)>(dlsym(lib, "cuStreamEndCapture"));
+    ASSERT_TRUE(begin && end);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    DevBuf buf(d, 4096);
+    ASSERT_EQ(begin(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */), cuda::kSuccess);
+    EXPECT_EQ(ncclAllReduce(buf.p(), buf.p(), 1024, ncclFloat32, ncclSum, comm, stream), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("graph capture"), std::string::npos) << ncclGetLastError(comm);
+    void* graph = nullptr;
+    EXPECT_EQ(end(stream, &graph), cuda::kSuccess);
+    // The communicator is still usable outside the capture.
+    EXPECT_EQ(ncclAllReduce(buf.p(), buf.p(), 1024, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
+    EXPECT_EQ(d.streamSynchronize(stream), cuda::kSuccess);
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+}  // namespace
+}  // namespace cfx::itest
