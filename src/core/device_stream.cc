@@ -2,6 +2,7 @@
 // Device buffers on a cudaStream_t (core layer).
 #include "core/device_stream.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/log.h"
@@ -38,12 +39,6 @@ void openGate(void* data) {
   auto* ref = static_cast<std::shared_ptr<ReadyGate>*>(data);
   (*ref)->open();
   delete ref;
-}
-
-size_t roundUpStaging(size_t bytes) {
-  size_t size = 64 * 1024;
-  while (size < bytes) size *= 2;
-  return size;
 }
 
 }  // namespace
@@ -89,30 +84,27 @@ DeviceState::~DeviceState() {
   cuda::ScopedContext scope(copyCtx_);
   if (copyDone_ != nullptr) d->eventDestroy(copyDone_);
   if (copyStream_ != nullptr) d->streamDestroy(copyStream_);
-  for (auto& [p, size] : stagingSize_) d->memFreeHost(p);
+  for (void* p : retiredStaging_) d->memFreeHost(p);
+  if (staging_ != nullptr) d->memFreeHost(staging_);
 }
 
-Result<void*> DeviceState::acquireStaging(size_t bytes) {
-  const size_t size = roundUpStaging(bytes);
+Status DeviceState::reserveStaging(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = freeStaging_.lower_bound(size);
-  if (it != freeStaging_.end()) {
-    void* p = it->second;
-    freeStaging_.erase(it);
-    return p;
-  }
+  if (bytes <= stagingBytes_) return Status();
+  const size_t size = std::max(bytes, 2 * stagingBytes_);
   void* p = nullptr;
   // Portable: the progress thread copies in whatever context the op's buffers belong to.
   CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, size, cuda::kHostAllocPortable),
                       strprintf("cuMemHostAlloc (%zu bytes of staging)", size).c_str()));
-  stagingSize_[p] = size;
-  return p;
+  if (staging_ != nullptr) retiredStaging_.push_back(staging_);
+  staging_ = p;
+  stagingBytes_ = size;
+  return Status();
 }
 
-void DeviceState::releaseStaging(void* p) {
+void* DeviceState::stagingBase() {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = stagingSize_.find(p);
-  if (it != stagingSize_.end()) freeStaging_.emplace(it->second, p);
+  return staging_;
 }
 
 Status DeviceState::ensureFlag() {

@@ -24,7 +24,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -69,9 +68,12 @@ class DeviceState {
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;
 
-  // Pinned host memory of at least `bytes`, reused across ops. Any thread.
-  Result<void*> acquireStaging(size_t bytes);
-  void releaseStaging(void* p);
+  // Staging: one pinned block per communicator, shared by all its device jobs, which run one at a time on the
+  // progress thread. The user thread grows it (reserveStaging, before enqueueing a job that needs `bytes`); a job
+  // takes the current block when it starts (stagingBase). A replaced block is kept until destroy, since the running
+  // job may still use it; doubling bounds that waste to the size of the current block.
+  Status reserveStaging(size_t bytes);
+  void* stagingBase();
 
   // User thread, before enqueueStreamOps: creates the copy stream and event in `ctx` on first use. They must be
   // created here: cuStreamCreate takes a context-wide write lock, and the user's thread may later sit in a
@@ -103,8 +105,9 @@ class DeviceState {
   cuda::CUcontext copyCtx_ = nullptr;
   cuda::CUstream copyStream_ = nullptr;
   cuda::CUevent copyDone_ = nullptr;
-  std::multimap<size_t, void*> freeStaging_;  // by size
-  std::map<void*, size_t> stagingSize_;       // every live block
+  void* staging_ = nullptr;
+  size_t stagingBytes_ = 0;
+  std::vector<void*> retiredStaging_;
 };
 
 }  // namespace cfx::core

@@ -183,9 +183,10 @@ bool touchesDevice(const Op& op) {
 // One communicator's part of a device group: its ops rewritten onto one block of pinned staging.
 struct DevicePlan {
   std::vector<Op> ops;
-  std::vector<StagedRange> ranges;
+  std::vector<StagedRange> ranges;      // host pointers are offsets into staging until the job starts (rebase)
   std::vector<std::pair<size_t, const void*>> scalars;  // (op index, staged scalar) patched in after copy-in
-  void* block = nullptr;
+  std::vector<unsigned> stagedFields;   // per op: bits of the buffer fields that point into staging
+  size_t stagingBytes = 0;
   cuda::CUcontext ctx = nullptr;
   std::vector<cuda::CUstream> streams;
   std::shared_ptr<ReadyGate> gate;
@@ -241,30 +242,53 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
     offsets.push_back(total);
     total += d.end - d.begin;
   }
-  if (!merged.empty()) {
-    CFX_TRY_ASSIGN(plan->block, comm->device().acquireStaging(total));
-  }
+  plan->stagingBytes = total;
+  if (total > 0) CFX_TRY(comm->device().reserveStaging(total));
+  // Staged pointers hold offsets into staging for now: the block a job uses is only known when it starts.
   for (size_t i = 0; i < merged.size(); ++i) {
-    plan->ranges.push_back({static_cast<cuda::CUdeviceptr>(merged[i].begin),
-                            static_cast<unsigned char*>(plan->block) + offsets[i], merged[i].end - merged[i].begin,
-                            merged[i].in, merged[i].out});
+    plan->ranges.push_back({static_cast<cuda::CUdeviceptr>(merged[i].begin), reinterpret_cast<void*>(offsets[i]),
+                            merged[i].end - merged[i].begin, merged[i].in, merged[i].out});
   }
-  auto toHost = [&](const void* p) -> void* {
+  auto toStaged = [&](const void* p, unsigned bit, unsigned* mask) -> void* {
     const auto a = reinterpret_cast<uintptr_t>(p);
     for (const StagedRange& r : plan->ranges) {
-      if (a >= r.device && a < r.device + r.bytes) return static_cast<unsigned char*>(r.host) + (a - r.device);
+      if (p != nullptr && a >= r.device && a < r.device + r.bytes) {
+        *mask |= bit;
+        return static_cast<unsigned char*>(r.host) + (a - r.device);
+      }
     }
     return const_cast<void*>(p);  // host memory (or nothing): used as is
   };
   for (size_t i = 0; i < plan->ops.size(); ++i) {
     Op& op = plan->ops[i];
-    op.sendbuff = toHost(op.sendbuff);
-    op.recvbuff = toHost(op.recvbuff);
-    op.args.sendbuff = toHost(op.args.sendbuff);
-    op.args.recvbuff = toHost(op.args.recvbuff);
-    if (op.deviceScalar != nullptr) plan->scalars.emplace_back(i, toHost(op.deviceScalar));
+    unsigned mask = 0;
+    op.sendbuff = toStaged(op.sendbuff, 1u, &mask);
+    op.recvbuff = toStaged(op.recvbuff, 2u, &mask);
+    op.args.sendbuff = toStaged(op.args.sendbuff, 4u, &mask);
+    op.args.recvbuff = toStaged(op.args.recvbuff, 8u, &mask);
+    plan->stagedFields.push_back(mask);
+    if (op.deviceScalar != nullptr) {
+      unsigned ignored = 0;
+      plan->scalars.emplace_back(i, toStaged(op.deviceScalar, 1u, &ignored));
+    }
   }
   return Status();
+}
+
+// Turns the plan's staging offsets into pointers into `base`. Runs once, when the job starts.
+void rebase(DevicePlan* plan, void* base) {
+  auto* b = static_cast<unsigned char*>(base);
+  auto shift = [b](auto* field) { *field = reinterpret_cast<std::remove_reference_t<decltype(*field)>>(b + reinterpret_cast<uintptr_t>(*field)); };
+  for (StagedRange& r : plan->ranges) shift(&r.host);
+  for (size_t i = 0; i < plan->ops.size(); ++i) {
+    Op& op = plan->ops[i];
+    const unsigned mask = plan->stagedFields[i];
+    if (mask & 1u) shift(&op.sendbuff);
+    if (mask & 2u) shift(&op.recvbuff);
+    if (mask & 4u) shift(&op.args.sendbuff);
+    if (mask & 8u) shift(&op.args.recvbuff);
+  }
+  for (auto& [index, staged] : plan->scalars) shift(&staged);
 }
 
 Status checkNotCapturing(const std::vector<cuda::CUstream>& streams, cuda::CUcontext ctx) {
@@ -281,25 +305,72 @@ Status checkNotCapturing(const std::vector<cuda::CUstream>& streams, cuda::CUcon
   return Status();
 }
 
+// A communicator of one rank moves nothing between ranks: each op is a copy of its input to its output (a sum,
+// product, min, max or average of one value is that value) or nothing in place. On device memory that is one
+// device-to-device copy on the user's stream, as in NCCL, with no host involvement. Returns false (nothing done)
+// when the group needs the staged path: a PreMulSum (it scales), host buffers, or unmatched messages to self.
+Result<bool> launchSingleRank(const std::vector<const Op*>& ops) {
+  struct Copy {
+    cuda::CUdeviceptr dst, src;
+    size_t bytes;
+    cuda::CUstream stream;
+  };
+  std::vector<Copy> copies;
+  std::vector<const Op*> sends, recvs;
+  cuda::CUcontext ctx = nullptr;
+  std::vector<cuda::CUstream> streams;
+  for (const Op* op : ops) {
+    if (op->deviceScalar != nullptr || (op->kind == Op::Kind::Coll && op->args.op.preMultiply)) return false;
+    std::vector<OpRange> ranges;
+    opRanges(*op, &ranges);
+    for (const OpRange& r : ranges) {
+      const cuda::PointerInfo info = cuda::classify(r.p);
+      if (info.kind != cuda::MemKind::Device || (ctx != nullptr && info.context != ctx)) return false;
+      ctx = info.context;
+    }
+    streams.push_back(static_cast<cuda::CUstream>(op->stream));
+    if (op->kind == Op::Kind::Send) sends.push_back(op);
+    else if (op->kind == Op::Kind::Recv) recvs.push_back(op);
+    else if (op->args.sendbuff != op->args.recvbuff && op->args.count > 0) {
+      copies.push_back({reinterpret_cast<cuda::CUdeviceptr>(op->args.recvbuff),
+                        reinterpret_cast<cuda::CUdeviceptr>(op->args.sendbuff),
+                        op->args.count * dataTypeSize(op->args.type), static_cast<cuda::CUstream>(op->stream)});
+    }
+  }
+  if (sends.size() != recvs.size()) return false;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i]->bytes != recvs[i]->bytes || sends[i]->stream != recvs[i]->stream) return false;
+    if (sends[i]->bytes > 0 && sends[i]->sendbuff != recvs[i]->recvbuff) {
+      copies.push_back({reinterpret_cast<cuda::CUdeviceptr>(recvs[i]->recvbuff),
+                        reinterpret_cast<cuda::CUdeviceptr>(sends[i]->sendbuff), sends[i]->bytes,
+                        static_cast<cuda::CUstream>(recvs[i]->stream)});
+    }
+  }
+  CFX_TRY(checkNotCapturing(streams, ctx));
+  cuda::ScopedContext scope(ctx);
+  for (const Copy& c : copies) {
+    CFX_TRY(cuda::check(cuda::driver()->memcpyDtoDAsync(c.dst, c.src, c.bytes, c.stream), "cuMemcpyDtoDAsync (1 rank)"));
+  }
+  return true;
+}
+
 // Enqueues one communicator's device group: stream operations on the user's streams now, the work on the
 // communicator's progress thread. Returns once both are enqueued.
 Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   CFX_TRY(comm->checkUsable());
+  if (comm->nRanks() == 1) {
+    CFX_TRY_ASSIGN(const bool done, launchSingleRank(ops));
+    if (done) return Status();
+  }
   auto plan = std::make_shared<DevicePlan>();
   Status st = stagePlan(comm, ops, plan.get());
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
   if (st.ok() && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
-  if (!st.ok()) {
-    if (plan->block != nullptr) dev.releaseStaging(plan->block);
-    return st;
-  }
+  if (!st.ok()) return st;
   plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
   st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq);
-  if (plan->seq == 0) {
-    if (plan->block != nullptr) dev.releaseStaging(plan->block);
-    return st;
-  }
+  if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
   Communicator::DeferredJob job;
   CFX_INFO(log::Sys::Proxy, "rank %d: device op %u enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",
@@ -307,6 +378,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   job.before = [comm, plan]() -> Status {
     CFX_TRY(plan->gate->wait(comm->abortFlag(), comm->rank(), plan->seq));
     CFX_INFO(log::Sys::Proxy, "rank %d: device op %u reached on its stream(s)", comm->rank(), plan->seq);
+    if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
     CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
     for (auto& [index, staged] : plan->scalars) {
       std::memcpy(plan->ops[index].args.op.scalar, staged, dataTypeSize(plan->ops[index].args.type));
@@ -327,7 +399,6 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     d.complete(plan->seq);
     CFX_INFO(log::Sys::Proxy, "rank %d: device op %u done (%s); its stream(s) may go on", comm->rank(), plan->seq,
              outcome.ok() ? "ok" : outcome.message().c_str());
-    if (plan->block != nullptr) d.releaseStaging(plan->block);
   };
   comm->enqueue(std::move(job));
   return st;

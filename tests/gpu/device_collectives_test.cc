@@ -277,7 +277,10 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     CUdeviceptr gateDev = 0;
     CU_OK(d.memHostGetDevicePointer(&gateDev, gateHost, 0));
     const size_t count = 1 << 20;
-    std::vector<float> in(count, static_cast<float>(ctx.rank() + 1));
+    // Pinned: a copy from pageable memory would block this thread until the (held) stream reached it.
+    void* inPinned = nullptr;
+    CU_OK(d.memHostAlloc(&inPinned, count * sizeof(float), cuda::kHostAllocPortable));
+    for (size_t i = 0; i < count; ++i) static_cast<float*>(inPinned)[i] = static_cast<float>(ctx.rank() + 1);
     std::vector<float> out(count, -1.0f);
     void* outPinned = nullptr;
     CU_OK(d.memHostAlloc(&outPinned, count * sizeof(float), cuda::kHostAllocPortable));
@@ -285,7 +288,7 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     DevBuf buf(d, count * sizeof(float));
     CU_OK(d.memsetD8Async(buf.ptr, 0, buf.bytes, stream));
     CU_OK(d.streamWaitValue32(stream, gateDev, 1, cuda::kStreamWaitValueGeq));
-    CU_OK(d.memcpyHtoDAsync(buf.ptr, in.data(), buf.bytes, stream));  // runs only once the gate opens
+    CU_OK(d.memcpyHtoDAsync(buf.ptr, inPinned, buf.bytes, stream));  // runs only once the gate opens
     // Returning at all proves the call only enqueued: the stream stays blocked until this rank opens the gate.
     NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat32, ncclSum, comm, stream));
     CU_OK(d.memcpyDtoHAsync(outPinned, buf.ptr, buf.bytes, stream));
@@ -299,6 +302,7 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     for (size_t i = 0; i < count; ++i) bad += static_cast<float*>(outPinned)[i] != want;
     EXPECT_EQ(bad, 0u) << "elements differ from " << want;
     d.memFreeHost(outPinned);
+    d.memFreeHost(inPinned);
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
