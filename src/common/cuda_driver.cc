@@ -132,11 +132,7 @@ PointerInfo classify(const void* p) {
   int ordinal = -1;
   d->pointerGetAttribute(&ordinal, kPointerAttrDeviceOrdinal, ptr);
   info.device = ordinal;
-  if (managed) {
-    info.kind = MemKind::Managed;
-    return info;
-  }
-  info.kind = MemKind::Device;
+  info.kind = managed ? MemKind::Managed : MemKind::Device;
   CUcontext ctx = nullptr;
   d->pointerGetAttribute(&ctx, kPointerAttrContext, ptr);
   if (ctx == nullptr && ordinal >= 0) {

@@ -128,10 +128,10 @@ enum class MemKind { Host, Device, Managed };
 struct PointerInfo {
   MemKind kind = MemKind::Host;
   int device = -1;              // ordinal, for Device and Managed
-  CUcontext context = nullptr;  // the context the allocation belongs to (Device)
+  CUcontext context = nullptr;  // the context the allocation belongs to (Device, Managed)
 };
 // What `p` points to. Host for null, for host memory (pageable, pinned or registered) and whenever the driver is
-// unavailable. Managed memory is reported apart: it is host-accessible, so callers may treat it as host memory.
+// unavailable. Managed memory is reported apart: the host can read it, but the stream may still be writing it.
 PointerInfo classify(const void* p);
 
 // Makes `ctx` current on this thread for the scope, restoring the previous one after.

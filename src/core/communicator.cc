@@ -18,6 +18,7 @@
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/ucx/ucx_transport.h"
+#include "transport/cuda_ipc/ipc_scratch.h"
 
 namespace cfx::core {
 
@@ -25,6 +26,13 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
           "Fail an operation with a timeout naming the peer after this many milliseconds without progress; "
           "0 waits forever (NCCL's behaviour).",
           param::atLeast<int64_t>(0));
+CFX_PARAM(int, cudaIpcParam, "CFX_CUDA_IPC", 0,
+          "1 moves all-gather and broadcast on device buffers between the ranks of one host directly through CUDA IPC "
+          "(copy engines, no host staging). Experimental; must be the same on every rank.",
+          param::inRange(0, 1));
+CFX_PARAM(int64_t, cudaIpcBytesParam, "CFX_CUDA_IPC_BYTES", 64 << 20,
+          "Device scratch per rank for the CUDA IPC path; operations larger than this run in windows of this size.",
+          param::inRange<int64_t>(1 << 20, int64_t{1} << 34));
 CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
           "Failed polls before a waiting rank sleeps on its doorbell; lower saves CPU when oversubscribed.",
           param::inRange(0, 10000000));
@@ -178,6 +186,7 @@ Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   stopProgressThread();
   device_.reset();  // every device job has finished: release the streams and free the staging
+  ipc_.reset();
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
   // Transports go before the bootstrap: their destructors may still flush to peers.
   endpoints_ = transport::Endpoints();
@@ -296,6 +305,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   sliceBytes_ = *std::min_element(slices.begin(), slices.end());
   CFX_TRY(learnPlacement());
   CFX_TRY(startHealth());
+  CFX_TRY(setupDeviceDirect());
 
   int nShm = 0;
   int nNet = 0;
@@ -307,6 +317,23 @@ Status Communicator::connect(const transport::UniqueId& id) {
   }
   CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via %s, slice %zu B",
            static_cast<void*>(this), rank_, nRanks_, nShm, nNet, netText(net), sliceBytes_);
+  return Status();
+}
+
+// The device-direct path (core/device_direct.h) maps every rank's device scratch into every other rank. It needs
+// all ranks on one host, each with a device; the condition is computed from exchanged facts, so every rank takes the
+// same branch into the collective setup. CFX_CUDA_IPC must be the same on every rank.
+Status Communicator::setupDeviceDirect() {
+  if (cudaIpcParam.get() == 0 || nRanks_ < 2 || cuda::driver() == nullptr) return Status();
+  for (const transport::PeerInfo& p : peers_) {
+    if (p.hostHash != peers_[0].hostHash || p.cudaDev < 0) return Status();
+  }
+  cuda::CUdevice dev = 0;
+  cuda::CUcontext ctx = nullptr;
+  const cuda::Driver* d = cuda::driver();
+  if (d->deviceGet(&dev, cudaDev_) != cuda::kSuccess || d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess) ctx = nullptr;
+  CFX_TRY_ASSIGN(ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
+                                                               static_cast<size_t>(cudaIpcBytesParam.get())));
   return Status();
 }
 

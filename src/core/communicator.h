@@ -37,6 +37,9 @@ class TcpTransport;
 namespace cfx::transport::ucx {
 class UcxTransport;
 }
+namespace cfx::transport::cuda_ipc {
+class IpcScratch;
+}
 
 namespace cfx::core {
 
@@ -110,6 +113,8 @@ class Communicator {
   bool hasQueuedWork();
   // Device-buffer state (stream flag, staging), created on first use.
   DeviceState& device();
+  // Every rank's device scratch, mapped here; null unless the device-direct path is on (the same on all ranks).
+  const transport::cuda_ipc::IpcScratch* ipcScratch() const { return ipc_.get(); }
   // Set by abort(): hooks of queued device jobs stop waiting.
   const std::atomic<bool>& abortFlag() const { return abortFlag_; }
   // Waits until every queued job has finished (ncclCommFinalize).
@@ -144,6 +149,7 @@ class Communicator {
   Status connect(const transport::UniqueId& id);
   Status startHealth();
   Status learnPlacement();
+  Status setupDeviceDirect();
   void progressLoop();
   void stopProgressThread();
 
@@ -195,6 +201,7 @@ class Communicator {
   };
   std::mutex deviceMutex_;
   std::unique_ptr<DeviceState> device_;
+  std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;

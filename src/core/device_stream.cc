@@ -182,6 +182,19 @@ Status DeviceState::copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ra
   return cuda::check(d->eventSynchronize(copyDone_), in ? "staging copy device->host" : "staging copy host->device");
 }
 
+Status DeviceState::copyAsync(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes) {
+  if (bytes == 0) return Status();
+  cuda::ScopedContext scope(copyCtx_);
+  return cuda::check(cuda::driver()->memcpyDtoDAsync(dst, src, bytes, copyStream_), "cuMemcpyDtoDAsync (device-direct)");
+}
+
+Status DeviceState::waitCopies() {
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(copyCtx_);
+  CFX_TRY(cuda::check(d->eventRecord(copyDone_, copyStream_), "cuEventRecord (device-direct)"));
+  return cuda::check(d->eventSynchronize(copyDone_), "device-direct copies");
+}
+
 Status DeviceState::copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges) { return copy(ctx, ranges, true); }
 
 Status DeviceState::copyOut(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges) {

@@ -88,6 +88,10 @@ class DeviceState {
   // Nothing here creates or destroys a CUDA object (see prepare).
   Status copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges);
   Status copyOut(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges);
+  // Progress thread: a device-to-device copy on the copy stream (any mapped pointers), and the wait for all copies
+  // enqueued so far. For the device-direct path.
+  Status copyAsync(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes);
+  Status waitCopies();
   // Progress thread: the op with this sequence number is over; its streams may go on.
   void complete(uint32_t seq);
   // Releases every stream waiting on this communicator (abort, destroy).

@@ -11,6 +11,7 @@
 #include "collectives/planner.h"
 #include "common/cuda_driver.h"
 #include "common/log.h"
+#include "core/device_direct.h"
 #include "core/device_stream.h"
 
 namespace cfx::core {
@@ -174,8 +175,9 @@ bool touchesDevice(const Op& op) {
   if (op.deviceScalar != nullptr) return true;
   const void* ptrs[2] = {op.kind == Op::Kind::Recv ? nullptr : (op.kind == Op::Kind::Send ? op.sendbuff : op.args.sendbuff),
                          op.kind == Op::Kind::Send ? nullptr : (op.kind == Op::Kind::Recv ? op.recvbuff : op.args.recvbuff)};
+  // Managed memory is host-accessible, but the stream may still be writing it: it needs stream order too.
   for (const void* p : ptrs) {
-    if (p != nullptr && cuda::classify(p).kind == cuda::MemKind::Device) return true;
+    if (p != nullptr && cuda::classify(p).kind != cuda::MemKind::Host) return true;
   }
   return false;
 }
@@ -191,6 +193,7 @@ struct DevicePlan {
   std::vector<cuda::CUstream> streams;
   std::shared_ptr<ReadyGate> gate;
   uint32_t seq = 0;
+  bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
 };
 
 // Mirrors every device range of `ops` in staging. Overlapping ranges (in-place ops, an all-gather whose input is a
@@ -207,7 +210,7 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
     opRanges(*op, &ranges);
     for (const OpRange& r : ranges) {
       const cuda::PointerInfo info = cuda::classify(r.p);
-      if (info.kind != cuda::MemKind::Device) continue;
+      if (info.kind == cuda::MemKind::Host) continue;
       if (plan->ctx == nullptr) plan->ctx = info.context;
       if (info.context != plan->ctx) {
         return Status::error(Errc::InvalidUsage,
@@ -354,6 +357,26 @@ Result<bool> launchSingleRank(const std::vector<const Op*>& ops) {
   return true;
 }
 
+// A barrier among the communicator's ranks, on the progress thread: a 4-byte host all-reduce. Its tag also checks
+// that every rank is in the same operation.
+Status hostBarrier(Communicator* comm) {
+  int32_t one = 1;
+  int32_t sum = 0;
+  Op op;
+  op.kind = Op::Kind::Coll;
+  op.comm = comm;
+  op.args.coll = coll::Collective::AllReduce;
+  op.args.sendbuff = &one;
+  op.args.recvbuff = &sum;
+  op.args.count = 1;
+  op.args.type = DataType::Int32;
+  op.args.op = ReduceOp::builtin(DataType::Int32, RedOpKind::Sum, comm->nRanks());
+  CFX_TRY_ASSIGN(auto works, buildWorks(comm, {&op}));
+  std::vector<prims::Work*> raw;
+  for (auto& w : works) raw.push_back(w.get());
+  return comm->runInline(raw);
+}
+
 // Enqueues one communicator's device group: stream operations on the user's streams now, the work on the
 // communicator's progress thread. Returns once both are enqueued.
 Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
@@ -363,10 +386,18 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     if (done) return Status();
   }
   auto plan = std::make_shared<DevicePlan>();
-  Status st = stagePlan(comm, ops, plan.get());
+  plan->direct = deviceDirectApplies(comm, ops);
+  Status st;
+  if (plan->direct) {  // nothing staged: the buffers move between devices
+    plan->ops.push_back(*ops.front());
+    plan->ctx = cuda::classify(ops.front()->args.recvbuff).context;
+    plan->streams.push_back(static_cast<cuda::CUstream>(ops.front()->stream));
+  } else {
+    st = stagePlan(comm, ops, plan.get());
+  }
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
-  if (st.ok() && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
+  if (st.ok() && (plan->direct || !plan->ranges.empty())) st = dev.prepare(plan->ctx);
   if (!st.ok()) return st;
   plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
   st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq);
@@ -377,7 +408,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
            comm->rank(), plan->seq, plan->ops.size(), plan->ranges.size(), plan->streams.size());
   job.before = [comm, plan]() -> Status {
     CFX_TRY(plan->gate->wait(comm->abortFlag(), comm->rank(), plan->seq));
-    CFX_INFO(log::Sys::Proxy, "rank %d: device op %u reached on its stream(s)", comm->rank(), plan->seq);
+    CFX_INFO(log::Sys::Proxy, "rank %d: device op %u reached on its stream(s)%s", comm->rank(), plan->seq,
+             plan->direct ? "; device-direct" : "");
+    if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
     if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
     CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
     for (auto& [index, staged] : plan->scalars) {
@@ -385,7 +418,8 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     }
     return Status();
   };
-  job.build = [comm, plan]() {
+  job.build = [comm, plan]() -> Result<std::vector<std::unique_ptr<prims::Work>>> {
+    if (plan->direct) return std::vector<std::unique_ptr<prims::Work>>{};  // all done in `before`
     std::vector<const Op*> raw;
     for (const Op& op : plan->ops) raw.push_back(&op);
     return buildWorks(comm, raw);

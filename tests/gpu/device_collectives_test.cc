@@ -308,6 +308,53 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
   });
 }
 
+// The device-direct path (CFX_CUDA_IPC=1): all-gather (in and out of place) and broadcast between processes on one
+// GPU through CUDA IPC scratch, over several windows (1 MiB of scratch, ~3 MiB per rank) and an odd byte count.
+TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3}) {
+    RunOptions opts;
+    opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"NCCL_DEBUG", "INFO"},
+                {"NCCL_DEBUG_SUBSYS", "INIT"}};
+    runRanks(n, opts, [&](RankContext& ctx) {
+      const cuda::Driver& d = useDevice0();
+      ncclComm_t comm = ctx.initComm();
+      ASSERT_NE(comm, nullptr);
+      cuda::CUstream stream = nullptr;
+      CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+      const int r = ctx.rank();
+      const size_t count = 3 * (1 << 20) + 7;  // bytes (uint8): three full windows and a ragged tail
+      auto value = [](int rank, size_t i) { return static_cast<uint8_t>((i * 131 + static_cast<size_t>(rank) * 17) >> 3); };
+      std::vector<uint8_t> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+      for (bool inPlace : {false, true}) {
+        DevBuf recv(d, count * n), send(d, count);
+        const cuda::CUdeviceptr src = inPlace ? recv.ptr + static_cast<size_t>(r) * count : send.ptr;
+        CU_OK(d.memcpyHtoDAsync(src, in.data(), count, stream));
+        NCCL_OK(ncclAllGather(reinterpret_cast<void*>(src), recv.p(), count, ncclUint8, comm, stream));
+        std::vector<uint8_t> out(count * n);
+        CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, out.size(), stream));
+        CU_OK(d.streamSynchronize(stream));
+        size_t bad = 0;
+        for (size_t i = 0; i < out.size(); ++i) bad += out[i] != value(static_cast<int>(i / count), i % count);
+        EXPECT_EQ(bad, 0u) << "all-gather" << (inPlace ? " in place" : "") << " on " << n << " ranks, rank " << r;
+      }
+      const int root = n - 1;
+      DevBuf buf(d, count);
+      CU_OK(d.memcpyHtoDAsync(buf.ptr, in.data(), count, stream));
+      NCCL_OK(ncclBroadcast(buf.p(), buf.p(), count, ncclUint8, root, comm, stream));
+      std::vector<uint8_t> out(count);
+      CU_OK(d.memcpyDtoHAsync(out.data(), buf.ptr, count, stream));
+      CU_OK(d.streamSynchronize(stream));
+      size_t bad = 0;
+      for (size_t i = 0; i < count; ++i) bad += out[i] != value(root, i);
+      EXPECT_EQ(bad, 0u) << "broadcast on " << n << " ranks, rank " << r;
+      d.streamDestroy(stream);
+      NCCL_OK(ncclCommDestroy(comm));
+    });
+  }
+}
+
 // One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it
 // with "Duplicate GPU detected"), driven from one thread in a group.
 TEST(GpuCollectives, FourRanksOneProcessOneGpu) {

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device-direct collectives (core layer): the ranks of one host move device buffers through each other's CUDA IPC
+// scratch (transport/cuda_ipc) with copy engines, instead of staging through host memory.
+//
+// All-gather, per window of W bytes (W = the scratch size): each rank copies its input window into its own scratch;
+// barrier; each rank copies every rank's scratch into its output; barrier (no scratch is refilled while a peer still
+// reads it). Broadcast is the same with the root's scratch only. Cost per window: 2 host barriers (a 4-byte host
+// all-reduce each, ~10-50 us on shared memory) plus, per rank, W bytes copied in and n*W (all-gather) or W
+// (broadcast) bytes copied out, at device-memory or NVLink speed. No kernel waits on another process: the barriers
+// run on the host, and copies are plain copy-engine transfers, so ranks may share a GPU.
+//
+// The choice is the same on every rank: the scratch exists on all ranks or none (IpcScratch), and the other
+// conditions are properties of the call every rank makes alike (collective, device buffers, one op). A rank that
+// passes host buffers where the others pass device buffers runs a different protocol; the barrier's tag check then
+// fails on both sides with a named mismatch instead of a hang.
+#pragma once
+
+#include <functional>
+
+#include "core/communicator.h"
+#include "core/group.h"
+
+namespace cfx::core {
+
+// Whether this group (one communicator's ops) runs device-direct.
+bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops);
+// Runs one op device-direct on the progress thread, after its stream reached it. `barrier` is a host barrier on
+// this communicator.
+Status runDeviceDirect(Communicator* comm, const Op& op, const std::function<Status()>& barrier);
+
+}  // namespace cfx::core
