@@ -92,6 +92,8 @@ class DeviceState {
   // enqueued so far. For the device-direct path.
   Status copyAsync(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes);
   Status waitCopies();
+  cuda::CUstream copyStream() const { return copyStream_; }
+  cuda::CUcontext copyContext() const { return copyCtx_; }
   // Progress thread: the op with this sequence number is over; its streams may go on.
   void complete(uint32_t seq);
   // Releases every stream waiting on this communicator (abort, destroy).

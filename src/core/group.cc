@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "core/device_direct.h"
 #include "core/device_stream.h"
+#include "primitives/device_kernels.h"
 
 namespace cfx::core {
 
@@ -398,6 +399,10 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
   if (st.ok() && (plan->direct || !plan->ranges.empty())) st = dev.prepare(plan->ctx);
+  // Kernels are a module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
+  if (st.ok() && plan->direct && plan->ops.front().args.coll == coll::Collective::AllReduce) {
+    st = prims::DeviceKernels::get(plan->ctx).status();
+  }
   if (!st.ok()) return st;
   plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
   st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq);

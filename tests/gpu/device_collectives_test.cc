@@ -90,9 +90,10 @@ ncclRedOp_t ncclOpOf(Op op) {
 // All-reduce on device buffers for every datatype and op, in place and out of place, with the PreMulSum scalar in
 // device memory (read in stream order). Results must match the closed-form model bit for bit (within nRanks ULP
 // for a floating-point average over a non-power-of-two count) and agree across ranks.
-void allReduceSweep(int nRanks) {
+void allReduceSweep(int nRanks, size_t bigCount = 0, std::vector<std::pair<std::string, std::string>> env = {}) {
   RunOptions opts;
   opts.timeout = std::chrono::seconds(240);
+  opts.env = std::move(env);
   runRanks(nRanks, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     ncclComm_t comm = ctx.initComm();
@@ -102,7 +103,7 @@ void allReduceSweep(int nRanks) {
     EXPECT_EQ(dev, 0);
     cuda::CUstream stream = nullptr;
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
-    const size_t count = quickMode() ? 257 : 1031;  // odd: every chunk split is uneven
+    const size_t count = bigCount != 0 ? bigCount : quickMode() ? 257 : 1031;  // odd: every chunk split is uneven
     Hash128 hash;
     for (const DtypeInfo& dt : allDtypes()) {
       for (Op op : {Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg, Op::PreMulSum}) {
@@ -156,6 +157,13 @@ TEST(GpuCollectives, AllReduceEveryTypeAndOpTwoRanksOneGpu) {
 TEST(GpuCollectives, AllReduceEveryTypeAndOpFourRanksOneGpu) {
   SKIP_WITHOUT_GPU();
   allReduceSweep(4);
+}
+
+// The same sweep through the device-direct path (CFX_CUDA_IPC=1: reduce kernels on CUDA IPC scratch), over several
+// windows (1 MiB of scratch per rank); PreMulSum with a device scalar still takes the staged path.
+TEST(GpuCollectives, AllReduceEveryTypeAndOpThreeRanksOneGpuOverIpc) {
+  SKIP_WITHOUT_GPU();
+  allReduceSweep(3, 300001, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
 }
 
 // Every other collective, rooted ones at a non-zero root, on an odd count, with device buffers: each output element

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device kernels: loading and launching (primitives layer).
+#include "primitives/device_kernels.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "common/log.h"
+#include "primitives/device/reduce_args.h"
+
+#if CFX_HAVE_DEVICE_KERNELS
+extern "C" const unsigned char cfx_device_fatbin[];
+#endif
+
+namespace cfx::prims {
+
+namespace {
+
+constexpr const char* kTypeNames[kNumDataTypes] = {"i8", "u8", "i32", "u32", "i64", "u64",
+                                                   "f16", "f32", "f64", "bf16", "e4m3", "e5m2"};
+constexpr const char* kCombineNames[4] = {"sum", "prod", "max", "min"};
+
+#if CFX_HAVE_DEVICE_KERNELS
+constexpr unsigned kTypeMask = CFX_KERNEL_TYPE_MASK;
+#else
+constexpr unsigned kTypeMask = 0;
+#endif
+
+}  // namespace
+
+bool DeviceKernels::built() { return kTypeMask != 0; }
+
+bool DeviceKernels::covers(DataType type) { return (kTypeMask >> static_cast<unsigned>(type)) & 1u; }
+
+const char* DeviceKernels::archs() {
+#if CFX_HAVE_DEVICE_KERNELS
+  return CFX_KERNEL_ARCHS;
+#else
+  return "";
+#endif
+}
+
+Result<const DeviceKernels*> DeviceKernels::get(cuda::CUcontext ctx) {
+  static std::mutex m;
+  static auto* loaded = new std::map<cuda::CUcontext, DeviceKernels*>();  // leaked: modules live with the process
+  std::lock_guard<std::mutex> lock(m);
+  if (auto it = loaded->find(ctx); it != loaded->end()) return static_cast<const DeviceKernels*>(it->second);
+  const cuda::Driver* d = cuda::driver();
+  if (d == nullptr) return Status::error(Errc::InvalidUsage, "device kernels need the CUDA driver, which is not loaded");
+  if (!built()) {
+    return Status::error(Errc::InvalidUsage, "this build of Conflux has no device kernels (nvcc was not found when "
+                                             "it was built; see CFX_CUDA_KERNELS)");
+  }
+#if CFX_HAVE_DEVICE_KERNELS
+  cuda::ScopedContext scope(ctx);
+  auto* k = new DeviceKernels();
+  Status st = cuda::check(d->moduleLoadData(&k->module_, cfx_device_fatbin), "cuModuleLoadData (device kernels)");
+  if (!st.ok()) {
+    delete k;
+    return Status::error(st.code(), st.message() + strprintf(" - this build holds kernels for sm %s only; rebuild "
+                                                             "with CFX_CUDA_ARCHS naming this GPU's", archs()));
+  }
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    if (!(kTypeMask & (1u << t))) continue;
+    for (int c = 0; c < 4; ++c) {
+      const std::string name = strprintf("cfx_reduce_%s_%s", kTypeNames[t], kCombineNames[c]);
+      CFX_TRY(cuda::check(d->moduleGetFunction(&k->reduce_[t][c], k->module_, name.c_str()), name.c_str()));
+    }
+  }
+  cuda::CUdevice dev = 0;
+  if (d->ctxGetDevice(&dev) == cuda::kSuccess) {
+    d->deviceGetAttribute(&k->multiprocessors_, cuda::kDeviceAttrMultiprocessorCount, dev);
+  }
+  CFX_INFO(log::Sys::Init, "device kernels loaded (sm %s, type mask 0x%x)", archs(), kTypeMask);
+  (*loaded)[ctx] = k;
+  return static_cast<const DeviceKernels*>(k);
+#else
+  return Status::error(Errc::InternalError, "unreachable");
+#endif
+}
+
+Status DeviceKernels::reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, const cuda::CUdeviceptr* srcs, int nSrc,
+                                 size_t count, bool applyPost, cuda::CUstream stream) const {
+  const int t = static_cast<int>(op.type);
+  const int c = static_cast<int>(op.combine);
+  if (nSrc < 1 || nSrc > device::kMaxReduceSources) {
+    return Status::error(Errc::InternalError, strprintf("reduceCopy with %d sources (1..%d)", nSrc,
+                                                        device::kMaxReduceSources));
+  }
+  if (reduce_[t][c] == nullptr) {
+    return Status::error(Errc::InvalidUsage, strprintf("this build's device kernels leave out %s (CFX_KERNEL_TYPES)",
+                                                       dataTypeName(op.type)));
+  }
+  if (count == 0) return Status();
+  device::ReduceArgs args;
+  std::memset(&args, 0, sizeof(args));
+  args.dst = reinterpret_cast<void*>(dst);
+  for (int i = 0; i < nSrc; ++i) args.src[i] = reinterpret_cast<const void*>(srcs[i]);
+  args.nSrc = nSrc;
+  args.preMultiply = op.preMultiply ? 1 : 0;
+  args.postDivide = op.postDivide && applyPost ? 1 : 0;
+  args.divisor = op.divisor == 0 ? 1 : op.divisor;
+  args.count = count;
+  std::memcpy(args.scalar, op.scalar, sizeof(args.scalar));
+  constexpr unsigned kThreads = 256;
+  const size_t blocksNeeded = (count + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>(blocksNeeded, static_cast<size_t>(multiprocessors_) * 8));
+  void* params[] = {&args};
+  return cuda::check(cuda::driver()->launchKernel(reduce_[t][c], blocks, 1, 1, kThreads, 1, 1, 0, stream, params,
+                                                  nullptr),
+                     "cuLaunchKernel (reduce-copy)");
+}
+
+}  // namespace cfx::prims

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device kernels (primitives layer): the reduce-copy kernels of primitives/device/, from the fatbin embedded at build
+// time, loaded into a CUDA context through the dlopen'd driver and launched on a stream.
+#pragma once
+
+#include <string>
+
+#include "common/cuda_driver.h"
+#include "common/status.h"
+#include "common/types.h"
+
+namespace cfx::prims {
+
+class DeviceKernels {
+ public:
+  // Whether this build holds device kernels (nvcc was found), and for which architectures ("90").
+  static bool built();
+  static const char* archs();
+  // Whether this build's kernels cover `type` (CFX_KERNEL_TYPES may filter types out).
+  static bool covers(DataType type);
+  // The kernels loaded into `ctx`, loading them on first use (thread-safe; one module per context, kept for the
+  // process's life). Loading creates a CUDA module: call it from the thread that issues the operation, never from a
+  // progress thread (see core/device_stream.h: object creation takes a context-wide lock).
+  static Result<const DeviceKernels*> get(cuda::CUcontext ctx);
+
+  // dst[i] = post(pre(srcs[0][i]) (+) pre(srcs[1][i]) ...), as the host reduce functions compute it (bit-identical):
+  // every source gets `op`'s pre-multiplier, the integer post-division applies when applyPost. 1 <= nSrc <= 8.
+  // Asynchronous on `stream`. Fails (InvalidUsage, naming it) for a datatype this build filtered out.
+  Status reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, const cuda::CUdeviceptr* srcs, int nSrc, size_t count,
+                    bool applyPost, cuda::CUstream stream) const;
+
+ private:
+  DeviceKernels() = default;
+  cuda::CUmodule module_ = nullptr;
+  cuda::CUfunction reduce_[kNumDataTypes][4] = {};
+  int multiprocessors_ = 132;
+};
+
+}  // namespace cfx::prims
