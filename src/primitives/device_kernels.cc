@@ -7,10 +7,13 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "primitives/device/quantize_args.h"
 #include "primitives/device/reduce_args.h"
+#include "primitives/quantize.h"
 
 #if CFX_HAVE_DEVICE_KERNELS
-extern "C" const unsigned char cfx_device_fatbin[];
+extern "C" const unsigned char cfx_fatbin_reduce_kernels[];
+extern "C" const unsigned char cfx_fatbin_quantize_kernels[];
 #endif
 
 namespace cfx::prims {
@@ -55,7 +58,11 @@ Result<const DeviceKernels*> DeviceKernels::get(cuda::CUcontext ctx) {
 #if CFX_HAVE_DEVICE_KERNELS
   cuda::ScopedContext scope(ctx);
   auto* k = new DeviceKernels();
-  Status st = cuda::check(d->moduleLoadData(&k->module_, cfx_device_fatbin), "cuModuleLoadData (device kernels)");
+  Status st = cuda::check(d->moduleLoadData(&k->module_, cfx_fatbin_reduce_kernels), "cuModuleLoadData (reduce kernels)");
+  if (st.ok()) {
+    st = cuda::check(d->moduleLoadData(&k->quantModule_, cfx_fatbin_quantize_kernels),
+                     "cuModuleLoadData (quantize kernels)");
+  }
   if (!st.ok()) {
     delete k;
     return Status::error(st.code(), st.message() + strprintf(" - this build holds kernels for sm %s only; rebuild "
@@ -67,6 +74,13 @@ Result<const DeviceKernels*> DeviceKernels::get(cuda::CUcontext ctx) {
       const std::string name = strprintf("cfx_reduce_%s_%s", kTypeNames[t], kCombineNames[c]);
       CFX_TRY(cuda::check(d->moduleGetFunction(&k->reduce_[t][c], k->module_, name.c_str()), name.c_str()));
     }
+  }
+  constexpr const char* kCodecNames[3] = {"int8", "fp8", "int4"};
+  for (int c = 0; c < 3; ++c) {
+    const std::string q = strprintf("cfx_quantize_%s", kCodecNames[c]);
+    const std::string dq = strprintf("cfx_dequantize_%s", kCodecNames[c]);
+    CFX_TRY(cuda::check(d->moduleGetFunction(&k->quantize_[c], k->quantModule_, q.c_str()), q.c_str()));
+    CFX_TRY(cuda::check(d->moduleGetFunction(&k->dequantize_[c], k->quantModule_, dq.c_str()), dq.c_str()));
   }
   cuda::CUdevice dev = 0;
   if (d->ctxGetDevice(&dev) == cuda::kSuccess) {
@@ -110,6 +124,44 @@ Status DeviceKernels::reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, cons
   return cuda::check(cuda::driver()->launchKernel(reduce_[t][c], blocks, 1, 1, kThreads, 1, 1, 0, stream, params,
                                                   nullptr),
                      "cuLaunchKernel (reduce-copy)");
+}
+
+Status DeviceKernels::quantize(quant::Codec codec, DataType inType, cuda::CUdeviceptr in, size_t count, size_t block,
+                               cuda::CUdeviceptr out, cuda::CUstream stream) const {
+  CFX_TRY(quant::checkQuantize(codec, inType, block));
+  if (count == 0) return Status();
+  device::QuantizeArgs args{};
+  args.in = reinterpret_cast<const void*>(in);
+  args.out = reinterpret_cast<void*>(out);
+  args.count = count;
+  args.block = static_cast<uint32_t>(block);
+  args.codec = static_cast<int32_t>(codec);
+  args.inType = inType == DataType::Float32 ? 0 : inType == DataType::Bfloat16 ? 1 : 2;
+  const size_t nBlocks = quant::scaleCount(count, block);
+  const auto grid = static_cast<unsigned>(std::min<size_t>(nBlocks, static_cast<size_t>(multiprocessors_) * 16));
+  void* params[] = {&args};
+  // 256 threads: the kernel's shared-memory reduction is sized for it.
+  return cuda::check(cuda::driver()->launchKernel(quantize_[static_cast<int>(codec)], grid, 1, 1, 256, 1, 1, 0, stream,
+                                                  params, nullptr),
+                     "cuLaunchKernel (quantize)");
+}
+
+Status DeviceKernels::dequantize(quant::Codec codec, cuda::CUdeviceptr in, size_t count, size_t block,
+                                 cuda::CUdeviceptr out, bool accumulate, cuda::CUstream stream) const {
+  CFX_TRY(quant::checkQuantize(codec, DataType::Float32, block));
+  if (count == 0) return Status();
+  device::QuantizeArgs args{};
+  args.in = reinterpret_cast<const void*>(in);
+  args.out = reinterpret_cast<void*>(out);
+  args.count = count;
+  args.block = static_cast<uint32_t>(block);
+  args.codec = static_cast<int32_t>(codec);
+  args.accumulate = accumulate ? 1 : 0;
+  const auto grid = static_cast<unsigned>(std::min<size_t>((count + 255) / 256, static_cast<size_t>(multiprocessors_) * 8));
+  void* params[] = {&args};
+  return cuda::check(cuda::driver()->launchKernel(dequantize_[static_cast<int>(codec)], grid, 1, 1, 256, 1, 1, 0,
+                                                  stream, params, nullptr),
+                     "cuLaunchKernel (dequantize)");
 }
 
 }  // namespace cfx::prims

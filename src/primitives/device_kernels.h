@@ -8,6 +8,7 @@
 #include "common/cuda_driver.h"
 #include "common/status.h"
 #include "common/types.h"
+#include "primitives/device/quantize_math.h"
 
 namespace cfx::prims {
 
@@ -29,9 +30,20 @@ class DeviceKernels {
   Status reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, const cuda::CUdeviceptr* srcs, int nSrc, size_t count,
                     bool applyPost, cuda::CUstream stream) const;
 
+  // Blockwise quantisation (layout: primitives/device/quantize_math.h), byte-identical to prims::quant::quantize /
+  // dequantize on the host. `out` of quantize holds quant::quantizedBytes(codec, count, block) bytes; dequantize
+  // writes (or adds into, when accumulate) count fp32 values. Asynchronous on `stream`.
+  Status quantize(quant::Codec codec, DataType inType, cuda::CUdeviceptr in, size_t count, size_t block,
+                  cuda::CUdeviceptr out, cuda::CUstream stream) const;
+  Status dequantize(quant::Codec codec, cuda::CUdeviceptr in, size_t count, size_t block, cuda::CUdeviceptr out,
+                    bool accumulate, cuda::CUstream stream) const;
+
  private:
   DeviceKernels() = default;
   cuda::CUmodule module_ = nullptr;
+  cuda::CUmodule quantModule_ = nullptr;
+  cuda::CUfunction quantize_[3] = {};
+  cuda::CUfunction dequantize_[3] = {};
   cuda::CUfunction reduce_[kNumDataTypes][4] = {};
   int multiprocessors_ = 132;
 };

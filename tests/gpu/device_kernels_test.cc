@@ -4,7 +4,9 @@
 // skips without a CUDA device. A unit check that this build embeds kernels runs everywhere.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "common/float_types.h"
 #include "common/types.h"
 #include "primitives/device_kernels.h"
+#include "primitives/quantize.h"
 #include "primitives/reduce.h"
 
 namespace cfx::prims {
@@ -142,6 +145,78 @@ TEST(DeviceKernels, ReduceCopyIsBitIdenticalToTheHost) {
   }
   d->streamDestroy(stream);
   RecordProperty("cases", static_cast<int>(checked));
+}
+
+// Quantise on the device equals quantise on the host, byte for byte (scales and payload), for every codec and input
+// type, odd tails, zero blocks and non-finite values; dequantise (plain and accumulating) likewise.
+TEST(DeviceKernels, QuantizeIsByteIdenticalToTheHost) {
+  const cuda::Driver* d = cuda::driver();
+  int devices = 0;
+  if (d == nullptr || d->deviceGetCount(&devices) != cuda::kSuccess || devices == 0) {
+    GTEST_SKIP() << "no CUDA driver or no CUDA device on this machine";
+  }
+  if (!DeviceKernels::built()) GTEST_SKIP() << "built without nvcc: no device kernels in this build";
+  cuda::CUdevice dev = 0;
+  cuda::CUcontext ctx = nullptr;
+  CU_OK(d->deviceGet(&dev, 0));
+  CU_OK(d->primaryCtxRetain(&ctx, dev));
+  CU_OK(d->ctxSetCurrent(ctx));
+  auto kernels = DeviceKernels::get(ctx);
+  ASSERT_TRUE(kernels.ok()) << kernels.status().message();
+  cuda::CUstream stream = nullptr;
+  CU_OK(d->streamCreate(&stream, cuda::kStreamNonBlocking));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (quant::Codec codec : {quant::Codec::Int8, quant::Codec::Fp8E4M3, quant::Codec::Int4}) {
+    for (DataType inType : {DataType::Float32, DataType::Bfloat16, DataType::Float16}) {
+      for (size_t block : {size_t{32}, size_t{256}, size_t{4096}}) {
+        const size_t count = 3 * block + 17;  // an odd tail
+        const size_t es = dataTypeSize(inType);
+        std::vector<unsigned char> in(count * es);
+        for (size_t i = 0; i < count; ++i) {
+          float x = i < block ? 0.0f : dist(rng);  // the first block is all zero
+          if (i == block + 1) x = std::numeric_limits<float>::infinity();
+          if (i == block + 2) x = std::numeric_limits<float>::quiet_NaN();
+          if (inType == DataType::Float32) std::memcpy(in.data() + 4 * i, &x, 4);
+          else {
+            const uint16_t h = inType == DataType::Bfloat16 ? fp::floatToBf16(x) : fp::floatToHalf(x);
+            std::memcpy(in.data() + 2 * i, &h, 2);
+          }
+        }
+        const size_t qbytes = quant::quantizedBytes(codec, count, block);
+        std::vector<unsigned char> want(qbytes);
+        ASSERT_TRUE(quant::quantize(codec, inType, in.data(), count, block, want.data()).ok());
+        cuda::CUdeviceptr din = 0, dq = 0, dout = 0;
+        CU_OK(d->memAlloc(&din, in.size()));
+        CU_OK(d->memAlloc(&dq, qbytes));
+        CU_OK(d->memAlloc(&dout, count * 4));
+        CU_OK(d->memcpyHtoDAsync(din, in.data(), in.size(), stream));
+        ASSERT_TRUE((*kernels)->quantize(codec, inType, din, count, block, dq, stream).ok());
+        std::vector<unsigned char> got(qbytes);
+        CU_OK(d->memcpyDtoHAsync(got.data(), dq, qbytes, stream));
+        CU_OK(d->streamSynchronize(stream));
+        EXPECT_EQ(got, want) << "quantize codec " << static_cast<int>(codec) << " from " << dataTypeName(inType)
+                             << " block " << block;
+        for (bool accumulate : {false, true}) {
+          std::vector<float> base(count);
+          for (size_t i = 0; i < count; ++i) base[i] = static_cast<float>(i % 7) * 0.125f;
+          std::vector<float> wantOut = base;
+          ASSERT_TRUE(quant::dequantize(codec, want.data(), count, block, wantOut.data(), accumulate).ok());
+          CU_OK(d->memcpyHtoDAsync(dout, base.data(), count * 4, stream));
+          ASSERT_TRUE((*kernels)->dequantize(codec, dq, count, block, dout, accumulate, stream).ok());
+          std::vector<float> gotOut(count);
+          CU_OK(d->memcpyDtoHAsync(gotOut.data(), dout, count * 4, stream));
+          CU_OK(d->streamSynchronize(stream));
+          EXPECT_EQ(std::memcmp(gotOut.data(), wantOut.data(), count * 4), 0)
+              << "dequantize codec " << static_cast<int>(codec) << (accumulate ? " accumulating" : "");
+        }
+        d->memFree(din);
+        d->memFree(dq);
+        d->memFree(dout);
+      }
+    }
+  }
+  d->streamDestroy(stream);
 }
 
 }  // namespace

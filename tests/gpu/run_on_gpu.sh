@@ -7,11 +7,12 @@
 #   1. the gtest GPU tests (label gpu): every datatype and op on device buffers, stream semantics, several ranks
 #      on one GPU in one process and in many, ncclMemAlloc, graph capture refused, the CUDA IPC path;
 #   2. all 11 nccl-tests binaries with -c 1 (results checked by nccl-tests itself), 4 ranks on ONE GPU
-#      (MPI build, NCCL_TESTS_DEVICE=0): NVIDIA's NCCL stops these with "Duplicate GPU detected";
-#   3. figures: all_reduce_perf and all_gather_perf 8 B - 1 GiB with 4 ranks on one GPU (staged, and the CUDA IPC
-#      path for all-gather), and 1 rank with both libraries side by side;
-#   4. a torch.distributed job with backend "nccl" and our library in LD_PRELOAD at 2 and 4 ranks on one GPU, and
-#      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step).
+#      (MPI build, NCCL_TESTS_DEVICE=0), staged and (all-reduce, all-gather, broadcast) over CUDA IPC: NVIDIA's NCCL
+#      stops these with "Duplicate GPU detected";
+#   3. a torch.distributed job with backend "nccl" and our library in LD_PRELOAD at 2 and 4 ranks on one GPU, and
+#      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step);
+#   4. figures: all_reduce_perf and all_gather_perf 8 B - 1 GiB with 4 ranks on one GPU (CUDA IPC path and staged
+#      path), and 1 rank with both libraries side by side.
 # Every step has a timeout, failures do not stop later steps, and the exit status is non-zero if any step failed.
 # Without a GPU it exits 77 (skip) with the reason.
 #
@@ -47,6 +48,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SUMMARY=()
 FAILED=0
+STEP_TIMEOUT=${STEP_TIMEOUT:-300}  # seconds per step: a hung collective must not eat the GPU session
 
 # record NAME RC DETAIL: one summary row.
 record() {
@@ -93,7 +95,7 @@ fi
 for t in "$BUILD"/tests/gpu/cfx_gpu_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  NCCL_CONF_FILE="$BUILD/tests/test_nccl.conf" LD_LIBRARY_PATH="$LIBDIR" timeout 600 "$t" > "$OUT/$name.log" 2>&1
+  NCCL_CONF_FILE="$BUILD/tests/test_nccl.conf" LD_LIBRARY_PATH="$LIBDIR" timeout $((STEP_TIMEOUT * 2)) "$t" > "$OUT/$name.log" 2>&1
   rc=$?
   record "gtest $name" $rc "$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$OUT/$name.log" | tr -s ' ' | tr '\n' ' ')"
 done
@@ -121,9 +123,9 @@ nct() {
   local name=$1 np=$2 libpath=$3; shift 3
   local log="$OUT/nccl-tests-$name.log"
   if [ "$np" -gt 1 ]; then
-    LD_LIBRARY_PATH="$libpath:$CUDART" timeout 300 "${MPIRUN[@]}" -np "$np" "$@" > "$log" 2>&1
+    LD_LIBRARY_PATH="$libpath:$CUDART" timeout "$STEP_TIMEOUT" "${MPIRUN[@]}" -np "$np" "$@" > "$log" 2>&1
   else
-    LD_LIBRARY_PATH="$libpath:$CUDART" timeout 300 "$@" > "$log" 2>&1
+    LD_LIBRARY_PATH="$libpath:$CUDART" timeout "$STEP_TIMEOUT" "$@" > "$log" 2>&1
   fi
   local rc=$?
   if [ $rc -eq 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$log"; then rc=1; fi
@@ -134,14 +136,8 @@ if [ -n "$NCT_BIN" ]; then
   for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
     CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
   done
-  if [ $QUICK = 1 ]; then BIG=(-b 8 -e 64M -f 8); else BIG=(-b 8 -e 1G -f 2); fi
-  CFX_CUDA_IPC=0 nct "fig-all_reduce-4ranks-1gpu-conflux" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-  CFX_CUDA_IPC=0 nct "fig-all_gather-4ranks-1gpu-conflux" 4 "$LIBDIR" "$NCT_BIN/all_gather_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-  CFX_CUDA_IPC=1 nct "fig-all_gather-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/all_gather_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-  CFX_CUDA_IPC=1 nct "broadcast-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/broadcast_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-  for b in all_reduce all_gather; do
-    nct "fig-$b-1rank-conflux" 1 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
-    if [ -n "$NV_NCCL" ]; then nct "fig-$b-1rank-nvidia" 1 "$NV_NCCL" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2; fi
+  for b in all_reduce all_gather broadcast; do
+    CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
   done
 else
   record "nccl-tests" 77 "no --nccl-tests-bin or --nccl-tests-src given"
@@ -152,7 +148,7 @@ fi
 torch_job() {
   local name=$1 np=$2 preload=$3
   local log="$OUT/torch-$name.log"
-  LD_PRELOAD="$preload" PYTHONUNBUFFERED=1 timeout 300 python3 -m torch.distributed.run --standalone \
+  LD_PRELOAD="$preload" PYTHONUNBUFFERED=1 timeout "$STEP_TIMEOUT" python3 -m torch.distributed.run --standalone \
     --nproc_per_node "$np" "$ROOT/tests/gpu/torch_collectives.py" > "$log" 2>&1
   record "torch $name" $? "$(grep -h '^RESULT' "$log" | cut -c8- | tr -d '\n')"
 }
@@ -163,6 +159,17 @@ if python3 -c "import torch, torch.distributed" 2> /dev/null; then
   torch_job "nvidia-1rank" 1 ""
 else
   record "torch" 77 "no torch in python3"
+fi
+
+# ---- 4. figures (last: the longest step) ----
+if [ -n "$NCT_BIN" ]; then
+  if [ $QUICK = 1 ]; then BIG=(-b 8 -e 64M -f 8); else BIG=(-b 8 -e 1G -f 2); fi
+  for b in all_reduce all_gather; do
+    CFX_CUDA_IPC=1 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+    CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+    nct "fig-$b-1rank-conflux" 1 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
+    if [ -n "$NV_NCCL" ]; then nct "fig-$b-1rank-nvidia" 1 "$NV_NCCL" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2; fi
+  done
 fi
 
 echo
