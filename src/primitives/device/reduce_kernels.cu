@@ -3,7 +3,8 @@
 // sources folded in a fixed order, for the 12 NCCL datatypes and the four combines (sum, prod, max, min); PreMulSum
 // and Avg arrive lowered as a pre-multiplier and an integer post-divisor, as on the host (common/types.h ReduceOp).
 //
-// Bit-identical to the host: every step is the host's arithmetic, not an intrinsic's. Each source after the first is
+// Bit-identical to the host: every step is the host's arithmetic, not an intrinsic's. The first source enters as is
+// (pre-multiplied when there is a pre-multiplier), as the host's prepareLocal takes it; each source after it is
 // folded as reduceLocal folds a local input into a partial (primitives/reduce.cc): pre-multiplied (rounded once to
 // the type), combined in float for the narrow types, and rounded back to the type after every step; the integer
 // post-division comes last. The conversions are the same constexpr functions the host uses (common/float_types.h).
@@ -171,7 +172,10 @@ __device__ void reduceCopy(const ReduceArgs& a) {
   const M scalar = Ty::widen(loadAt<S>(a.scalar, 0));
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count; i += stride) {
-    S acc = Ty::narrow(pre<Ty>(loadAt<S>(a.src[0], i), a, scalar));
+    // Without a pre-multiplier the first source enters as it is, as the host's prepareLocal copies it: a
+    // round trip through float would canonicalise a NaN payload and saturate an E5M2 infinity too early.
+    const S first = loadAt<S>(a.src[0], i);
+    S acc = a.preMultiply ? Ty::narrow(pre<Ty>(first, a, scalar)) : first;
     for (int k = 1; k < a.nSrc; ++k) {
       const M y = pre<Ty>(loadAt<S>(a.src[k], i), a, scalar);
       acc = Ty::narrow(Op::apply(Ty::widen(acc), y));
