@@ -16,6 +16,13 @@ extern "C" const unsigned char cfx_fatbin_reduce_kernels[];
 extern "C" const unsigned char cfx_fatbin_quantize_kernels[];
 #endif
 
+#if CFX_HAVE_HIP_KERNELS
+extern "C" const unsigned char cfx_hip_bundle_reduce_kernels[];
+extern "C" const unsigned char cfx_hip_bundle_reduce_kernels_end[];
+extern "C" const unsigned char cfx_hip_bundle_quantize_kernels[];
+extern "C" const unsigned char cfx_hip_bundle_quantize_kernels_end[];
+#endif
+
 namespace cfx::prims {
 
 namespace {
@@ -33,6 +40,27 @@ constexpr unsigned kTypeMask = 0;
 }  // namespace
 
 bool DeviceKernels::built() { return kTypeMask != 0; }
+
+const unsigned char* DeviceKernels::hipBundle(int which, size_t* bytes) {
+#if CFX_HAVE_HIP_KERNELS
+  const unsigned char* begin = which == 0 ? cfx_hip_bundle_reduce_kernels : cfx_hip_bundle_quantize_kernels;
+  const unsigned char* end = which == 0 ? cfx_hip_bundle_reduce_kernels_end : cfx_hip_bundle_quantize_kernels_end;
+  *bytes = static_cast<size_t>(end - begin);
+  return begin;
+#else
+  (void)which;
+  *bytes = 0;
+  return nullptr;
+#endif
+}
+
+const char* DeviceKernels::hipArchs() {
+#if CFX_HAVE_HIP_KERNELS
+  return CFX_HIP_ARCHS;
+#else
+  return "";
+#endif
+}
 
 bool DeviceKernels::covers(DataType type) { return (kTypeMask >> static_cast<unsigned>(type)) & 1u; }
 

@@ -17,6 +17,11 @@ class DeviceKernels {
   // Whether this build holds device kernels (nvcc was found), and for which architectures ("90").
   static bool built();
   static const char* archs();
+  // The HIP (AMD) build of the same kernels: code object bundles ("__CLANG_OFFLOAD_BUNDLE__") for the targets in
+  // hipArchs(), for hipModuleLoadData. Null/empty when hipcc was not found at build time. `which`: 0 reduce,
+  // 1 quantize. The HIP runtime loader that launches them is not written yet.
+  static const unsigned char* hipBundle(int which, size_t* bytes);
+  static const char* hipArchs();
   // Whether this build's kernels cover `type` (CFX_KERNEL_TYPES may filter types out).
   static bool covers(DataType type);
   // The kernels loaded into `ctx`, loading them on first use (thread-safe; one module per context, kept for the

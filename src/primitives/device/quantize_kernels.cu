@@ -10,6 +10,7 @@
 // block. Plain data-parallel kernels: nothing waits on another process.
 #include <cstdint>
 
+#include "primitives/device/device_compat.h"
 #include "primitives/device/quantize_args.h"
 #include "primitives/device/quantize_math.h"
 

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "common/float_types.h"
+#include "primitives/device/device_compat.h"
 #include "primitives/device/reduce_args.h"
 
 namespace {
