@@ -71,28 +71,41 @@ std::vector<Case> casesFor(DataType t, int nRanks) {
   return cases;
 }
 
+// Device 0's primary context, the kernels loaded into it and a stream; skips without a device or kernels.
+class DeviceKernelsOnGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d = cuda::driver();
+    int devices = 0;
+    if (d == nullptr || d->deviceGetCount(&devices) != cuda::kSuccess || devices == 0) {
+      GTEST_SKIP() << "no CUDA driver or no CUDA device on this machine";
+    }
+    if (!DeviceKernels::built()) GTEST_SKIP() << "built without nvcc: no device kernels in this build";
+    cuda::CUdevice dev = 0;
+    cuda::CUcontext ctx = nullptr;
+    CU_OK(d->deviceGet(&dev, 0));
+    CU_OK(d->primaryCtxRetain(&ctx, dev));
+    CU_OK(d->ctxSetCurrent(ctx));
+    auto loaded = DeviceKernels::get(ctx);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    kernels = *loaded;
+    CU_OK(d->streamCreate(&stream, cuda::kStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream != nullptr) d->streamDestroy(stream);
+  }
+  const cuda::Driver* d = nullptr;
+  const DeviceKernels* kernels = nullptr;
+  cuda::CUstream stream = nullptr;
+};
+
 TEST(DeviceKernels, BuildEmbedsKernelsWhenNvccWasFound) {
   // Not a GPU test: says what this build holds, so a missing nvcc in CI shows up here rather than on a GPU machine.
   if (!DeviceKernels::built()) GTEST_SKIP() << "built without nvcc: no device kernels in this build";
   EXPECT_STRNE(DeviceKernels::archs(), "");
 }
 
-TEST(DeviceKernels, ReduceCopyIsBitIdenticalToTheHost) {
-  const cuda::Driver* d = cuda::driver();
-  int devices = 0;
-  if (d == nullptr || d->deviceGetCount(&devices) != cuda::kSuccess || devices == 0) {
-    GTEST_SKIP() << "no CUDA driver or no CUDA device on this machine";
-  }
-  if (!DeviceKernels::built()) GTEST_SKIP() << "built without nvcc: no device kernels in this build";
-  cuda::CUdevice dev = 0;
-  cuda::CUcontext ctx = nullptr;
-  CU_OK(d->deviceGet(&dev, 0));
-  CU_OK(d->primaryCtxRetain(&ctx, dev));
-  CU_OK(d->ctxSetCurrent(ctx));
-  auto kernels = DeviceKernels::get(ctx);
-  ASSERT_TRUE(kernels.ok()) << kernels.status().message();
-  cuda::CUstream stream = nullptr;
-  CU_OK(d->streamCreate(&stream, cuda::kStreamNonBlocking));
+TEST_F(DeviceKernelsOnGpu, ReduceCopyIsBitIdenticalToTheHost) {
 
   std::mt19937_64 rng(2026);
   constexpr int kMaxSrc = 8;
@@ -122,7 +135,7 @@ TEST(DeviceKernels, ReduceCopyIsBitIdenticalToTheHost) {
           std::vector<unsigned char> want(count * es);
           prepareLocal(c.op, want.data(), srcs[0].data(), count, nSrc == 1);
           for (int k = 1; k < nSrc; ++k) reduceLocal(c.op, want.data(), want.data(), srcs[k].data(), count, k == nSrc - 1);
-          ASSERT_TRUE((*kernels)->reduceCopy(c.op, ddst, dsrc.data(), nSrc, count, true, stream).ok());
+          ASSERT_TRUE(kernels->reduceCopy(c.op, ddst, dsrc.data(), nSrc, count, true, stream).ok());
           std::vector<unsigned char> got(count * es, 0xAB);
           CU_OK(d->memcpyDtoHAsync(got.data(), ddst, got.size(), stream));
           CU_OK(d->streamSynchronize(stream));
@@ -143,28 +156,12 @@ TEST(DeviceKernels, ReduceCopyIsBitIdenticalToTheHost) {
       d->memFree(base);
     }
   }
-  d->streamDestroy(stream);
   RecordProperty("cases", static_cast<int>(checked));
 }
 
 // Quantise on the device equals quantise on the host, byte for byte (scales and payload), for every codec and input
 // type, odd tails, zero blocks and non-finite values; dequantise (plain and accumulating) likewise.
-TEST(DeviceKernels, QuantizeIsByteIdenticalToTheHost) {
-  const cuda::Driver* d = cuda::driver();
-  int devices = 0;
-  if (d == nullptr || d->deviceGetCount(&devices) != cuda::kSuccess || devices == 0) {
-    GTEST_SKIP() << "no CUDA driver or no CUDA device on this machine";
-  }
-  if (!DeviceKernels::built()) GTEST_SKIP() << "built without nvcc: no device kernels in this build";
-  cuda::CUdevice dev = 0;
-  cuda::CUcontext ctx = nullptr;
-  CU_OK(d->deviceGet(&dev, 0));
-  CU_OK(d->primaryCtxRetain(&ctx, dev));
-  CU_OK(d->ctxSetCurrent(ctx));
-  auto kernels = DeviceKernels::get(ctx);
-  ASSERT_TRUE(kernels.ok()) << kernels.status().message();
-  cuda::CUstream stream = nullptr;
-  CU_OK(d->streamCreate(&stream, cuda::kStreamNonBlocking));
+TEST_F(DeviceKernelsOnGpu, QuantizeIsByteIdenticalToTheHost) {
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   for (quant::Codec codec : {quant::Codec::Int8, quant::Codec::Fp8E4M3, quant::Codec::Int4}) {
@@ -191,7 +188,7 @@ TEST(DeviceKernels, QuantizeIsByteIdenticalToTheHost) {
         CU_OK(d->memAlloc(&dq, qbytes));
         CU_OK(d->memAlloc(&dout, count * 4));
         CU_OK(d->memcpyHtoDAsync(din, in.data(), in.size(), stream));
-        ASSERT_TRUE((*kernels)->quantize(codec, inType, din, count, block, dq, stream).ok());
+        ASSERT_TRUE(kernels->quantize(codec, inType, din, count, block, dq, stream).ok());
         std::vector<unsigned char> got(qbytes);
         CU_OK(d->memcpyDtoHAsync(got.data(), dq, qbytes, stream));
         CU_OK(d->streamSynchronize(stream));
@@ -203,7 +200,7 @@ TEST(DeviceKernels, QuantizeIsByteIdenticalToTheHost) {
           std::vector<float> wantOut = base;
           ASSERT_TRUE(quant::dequantize(codec, want.data(), count, block, wantOut.data(), accumulate).ok());
           CU_OK(d->memcpyHtoDAsync(dout, base.data(), count * 4, stream));
-          ASSERT_TRUE((*kernels)->dequantize(codec, dq, count, block, dout, accumulate, stream).ok());
+          ASSERT_TRUE(kernels->dequantize(codec, dq, count, block, dout, accumulate, stream).ok());
           std::vector<float> gotOut(count);
           CU_OK(d->memcpyDtoHAsync(gotOut.data(), dout, count * 4, stream));
           CU_OK(d->streamSynchronize(stream));
@@ -216,7 +213,6 @@ TEST(DeviceKernels, QuantizeIsByteIdenticalToTheHost) {
       }
     }
   }
-  d->streamDestroy(stream);
 }
 
 }  // namespace
