@@ -154,42 +154,48 @@ Status DeviceKernels::reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, cons
                      "cuLaunchKernel (reduce-copy)");
 }
 
-Status DeviceKernels::quantize(quant::Codec codec, DataType inType, cuda::CUdeviceptr in, size_t count, size_t block,
-                               cuda::CUdeviceptr out, cuda::CUstream stream) const {
-  CFX_TRY(quant::checkQuantize(codec, inType, block));
-  if (count == 0) return Status();
+namespace {
+
+// The arguments quantize and dequantize share, and one launch of 256 threads (the quantize kernel's shared-memory
+// reduction is sized for that) on `grid` blocks.
+device::QuantizeArgs quantArgs(quant::Codec codec, cuda::CUdeviceptr in, size_t count, size_t block,
+                               cuda::CUdeviceptr out) {
   device::QuantizeArgs args{};
   args.in = reinterpret_cast<const void*>(in);
   args.out = reinterpret_cast<void*>(out);
   args.count = count;
   args.block = static_cast<uint32_t>(block);
   args.codec = static_cast<int32_t>(codec);
-  args.inType = inType == DataType::Float32 ? 0 : inType == DataType::Bfloat16 ? 1 : 2;
-  const size_t nBlocks = quant::scaleCount(count, block);
-  const auto grid = static_cast<unsigned>(std::min<size_t>(nBlocks, static_cast<size_t>(multiprocessors_) * 16));
+  return args;
+}
+
+Status launchQuant(cuda::CUfunction fn, device::QuantizeArgs args, size_t grid, cuda::CUstream stream, const char* what) {
   void* params[] = {&args};
-  // 256 threads: the kernel's shared-memory reduction is sized for it.
-  return cuda::check(cuda::driver()->launchKernel(quantize_[static_cast<int>(codec)], grid, 1, 1, 256, 1, 1, 0, stream,
-                                                  params, nullptr),
-                     "cuLaunchKernel (quantize)");
+  return cuda::check(cuda::driver()->launchKernel(fn, static_cast<unsigned>(grid), 1, 1, 256, 1, 1, 0, stream, params,
+                                                  nullptr),
+                     what);
+}
+
+}  // namespace
+
+Status DeviceKernels::quantize(quant::Codec codec, DataType inType, cuda::CUdeviceptr in, size_t count, size_t block,
+                               cuda::CUdeviceptr out, cuda::CUstream stream) const {
+  CFX_TRY(quant::checkQuantize(codec, inType, block));
+  if (count == 0) return Status();
+  device::QuantizeArgs args = quantArgs(codec, in, count, block, out);
+  args.inType = inType == DataType::Float32 ? 0 : inType == DataType::Bfloat16 ? 1 : 2;
+  const size_t grid = std::min<size_t>(quant::scaleCount(count, block), static_cast<size_t>(multiprocessors_) * 16);
+  return launchQuant(quantize_[static_cast<int>(codec)], args, grid, stream, "cuLaunchKernel (quantize)");
 }
 
 Status DeviceKernels::dequantize(quant::Codec codec, cuda::CUdeviceptr in, size_t count, size_t block,
                                  cuda::CUdeviceptr out, bool accumulate, cuda::CUstream stream) const {
   CFX_TRY(quant::checkQuantize(codec, DataType::Float32, block));
   if (count == 0) return Status();
-  device::QuantizeArgs args{};
-  args.in = reinterpret_cast<const void*>(in);
-  args.out = reinterpret_cast<void*>(out);
-  args.count = count;
-  args.block = static_cast<uint32_t>(block);
-  args.codec = static_cast<int32_t>(codec);
+  device::QuantizeArgs args = quantArgs(codec, in, count, block, out);
   args.accumulate = accumulate ? 1 : 0;
-  const auto grid = static_cast<unsigned>(std::min<size_t>((count + 255) / 256, static_cast<size_t>(multiprocessors_) * 8));
-  void* params[] = {&args};
-  return cuda::check(cuda::driver()->launchKernel(dequantize_[static_cast<int>(codec)], grid, 1, 1, 256, 1, 1, 0,
-                                                  stream, params, nullptr),
-                     "cuLaunchKernel (dequantize)");
+  const size_t grid = std::min<size_t>((count + 255) / 256, static_cast<size_t>(multiprocessors_) * 8);
+  return launchQuant(dequantize_[static_cast<int>(codec)], args, grid, stream, "cuLaunchKernel (dequantize)");
 }
 
 }  // namespace cfx::prims
