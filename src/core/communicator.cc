@@ -355,6 +355,8 @@ Status Communicator::startHealth() {
     id.watchPid = p != rank_ && shm_->connects(rank_, p);
     id.address = addrs[static_cast<size_t>(p)];
   }
+  // A revoke by any rank stops this rank's work too (NCCL: ncclCommRevoke stops all in-flight operations).
+  health_->setRevokeSink([this](int byRank) { revokedRemotely(byRank); });
   return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
     setAsyncError(Status::error(Errc::RemoteError, f.describe()));
   });
@@ -420,7 +422,13 @@ Status Communicator::checkUsable() const {
     return Status::error(Errc::InvalidUsage, "communicator is still initializing: poll ncclCommGetAsyncError until it "
                                              "returns ncclSuccess before issuing operations");
   }
-  if (revoked()) return Status::error(Errc::InvalidUsage, "communicator was revoked: only destroy, split or shrink are allowed");
+  if (revoked()) {
+    const int by = revokedBy_.load(std::memory_order_relaxed);
+    return Status::error(Errc::InvalidUsage,
+                         by >= 0 ? strprintf("communicator was revoked by rank %d: only destroy, split or shrink are "
+                                             "allowed", by)
+                                 : std::string("communicator was revoked: only destroy, split or shrink are allowed"));
+  }
   if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::InvalidUsage, "communicator was aborted");
   if (finalized_) return Status::error(Errc::InvalidUsage, "communicator was finalized: only destroy is allowed");
   if (e != Errc::Ok) {
@@ -451,6 +459,10 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.timeout = options_.timeout;
   eo.health = health_.get();
   Status st = prims::execute(works, eo);
+  if (const int by = revokedBy_.load(std::memory_order_relaxed); !st.ok() && by >= 0 && !revokedHere_.load()) {
+    st = Status::error(st.code(), strprintf("rank %d revoked the communicator (ncclCommRevoke): %s", by,
+                                            st.message().c_str()));
+  }
   if (!st.ok()) setAsyncError(st);
   return st;
 }
@@ -577,9 +589,19 @@ void Communicator::abort() {
   }
 }
 
+void Communicator::revokedRemotely(int byRank) {
+  revokedBy_.store(byRank, std::memory_order_relaxed);
+  abortFlag_.store(true, std::memory_order_release);
+  revoked_.store(true, std::memory_order_release);
+  if (doorbell_) doorbell_->ring();
+}
+
 Status Communicator::revoke() {
-  if (revoked()) return Status::error(Errc::InvalidArgument, "communicator already revoked");
+  // Every rank of a job typically calls ncclCommRevoke; one that already heard another's revoke is not revoking
+  // twice. Only a second call on this rank is an error.
   if (finalized_) return Status::error(Errc::InvalidArgument, "communicator already finalized");
+  if (revokedHere_.exchange(true)) return Status::error(Errc::InvalidArgument, "communicator already revoked");
+  if (asyncError() != Errc::InProgress && health_) health_->announceRevoke();
   // Release pairs with the executor's acquire: in-flight operations stop; the comm stays usable for split.
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);

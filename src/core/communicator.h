@@ -150,6 +150,7 @@ class Communicator {
   Status startHealth();
   Status learnPlacement();
   Status setupDeviceDirect();
+  void revokedRemotely(int byRank);  // from the health monitor: another rank revoked this communicator
   void progressLoop();
   void stopProgressThread();
 
@@ -189,6 +190,8 @@ class Communicator {
   // thread aborting while the user's thread is blocked in a collective is the normal PyTorch pattern).
   std::atomic<int> inlineActive_{0};
   std::atomic<bool> revoked_{false};
+  std::atomic<int> revokedBy_{-1};
+  std::atomic<bool> revokedHere_{false};  // ncclCommRevoke was called on this rank  // the rank whose revoke notice reached us; -1 when revoked here or not at all
   bool finalized_ = false;
 
   std::vector<std::optional<UserRedOp>> redOps_;

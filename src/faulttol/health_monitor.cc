@@ -159,6 +159,18 @@ void HealthMonitor::announceLeaving() {
   }
 }
 
+void HealthMonitor::setRevokeSink(RevokeSink sink) {
+  std::lock_guard lk(mu_);
+  revokeSink_ = std::move(sink);
+}
+
+void HealthMonitor::announceRevoke() {
+  revokeSeen_.store(true, std::memory_order_release);
+  for (int r = 0; r < nRanks_; ++r) {
+    if (r != rank_) sendTo(r, wire::Revoke, wire::encodeRevoke(rank_));
+  }
+}
+
 void HealthMonitor::wake() {
   const uint64_t one = 1;
   (void)!::write(wakeFd_.get(), &one, sizeof(one));  // a full counter means a wake-up is already pending
@@ -329,6 +341,22 @@ void HealthMonitor::handleDatagram(std::span<const uint8_t> bytes, const sockadd
     if (h.kind == wire::Leaving && p.state == PeerState::Alive) {
       setState(p, PeerState::Departed);
       CFX_INFO(log::Sys::Ft, "rank %d: rank %d left the communicator", rank_, h.sender);
+    }
+  }
+  if (h.kind == wire::Revoke) {
+    Result<int> origin = wire::decodeRevoke(opened->payload, nRanks_);
+    if (!origin.ok()) {
+      CFX_WARN("health monitor of rank %d: bad revoke notice from rank %d: %s", rank_, h.sender,
+               origin.status().message().c_str());
+      return;
+    }
+    if (!revokeSeen_.exchange(true, std::memory_order_acq_rel)) {
+      CFX_INFO(log::Sys::Ft, "rank %d: rank %d revoked the communicator (heard from rank %d)", rank_, *origin, h.sender);
+      for (int r = 0; r < nRanks_; ++r) {
+        if (r != rank_ && r != h.sender && r != *origin) sendTo(r, wire::Revoke, wire::encodeRevoke(*origin));
+      }
+      if (revokeSink_) revokeSink_(*origin);
+      if (doorbell_ != nullptr) doorbell_->ring();
     }
   }
   if (h.kind == wire::FailureNotice) {

@@ -89,6 +89,13 @@ class HealthMonitor {
  public:
   // Called once per new failure learned (first-hand or by notice), from whichever thread learned it.
   using FailureSink = std::function<void(const Failure&)>;
+  // Called once, the first time a revoke notice arrives, with the rank that sent it (the monitor thread, or a
+  // pollNow caller). Set before start().
+  using RevokeSink = std::function<void(int byRank)>;
+  void setRevokeSink(RevokeSink sink);
+  // Tells every peer that this communicator is revoked (ncclCommRevoke). Each rank that hears it first forwards it
+  // to all others, so one lost datagram does not leave a rank running. Bounded: datagrams only.
+  void announceRevoke();
 
   // Binds the UDP socket on `bindAddress`'s IP (any port). SystemError when it cannot.
   static Result<std::unique_ptr<HealthMonitor>> open(int rank, int nRanks, const HealthOptions& options,
@@ -156,6 +163,8 @@ class HealthMonitor {
   sockaddr_storage address_{};
   Doorbell* doorbell_ = nullptr;
   FailureSink sink_;
+  RevokeSink revokeSink_;                 // guarded by mu_ until start(), read-only afterwards
+  std::atomic<bool> revokeSeen_{false};   // this rank announced or heard a revoke: forward only once
 
   // Guards the states and records in peers_, and failures_. peers_ itself is sized once in start() and the
   // identities in it never change afterwards, so senders read addresses without it.

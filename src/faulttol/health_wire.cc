@@ -68,6 +68,23 @@ std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.
 
 }  // namespace
 
+std::vector<uint8_t> encodeRevoke(int origin) {
+  const auto o = static_cast<uint32_t>(origin);
+  return {static_cast<uint8_t>(o >> 24), static_cast<uint8_t>(o >> 16), static_cast<uint8_t>(o >> 8),
+          static_cast<uint8_t>(o)};
+}
+
+Result<int> decodeRevoke(std::span<const uint8_t> payload, int nRanks) {
+  if (payload.size() != 4) {
+    return Status::error(Errc::InvalidUsage, strprintf("revoke payload of %zu bytes, expected 4", payload.size()));
+  }
+  const uint32_t o = (uint32_t{payload[0]} << 24) | (uint32_t{payload[1]} << 16) | (uint32_t{payload[2]} << 8) | payload[3];
+  if (o >= static_cast<uint32_t>(nRanks)) {
+    return Status::error(Errc::InvalidUsage, strprintf("revoke from rank %u of %d", o, nRanks));
+  }
+  return static_cast<int>(o);
+}
+
 std::vector<uint8_t> encodeFailure(const Failure& f) {
   const std::string host = clip(f.host, kMaxHostBytes);
   const std::string op = clip(f.op, kMaxOpBytes);
@@ -168,7 +185,7 @@ Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> 
     return Status::error(Errc::InvalidUsage,
                          strprintf("sender %d of %d ranks, this communicator has %d", h.sender, h.nRanks, nRanks));
   }
-  if (h.kind < Heartbeat || h.kind > Leaving)
+  if (h.kind < Heartbeat || h.kind > Revoke)
     return Status::error(Errc::InvalidUsage, strprintf("unknown kind %u", h.kind));
   if (payloadBytes != datagram.size() - kHeaderBytes - kMacBytes) {
     return Status::error(Errc::InvalidUsage, strprintf("payload length %u does not match the datagram", payloadBytes));

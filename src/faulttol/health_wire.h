@@ -5,6 +5,7 @@
 //   header   magic u32 "CFXH" | version u16 | kind u16 | commTag u64 | sender u32 | nRanks u32 | counter u64 |
 //            known u32 | payloadBytes u32                                                               40 B
 //   payload  Heartbeat, Leaving: none.
+//            Revoke: origin u32 (the rank that called ncclCommRevoke; the sender may be forwarding it).
 //            Failure: rank u32 | reason u32 | detectedBy u32 | pid u32 | opSeq u64 |
 //                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended)
 //   mac      HMAC-SHA256(secret, "cfx-health-v1" || header || payload)                                   32 B
@@ -31,7 +32,7 @@ inline constexpr size_t kMaxHostBytes = 63;
 inline constexpr size_t kMaxOpBytes = 63;
 inline constexpr size_t kMaxTextBytes = 700;
 
-enum Kind : uint16_t { Heartbeat = 1, FailureNotice = 2, Leaving = 3 };
+enum Kind : uint16_t { Heartbeat = 1, FailureNotice = 2, Leaving = 3, Revoke = 4 };
 
 struct Header {
   uint16_t kind = Heartbeat;
@@ -42,6 +43,8 @@ struct Header {
   uint32_t known = 0;  // failures the sender knows
 };
 
+std::vector<uint8_t> encodeRevoke(int origin);
+Result<int> decodeRevoke(std::span<const uint8_t> payload, int nRanks);
 std::vector<uint8_t> encodeFailure(const Failure& f);
 Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks);
 

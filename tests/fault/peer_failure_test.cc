@@ -545,6 +545,58 @@ TEST_P(PeerFailureTest, AbortFromAnotherThreadUnblocksAllReduce) {
   expectNoLeftovers(kRanks);
 }
 
+// ncclCommRevoke on one rank stops every rank (NCCL: "stops all in-flight operations"): the others are blocked in an
+// all-reduce the revoker never joins, with a 30 s timeout, so only the revoke notice can end their wait. Afterwards
+// every rank refuses new operations, naming the revoker, and a split of the revoked communicator works.
+TEST_P(PeerFailureTest, RevokeOnOneRankStopsEveryRank) {
+  constexpr int kRanks = 4;
+  constexpr int kRevoker = 2;
+  constexpr int kLongTimeoutMs = 30000;
+  const RunResult result = runRanks(kRanks, options(kLongTimeoutMs), [&](RankContext& ctx) {
+    registerRank(ctx);
+    const int me = ctx.rank();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    std::vector<float> send(kBigCount, static_cast<float>(me + 1)), recv(kBigCount, 0.0f);
+    if (me == kRevoker) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are blocked by now
+      shared_->faultNs.store(nowNs());
+      ASSERT_TRUE(succeeded(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT)));
+    } else {
+      const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
+      reportObserved(ctx, o);
+      EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+      EXPECT_NE(o.text.find("Revoke"), std::string::npos) << "stopped by something else than the revoke: " << o.text;
+      EXPECT_LT(o.detectMs, kLongTimeoutMs / 2.0) << "the blocked all-reduce did not return promptly after the revoke";
+      std::vector<float> small(16, 1.0f);
+      EXPECT_EQ(ncclAllReduce(small.data(), small.data(), small.size(), ncclFloat, ncclSum, comm, nullptr),
+                ncclInvalidUsage);
+      const char* last = ncclGetLastError(nullptr);
+      EXPECT_NE(std::string(last ? last : "").find("revoked by rank " + std::to_string(kRevoker)), std::string::npos)
+          << (last ? last : "");
+    }
+    ASSERT_TRUE(ctx.barrier());
+    ncclComm_t child = nullptr;
+    ASSERT_TRUE(succeeded(ncclCommSplit(comm, 0, me, &child, nullptr)));
+    ASSERT_NE(child, nullptr);
+    std::fill(recv.begin(), recv.end(), -1.0f);
+    ASSERT_TRUE(succeeded(ncclAllReduce(send.data(), recv.data(), kBigCount, ncclFloat, ncclSum, child, nullptr)));
+    const float expected = 1 + 2 + 3 + 4;
+    for (size_t i = 0; i < kBigCount; ++i) {
+      if (recv[i] != expected) {
+        ADD_FAILURE() << "all-reduce on the split of the revoked communicator, element " << i << ": " << recv[i];
+        break;
+      }
+    }
+    EXPECT_TRUE(succeeded(ncclCommDestroy(child)));
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+  printObserved(result, "revoke");
+  expectNoLeftovers(kRanks);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, PeerFailureTest,
                          ::testing::Values(Transport{"shm", false}, Transport{"tcp", true},
                                            Transport{"tcp4socks", true, 4}),

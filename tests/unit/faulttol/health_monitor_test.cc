@@ -75,6 +75,34 @@ TEST(HealthWire, SealedDatagramOpensWithItsHeaderAndPayload) {
   EXPECT_EQ(f->text, "no heartbeat");
 }
 
+// A revoke notice carries the rank that revoked (the sender may forward it); a kind beyond the known ones is refused even when the MAC
+// is right (an older or newer peer must not be misread).
+TEST(HealthWire, RevokeNoticeOpensAndUnknownKindsAreRefused) {
+  wire::Header h;
+  h.kind = wire::Revoke;
+  h.commTag = kTag;
+  h.sender = 1;
+  h.nRanks = 3;
+  h.counter = 9;
+  auto sealed = wire::seal(h, wire::encodeRevoke(2), kSecret);  // rank 1 forwards rank 2's revoke
+  ASSERT_TRUE(sealed.ok());
+  auto opened = wire::open(*sealed, kSecret, kTag, 3);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  EXPECT_EQ(opened->header.kind, wire::Revoke);
+  EXPECT_EQ(opened->header.sender, 1);
+  auto origin = wire::decodeRevoke(opened->payload, 3);
+  ASSERT_TRUE(origin.ok());
+  EXPECT_EQ(*origin, 2);
+  EXPECT_FALSE(wire::decodeRevoke(wire::encodeRevoke(3), 3).ok()) << "origin out of range";
+  EXPECT_FALSE(wire::decodeRevoke({}, 3).ok()) << "no origin";
+  h.kind = static_cast<uint16_t>(wire::Revoke + 1);
+  auto unknown = wire::seal(h, {}, kSecret);
+  ASSERT_TRUE(unknown.ok());
+  auto refused = wire::open(*unknown, kSecret, kTag, 3);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("unknown kind"), std::string::npos) << refused.status().message();
+}
+
 TEST(HealthWire, RejectsTamperedForeignTruncatedAndOversizedDatagrams) {
   wire::Header h;
   h.commTag = kTag;
