@@ -17,16 +17,32 @@ namespace {
 void resume(Work& w) {
   std::coroutine_handle<> h = w.resumeAt;
   w.waiting = nullptr;
+  w.children = nullptr;
   w.resumeAt = {};
   h.resume();
 }
 
+// Calls fn(work) for every unfinished Work parked on a verb: the top-level ones and the strands they await.
+template <typename Fn>
+void forEachParked(const Work& w, Fn& fn) {
+  if (w.finished()) return;
+  if (w.children) {
+    for (const Work& c : *w.children) forEachParked(c, fn);
+  } else if (w.waiting) {
+    fn(w);
+  }
+}
+
+template <typename Fn>
+void forEachParked(const std::vector<Work*>& works, Fn fn) {
+  for (const Work* w : works) forEachParked(*w, fn);
+}
+
 Status timeoutError(const std::vector<Work*>& works, std::chrono::milliseconds waited) {
   std::string what;
-  for (const Work* w : works) {
-    if (w->finished() || !w->waiting) continue;
-    what += strprintf("%s%s: %s", what.empty() ? "" : "; ", w->describe().c_str(), w->waiting->describe().c_str());
-  }
+  forEachParked(works, [&](const Work& w) {
+    what += strprintf("%s%s: %s", what.empty() ? "" : "; ", w.describe().c_str(), w.waiting->describe().c_str());
+  });
   return Status::error(Errc::Timeout,
                        strprintf("timeout after %lld ms without progress: %s. The peer named is slow, hung or "
                                  "was never started; raise CFX_TIMEOUT_MS if it is only slow",
@@ -43,20 +59,22 @@ struct Culprit {
 // peer that finished its part of the op and tore down (legal: its data already sits in our FIFO) must not fail
 // a transfer that is waiting on some other peer.
 Status checkPeers(const std::vector<Work*>& works, Culprit* culprit) {
-  for (const Work* w : works) {
-    if (w->finished() || !w->waiting) continue;
-    const Transfer& t = *w->waiting;
+  Status st;
+  forEachParked(works, [&](const Work& w) {
+    if (!st.ok()) return;
+    const Transfer& t = *w.waiting;
     size_t bytes = 0;
     uint64_t tag = 0;
-    *culprit = {t.recvPeer, w};
-    if (t.needsRecv() && t.recv && t.recv->tryPeek(&bytes, &tag) == nullptr) CFX_TRY(t.recv->check());
+    *culprit = {t.recvPeer, &w};
+    if (t.needsRecv() && t.recv && t.recv->tryPeek(&bytes, &tag) == nullptr) st = t.recv->check();
+    if (!st.ok()) return;
     // A sender blocks on a full FIFO, or (single-copy) on the receiver releasing the descriptor slot.
-    *culprit = {t.sendPeer, w};
+    *culprit = {t.sendPeer, &w};
     const bool sendBlocked = t.directPosted ? !t.send->drained() : t.send && t.send->tryAcquire() == nullptr;
-    if (t.needsSend() && t.send && sendBlocked) CFX_TRY(t.send->check());
-  }
-  *culprit = {};
-  return Status();
+    if (t.needsSend() && t.send && sendBlocked) st = t.send->check();
+  });
+  if (st.ok()) *culprit = {};
+  return st;
 }
 
 // The error every survivor returns once the monitor knows of failed ranks: it names all of them (rank, host, pid,
@@ -72,7 +90,10 @@ Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor
   for (const Work* w : works) {
     if (w->finished()) continue;
     here += (here.empty() ? "" : "; ") + w->describe();
-    if (w->waiting) here += " (" + w->waiting->describe() + ")";
+    std::string verbs;
+    auto add = [&](const Work& p) { verbs += (verbs.empty() ? "" : ", ") + p.waiting->describe(); };
+    forEachParked(*w, add);
+    if (!verbs.empty()) here += " (" + verbs + ")";
   }
   return Status::error(Errc::RemoteError,
                        strprintf("failed rank(s) %s: %s. Unfinished here: %s. Abort the communicator, or shrink it "
@@ -103,7 +124,50 @@ Status blame(const std::vector<Work*>& works, Status st, const Culprit& culprit,
   return failedRanksError(works, *health);
 }
 
+// The peer and Work a failed transfer is blamed on, if the transfer failed; see execute().
+struct DriveResult {
+  bool progressed = false;
+  Culprit failedTransfer;
+};
+
+// Moves `w` on as far as it can go now: progresses the verb it is parked on, or its strands, and resumes it each
+// time what it waits on has finished.
+void drive(Work& w, DriveResult& out) {
+  while (!w.finished()) {
+    if (w.children) {
+      for (Work& c : *w.children) drive(c, out);
+      if (!joinDone(*w.children)) return;
+    } else if (w.waiting) {
+      if (w.waiting->progress()) out.progressed = true;
+      if (!w.waiting->finished()) return;
+      if (!w.waiting->error.ok()) {
+        out.failedTransfer = {w.waiting->needsRecv() ? w.waiting->recvPeer : w.waiting->sendPeer, &w};
+      }
+    } else {
+      return;  // not started: execute() starts top-level Works, Parallel starts strands
+    }
+    resume(w);
+    out.progressed = true;
+  }
+}
+
 }  // namespace
+
+void startWork(Work& w) {
+  w.started = true;
+  w.task.handle().promise().work = &w;  // nested tasks inherit it when awaited
+  w.resumeAt = w.task.handle();
+  resume(w);
+}
+
+bool joinDone(const std::vector<Work>& children) {
+  bool all = true;
+  for (const Work& c : children) {
+    if (!c.finished()) all = false;
+    else if (!c.task.status().ok()) return true;
+  }
+  return all;
+}
 
 int yieldInterval(const Placement& placement) {
   constexpr int kShared = 1;
@@ -122,12 +186,7 @@ int yieldInterval(const Placement& placement) {
 
 Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   for (Work* w : works) {
-    if (!w->started) {
-      w->started = true;
-      w->task.handle().promise().work = w;  // nested tasks inherit it when awaited
-      w->resumeAt = w->task.handle();
-      resume(*w);
-    }
+    if (!w->started) startWork(*w);
   }
   Backoff backoff(options.spins, options.yieldEvery);
   // The clock is read only once a poll finds nothing to do, not per op or per progress: two clock reads were a
@@ -139,26 +198,18 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
   uint32_t checkedSeq = options.doorbell->read();  // the doorbell at the last progress or peer check
   bool stallChecked = false;                       // peers were asked since the last progress
   for (;;) {
-    bool progressed = false;
+    DriveResult driven;
     bool allDone = true;
-    Culprit failedTransfer;
     for (Work* w : works) {
       // A parked Work whose transfer finished (or failed) resumes; its coroutine sees the verb's Status.
-      while (!w->finished() && w->waiting) {
-        if (w->waiting->progress()) progressed = true;
-        if (!w->waiting->finished()) break;
-        if (!w->waiting->error.ok()) {
-          failedTransfer = {w->waiting->needsRecv() ? w->waiting->recvPeer : w->waiting->sendPeer, w};
-        }
-        resume(*w);
-        progressed = true;
-      }
+      drive(*w, driven);
       if (!w->finished()) {
         allDone = false;
       } else if (!w->task.status().ok()) {
-        return blame(works, w->task.status(), failedTransfer, options.health);
+        return blame(works, w->task.status(), driven.failedTransfer, options.health);
       }
     }
+    const bool progressed = driven.progressed;
     if (allDone) return Status();
     if (options.abortFlag && options.abortFlag->load(std::memory_order_acquire)) {
       // Acquire pairs with the release store in Communicator::abort(): no verb is started after it.
@@ -183,9 +234,7 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
     // Event count: read the doorbell, re-check every parked transfer, then sleep only if nothing changed.
     const uint32_t seq = options.doorbell->read();
     bool anyReady = false;
-    for (Work* w : works) {
-      if (!w->finished() && w->waiting && w->waiting->ready()) anyReady = true;
-    }
+    forEachParked(works, [&](const Work& w) { anyReady = anyReady || w.waiting->ready(); });
     if (anyReady) continue;
     if (deadline.expired()) {
       return timeoutError(works, std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::Clock::now() -

@@ -40,11 +40,17 @@ struct Work {
   int peer = -1;
   std::string describe() const;
   Transfer* waiting = nullptr;           // the verb the innermost coroutine is parked on
-  std::coroutine_handle<> resumeAt;      // the coroutine to resume when `waiting` finishes
+  std::vector<Work>* children = nullptr; // or the strands it awaits (prims::Parallel); never both
+  std::coroutine_handle<> resumeAt;      // the coroutine to resume when `waiting` or `children` finish
   bool started = false;
 
   bool finished() const { return task.done(); }
 };
+
+// Starts `w`'s task on this thread; it runs until it parks on a verb or on children, or ends.
+void startWork(Work& w);
+// True once every child finished, or one of them failed (the parent then resumes without waiting for the rest).
+bool joinDone(const std::vector<Work>& children);
 
 struct ExecOptions {
   Doorbell* doorbell = nullptr;                 // this rank's doorbell
