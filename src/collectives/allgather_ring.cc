@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Ring all-gather (collectives layer).
+// Ring all-gather (collectives layer): ringAllGather over any RankRing and blocks (ring.h), and allGatherRing
+// over all ranks with block b contributed by rank b.
 //
 // Every rank's block travels once around the ring, r -> r + 1 -> ... -> r - 1. The blocks are cut into pieces
 // of one slice and processed in loops, one piece of every block per loop. Within a loop rank r sends the piece
@@ -21,30 +22,43 @@
 // elements in and out; latency n - 1 hops per loop.
 #include <algorithm>
 
-#include "collectives/collective.h"
+#include "collectives/ring.h"
 
 namespace cfx::coll {
 
-Task allGatherRing(const CollArgs& args, prims::Prims& prims) {
-  const int n = prims.nRanks();
-  const int r = prims.rank();
-  const size_t blockBytes = args.count * dataTypeSize(args.type);
-  char* out = static_cast<char*>(args.recvbuff);
-  auto block = [&](int b) { return out + static_cast<size_t>(b) * blockBytes; };
-  prims::Prims::copy(block(r), args.sendbuff, blockBytes);
+Task ringAllGather(RankRing ring, char* buf, std::vector<ElemRange> blocks, DataType type, prims::Prims& prims) {
+  const int n = ring.n();
+  const int r = ring.me;
   if (n == 1) co_return Status();
-  const int next = mod(r + 1, n);
-  const int prev = mod(r - 1, n);
+  const size_t elt = dataTypeSize(type);
+  const int next = ring.next();
+  const int prev = ring.prev();
+  size_t longest = 0;
+  for (const ElemRange& b : blocks) longest = std::max(longest, b.count * elt);
   const size_t pieceBytes = (n == 2 ? 2 : 1) * prims.sliceBytes();
-  for (size_t off = 0; off < blockBytes; off += pieceBytes) {
-    const size_t len = std::min(pieceBytes, blockBytes - off);
-    CFX_CO_TRY(co_await prims.send(next, block(r) + off, len));
-    for (int s = 1; s < n - 1; ++s) {
-      CFX_CO_TRY(co_await prims.recvCopySend(prev, next, block(mod(r - s, n)) + off, len));
-    }
-    CFX_CO_TRY(co_await prims.recv(prev, block(mod(r + 1, n)) + off, len));
+  for (size_t off = 0; off < longest; off += pieceBytes) {
+    // Blocks may differ in size: past its end a block contributes empty pieces, which every rank skips alike.
+    auto len = [&](int p) {
+      const size_t bytes = blocks[static_cast<size_t>(mod(p, n))].count * elt;
+      return bytes > off ? std::min(pieceBytes, bytes - off) : 0;
+    };
+    auto at = [&](int p) { return buf + blocks[static_cast<size_t>(mod(p, n))].offset * elt + off; };
+    CFX_CO_TRY(co_await prims.send(next, at(r), len(r)));
+    for (int s = 1; s < n - 1; ++s) CFX_CO_TRY(co_await prims.recvCopySend(prev, next, at(r - s), len(r - s)));
+    CFX_CO_TRY(co_await prims.recv(prev, at(r + 1), len(r + 1)));
   }
   co_return Status();
+}
+
+Task allGatherRing(const CollArgs& args, Plan, prims::Prims& prims) {
+  const int n = prims.nRanks();
+  const int r = prims.rank();
+  char* out = static_cast<char*>(args.recvbuff);
+  prims::Prims::copy(out + static_cast<size_t>(r) * args.count * dataTypeSize(args.type), args.sendbuff,
+                     args.count * dataTypeSize(args.type));
+  std::vector<ElemRange> blocks(static_cast<size_t>(n));
+  for (int b = 0; b < n; ++b) blocks[static_cast<size_t>(b)] = {static_cast<size_t>(b) * args.count, args.count};
+  return ringAllGather(RankRing::ofAll(n, r), out, std::move(blocks), args.type, prims);
 }
 
 }  // namespace cfx::coll

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Ring all-reduce = reduce-scatter then all-gather around one ring (collectives layer).
+// ringAllReduce runs it over any RankRing (ring.h); allReduceRing over all ranks in rank order.
 //
-// The buffer is processed in loops of nRanks chunks of one FIFO slice each, so a verb never needs more FIFO
-// room than a neighbour can always offer. Within a loop, rank r first sends its own chunk r (pre-multiplied), then for
+// The buffer is processed in loops of n chunks of one FIFO slice each, so a verb never needs more FIFO
+// room than a neighbour can always offer. Within a loop, ring position r first sends its own chunk r (pre-multiplied), then for
 // n - 2 steps receives chunk (r - s) from r - 1, adds its own contribution and passes it on; at step n - 1
 // it receives chunk (r + 1), which now holds every rank's contribution, finishes it (post-op) into its
 // recvbuff and sends it on; the all-gather half forwards finished chunks around the ring for n - 2 steps,
@@ -14,40 +15,39 @@
 // Each element is reduced in the same order on the same rank, and every other rank receives those bytes,
 // so all ranks hold bit-identical results. Traffic per rank: 2 (n - 1) / n * bytes; latency 2 (n - 1) hops
 // per loop, which is why the planner prefers recursive doubling for small messages.
-#include "collectives/collective.h"
+#include "collectives/ring.h"
 
 namespace cfx::coll {
 
-Task allReduceRing(const CollArgs& args, prims::Prims& prims) {
-  const int n = prims.nRanks();
-  const int r = prims.rank();
-  const size_t elt = dataTypeSize(args.type);
-  const char* in = static_cast<const char*>(args.sendbuff);
-  char* out = static_cast<char*>(args.recvbuff);
+Task ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataType type, const ReduceOp& op,
+                   prims::Prims& prims) {
+  const int n = ring.n();
+  const int r = ring.me;
+  const size_t elt = dataTypeSize(type);
   if (n == 1) {
-    prims::Prims::prepare(out, in, args.count, args.op, /*post=*/true);
+    prims::Prims::prepare(out, in, count, op, /*post=*/true);
     co_return Status();
   }
-  const int next = mod(r + 1, n);
-  const int prev = mod(r - 1, n);
+  const int next = ring.next();
+  const int prev = ring.prev();
   // A chunk of one slice: the opening sendPre must leave a free slot in the neighbour's FIFO (FIFOs are
   // only promised two), or every rank's first receive-and-send waits for an outgoing slot that never frees.
   // Larger buffers take several loops.
   const size_t chunkElems = std::max<size_t>(1, prims.sliceBytes() / elt);
   const size_t loopElems = chunkElems * static_cast<size_t>(n);
-  for (size_t base = 0; base < args.count; base += loopElems) {
-    const EvenSplit split{std::min(loopElems, args.count - base), n};
+  for (size_t base = 0; base < count; base += loopElems) {
+    const EvenSplit split{std::min(loopElems, count - base), n};
     auto at = [&](const char* p, int chunk) { return p + (base + split.begin(chunk)) * elt; };
     auto atOut = [&](int chunk) { return out + (base + split.begin(chunk)) * elt; };
 
     int c = r;
-    CFX_CO_TRY(co_await prims.sendPre(next, at(in, c), split.size(c), args.op));
+    CFX_CO_TRY(co_await prims.sendPre(next, at(in, c), split.size(c), op));
     for (int s = 1; s < n - 1; ++s) {
       c = mod(r - s, n);
-      CFX_CO_TRY(co_await prims.recvReduceSend(prev, next, at(in, c), split.size(c), args.op));
+      CFX_CO_TRY(co_await prims.recvReduceSend(prev, next, at(in, c), split.size(c), op));
     }
     c = mod(r + 1, n);
-    CFX_CO_TRY(co_await prims.recvReduceCopySend(prev, next, at(in, c), atOut(c), split.size(c), args.op,
+    CFX_CO_TRY(co_await prims.recvReduceCopySend(prev, next, at(in, c), atOut(c), split.size(c), op,
                                                  /*post=*/true));
     for (int s = 1; s < n - 1; ++s) {
       c = mod(r + 1 - s, n);
@@ -57,6 +57,11 @@ Task allReduceRing(const CollArgs& args, prims::Prims& prims) {
     CFX_CO_TRY(co_await prims.recv(prev, atOut(c), split.size(c) * elt));
   }
   co_return Status();
+}
+
+Task allReduceRing(const CollArgs& args, Plan, prims::Prims& prims) {
+  return ringAllReduce(RankRing::ofAll(prims.nRanks(), prims.rank()), static_cast<const char*>(args.sendbuff),
+                       static_cast<char*>(args.recvbuff), args.count, args.type, args.op, prims);
 }
 
 }  // namespace cfx::coll

@@ -8,7 +8,7 @@ namespace cfx::coll {
 
 namespace {
 
-using AlgorithmFn = Task (*)(const CollArgs&, prims::Prims&);
+using AlgorithmFn = Task (*)(const CollArgs&, Plan, prims::Prims&);
 
 struct Entry {
   Collective coll;
@@ -27,6 +27,10 @@ constexpr Entry kTable[] = {
     {Collective::AlltoAll, Algorithm::Direct, &alltoAllDirect},
     {Collective::Gather, Algorithm::Direct, &gatherDirect},
     {Collective::Scatter, Algorithm::Direct, &scatterDirect},
+    {Collective::AllReduce, Algorithm::BiRing, &allReduceBiRing},
+    {Collective::AllGather, Algorithm::BiRing, &allGatherBiRing},
+    {Collective::ReduceScatter, Algorithm::BiRing, &reduceScatterBiRing},
+    {Collective::AllReduce, Algorithm::Hier, &allReduceHier},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {
@@ -63,14 +67,40 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Direct: return "Direct";
     case Algorithm::RecDouble: return "RecDouble";
     case Algorithm::Exchange: return "Exchange";
+    case Algorithm::BiRing: return "BiRing";
+    case Algorithm::Hier: return "Hier";
   }
   return "unknown";
+}
+
+bool Layout::uniform() const {
+  for (const std::vector<int>& ranks : hostRanks) {
+    if (ranks.size() != hostRanks.front().size()) return false;
+  }
+  return true;
+}
+
+Layout Layout::fromHostIds(const std::vector<uint64_t>& hostIds) {
+  Layout layout;
+  std::vector<uint64_t> seen;
+  for (size_t r = 0; r < hostIds.size(); ++r) {
+    size_t h = 0;
+    while (h < seen.size() && seen[h] != hostIds[r]) ++h;
+    if (h == seen.size()) {
+      seen.push_back(hostIds[r]);
+      layout.hostRanks.emplace_back();
+    }
+    layout.hostOf.push_back(static_cast<int>(h));
+    layout.localIndex.push_back(static_cast<int>(layout.hostRanks[h].size()));
+    layout.hostRanks[h].push_back(static_cast<int>(r));
+  }
+  return layout;
 }
 
 bool hasAlgorithm(Collective coll, Algorithm algorithm) { return find(coll, algorithm) != nullptr; }
 
 Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims) {
-  if (AlgorithmFn run = find(args.coll, plan.algorithm)) return run(args, prims);
+  if (AlgorithmFn run = find(args.coll, plan.algorithm)) return run(args, plan, prims);
   return fail(Status::error(Errc::InvalidUsage,
                             strprintf("%s has no %s algorithm; choose one the planner offers for it (NCCL_ALGO)",
                                       collectiveName(args.coll), algorithmName(plan.algorithm))));

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "common/types.h"
 #include "primitives/prims.h"
@@ -56,32 +57,54 @@ enum class Algorithm : uint8_t {
   Direct,     // every rank talks to every peer (AlltoAll, Gather, Scatter)
   RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
   Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
+  BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
+  Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce)
 };
-inline constexpr int kNumAlgorithms = 5;
+inline constexpr int kNumAlgorithms = 7;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
+
+// Where the ranks run, as far as algorithms care: which ranks share a host. The same on every rank (core/ builds
+// it from the host hashes every rank exchanged at init), so every rank makes the same plan.
+struct Layout {
+  std::vector<int> hostOf;                  // per rank: its host, hosts numbered in order of their lowest rank
+  std::vector<std::vector<int>> hostRanks;  // per host: its ranks, ascending
+  std::vector<int> localIndex;              // per rank: its position in hostRanks[hostOf[rank]]
+
+  int nHosts() const { return static_cast<int>(hostRanks.size()); }
+  int nRanks() const { return static_cast<int>(hostOf.size()); }
+  // Every host runs the same number of ranks, so local index i exists on every host.
+  bool uniform() const;
+  // From one host id per rank (any values; equal means same host).
+  static Layout fromHostIds(const std::vector<uint64_t>& hostIds);
+};
 
 struct Plan {
   Algorithm algorithm = Algorithm::Ring;
+  const Layout* layout = nullptr;  // the communicator's; required by Hier, which fails InvalidUsage without it
 };
 
 // True if `algorithm` implements `coll`, i.e. runCollective can run the pair. The planner only picks such pairs.
 bool hasAlgorithm(Collective coll, Algorithm algorithm);
 
-// Runs one collective with the given plan. The caller sets prims.setOpSeq() before. `args` and `prims` are
+// Runs one collective with the given plan (its layout, if any, must outlive the Task). The caller sets prims.setOpSeq() before. `args` and `prims` are
 // held by reference and must outlive the Task. A pair without an implementation yields InvalidUsage.
 Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims);
 
 // One function per (collective, algorithm), each defined in its own file.
-Task allReduceRing(const CollArgs& args, prims::Prims& prims);
-Task allReduceRecDouble(const CollArgs& args, prims::Prims& prims);
-Task allReduceExchange(const CollArgs& args, prims::Prims& prims);
-Task allGatherRing(const CollArgs& args, prims::Prims& prims);
-Task reduceScatterRing(const CollArgs& args, prims::Prims& prims);
-Task broadcastChain(const CollArgs& args, prims::Prims& prims);
-Task reduceChain(const CollArgs& args, prims::Prims& prims);
-Task alltoAllDirect(const CollArgs& args, prims::Prims& prims);
-Task gatherDirect(const CollArgs& args, prims::Prims& prims);
-Task scatterDirect(const CollArgs& args, prims::Prims& prims);
+Task allReduceRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceExchange(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allGatherRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceScatterRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task broadcastChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task alltoAllDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task gatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task scatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 
 // Contiguous split of `count` elements into n nearly equal parts: part i is [begin(i), begin(i+1)).
 struct EvenSplit {

@@ -3,17 +3,22 @@
 #include "collectives/planner.h"
 
 #include <cctype>
+#include <limits>
+#include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace cfx::coll {
 
 namespace {
 
-// Most preferred first. Each collective has exactly one always-applicable algorithm besides Exchange and
-// RecDouble, so the first entry that implements the op, can run it and is allowed is the choice. The alpha-beta model replaces
-// this order with a cost per candidate; the candidate filters below stay.
-constexpr Algorithm kPreference[] = {Algorithm::Exchange, Algorithm::RecDouble, Algorithm::Ring, Algorithm::Chain,
-                                     Algorithm::Direct};
+// Latency-bound algorithms, most preferred first: taken whenever they apply (the whole message fits one slice).
+constexpr Algorithm kLatencyFamily[] = {Algorithm::Exchange, Algorithm::RecDouble};
+// Bandwidth algorithms priced by the model; Ring first, as the default that the others must beat.
+constexpr Algorithm kPricedFamily[] = {Algorithm::Ring, Algorithm::BiRing, Algorithm::Hier};
+// One always-applicable algorithm per remaining collective.
+constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
 
 // Whether `a` can run this op at all, whatever it costs.
 bool applicable(Algorithm a, const PlanRequest& req) {
@@ -24,6 +29,9 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     case Algorithm::Exchange:
       // (n & (n - 1)): std::has_single_bit becomes a libgcc popcount call without -mpopcnt, on every op.
       return req.nRanks > 1 && (req.nRanks & (req.nRanks - 1)) == 0 && req.bytes <= req.sliceBytes;
+    // Two ranks have one neighbour: the bidirectional ring is the ring there.
+    case Algorithm::BiRing: return req.nRanks >= 3;
+    case Algorithm::Hier: return req.fabric != nullptr && req.fabric->hier;
     case Algorithm::Ring:
     case Algorithm::Chain:
     case Algorithm::Direct: return true;
@@ -31,13 +39,68 @@ bool applicable(Algorithm a, const PlanRequest& req) {
   return false;
 }
 
+bool usable(Algorithm a, const PlanRequest& req, const PlannerOptions* opts) {
+  return hasAlgorithm(req.coll, a) && applicable(a, req) && (opts == nullptr || opts->allows(req.coll, a));
+}
+
 std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts) {
-  for (Algorithm a : kPreference) {
-    if (!hasAlgorithm(req.coll, a) || !applicable(a, req)) continue;
-    if (opts && !opts->allows(req.coll, a)) continue;
-    return a;
+  for (Algorithm a : kLatencyFamily) {
+    if (usable(a, req, opts)) return a;
+  }
+  std::optional<Algorithm> best;
+  double bestUs = -1;
+  for (Algorithm a : kPricedFamily) {
+    if (!usable(a, req, opts)) continue;
+    const double us = estimateUs(req, a);
+    // The first usable one is the fallback; a later one must be priced and clearly cheaper.
+    if (!best || (us >= 0 && (bestUs < 0 || us < bestUs * (1 - kModelMargin)))) {
+      best = a;
+      bestUs = us;
+    }
+  }
+  if (best) return best;
+  for (Algorithm a : kFixedFamily) {
+    if (usable(a, req, opts)) return a;
   }
   return std::nullopt;
+}
+
+// Microseconds to move `bytes` at `f`'s bandwidth.
+double transferUs(const topo::LinkFigures& f, double bytes) {
+  return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
+}
+
+// Per-flow figures of a set of flows that run at once; see the cost model in planner.h.
+topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vector<std::pair<int, int>>& flows) {
+  std::vector<std::vector<topo::TopologyView::Hop>> routes;
+  std::map<std::pair<topo::LinkId, bool>, int> load;
+  std::map<int, int> copiesBy;  // per rank: its flows that are copies through one node's memory
+  for (const auto& [a, b] : flows) {
+    routes.push_back(a == b ? std::vector<topo::TopologyView::Hop>{} : view.routeBetween(a, b));
+    for (const topo::TopologyView::Hop& hop : routes.back()) ++load[{hop.link, hop.forward}];
+    if (a != b && routes.back().empty()) ++copiesBy[a];
+  }
+  topo::LinkFigures out{std::numeric_limits<double>::infinity(), 0};
+  for (size_t i = 0; i < flows.size(); ++i) {
+    const auto& [a, b] = flows[i];
+    if (a == b) continue;
+    topo::LinkFigures f{std::numeric_limits<double>::infinity(), 0};
+    if (routes[i].empty()) {
+      // Two ranks on one node copy through its memory, and a copy runs on a rank's core (the Memory class is one
+      // core's copy rate): a rank that feeds two such flows at once gives each half its core.
+      const topo::PathFigures p = view.linkBetween(a, b);
+      f = {p.gbps / copiesBy[a], p.latencyUs};
+    }
+    for (const topo::TopologyView::Hop& hop : routes[i]) {
+      const topo::GraphLink& link = view.links()[static_cast<size_t>(hop.link)];
+      f.gbps = std::min(f.gbps, link.figures.gbps / load[{hop.link, hop.forward}]);
+      f.latencyUs += link.figures.latencyUs;
+    }
+    out.gbps = std::min(out.gbps, f.gbps);
+    out.latencyUs = std::max(out.latencyUs, f.latencyUs);
+  }
+  if (out.gbps == std::numeric_limits<double>::infinity()) out = view.figures(topo::LinkClass::Self);
+  return out;
 }
 
 uint32_t bit(Algorithm a) { return 1u << static_cast<unsigned>(a); }
@@ -152,6 +215,62 @@ Result<PlannerOptions> parseAlgoSpec(std::string_view spec) {
   return opts;
 }
 
+Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
+  Fabric fabric;
+  const int n = layout.nRanks();
+  std::vector<std::pair<int, int>> ring;
+  std::vector<std::pair<int, int>> both;
+  for (int r = 0; r < n; ++r) {
+    ring.emplace_back(r, mod(r + 1, n));
+    both.emplace_back(r, mod(r + 1, n));
+    both.emplace_back(r, mod(r - 1, n));
+  }
+  fabric.ring = loadedFigures(view, ring);
+  fabric.biRing = n >= 3 ? loadedFigures(view, both) : fabric.ring;
+  fabric.hosts = layout.nHosts();
+  fabric.localRanks = static_cast<int>(layout.hostRanks.front().size());
+  fabric.hier = fabric.hosts > 1 && fabric.localRanks > 1 && layout.uniform();
+  if (fabric.hier) {
+    std::vector<std::pair<int, int>> host;
+    std::vector<std::pair<int, int>> cross;
+    const int nLocal = fabric.localRanks;
+    for (int h = 0; h < fabric.hosts; ++h) {
+      const std::vector<int>& ranks = layout.hostRanks[static_cast<size_t>(h)];
+      const std::vector<int>& nextHost = layout.hostRanks[static_cast<size_t>(mod(h + 1, fabric.hosts))];
+      for (int l = 0; l < nLocal; ++l) {
+        host.emplace_back(ranks[static_cast<size_t>(l)], ranks[static_cast<size_t>(mod(l + 1, nLocal))]);
+        cross.emplace_back(ranks[static_cast<size_t>(l)], nextHost[static_cast<size_t>(l)]);
+      }
+    }
+    fabric.host = loadedFigures(view, host);
+    fabric.cross = loadedFigures(view, cross);
+  }
+  return fabric;
+}
+
+double estimateUs(const PlanRequest& req, Algorithm algorithm) {
+  if (req.fabric == nullptr || !applicable(algorithm, req) || !hasAlgorithm(req.coll, algorithm)) return -1;
+  const Fabric& f = *req.fabric;
+  const double n = req.nRanks;
+  const double bytes = static_cast<double>(req.bytes);
+  // An all-reduce is a reduce-scatter and an all-gather: two passes round its ring.
+  const double passes = req.coll == Collective::AllReduce ? 2 : 1;
+  switch (algorithm) {
+    case Algorithm::Ring:
+      if (req.nRanks == 1) return 0;
+      return passes * (n - 1) * (f.ring.latencyUs + transferUs(f.ring, bytes / n));
+    case Algorithm::BiRing:
+      return passes * (n - 1) * (f.biRing.latencyUs + transferUs(f.biRing, bytes / n / 2));
+    case Algorithm::Hier: {
+      const double local = f.localRanks;
+      const double hosts = f.hosts;
+      return 2 * (local - 1) * (f.host.latencyUs + transferUs(f.host, bytes / local)) +
+             2 * (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, bytes / local / hosts));
+    }
+    default: return -1;
+  }
+}
+
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts) {
   if (std::optional<Algorithm> a = pick(req, &opts)) return Plan{*a};
   return Plan{pick(req, nullptr).value_or(Algorithm::Ring)};
@@ -160,6 +279,12 @@ Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts) {
 std::string describePlan(const PlanRequest& req, const Plan& plan, const PlannerOptions& opts) {
   std::string line = strprintf("%s %zu B on %d ranks: %s, slice %zu B", collectiveName(req.coll), req.bytes, req.nRanks,
                                algorithmName(plan.algorithm), req.sliceBytes);
+  std::string prices;
+  for (Algorithm a : kPricedFamily) {
+    const double us = estimateUs(req, a);
+    if (us >= 0) prices += strprintf("%s%s %.0f us", prices.empty() ? "" : ", ", algorithmName(a), us);
+  }
+  if (!prices.empty()) line += " (model: " + prices + ")";
   if (!pick(req, &opts)) {
     line += strprintf(" (NCCL_ALGO=%s allows no algorithm for this op; using the default)", opts.algoSpec.c_str());
   } else if (pick(req, nullptr) != plan.algorithm) {

@@ -2,10 +2,15 @@
 // The planner (collectives layer): a pure function from an op's shape and the user's restrictions to a plan.
 //
 // No I/O, no globals, no environment: core/ reads NCCL_ALGO once per communicator, parses it with
-// parseAlgoSpec() into PlannerOptions, and logs describePlan() as the op's INFO/TUNING line. So every decision
-// can be unit-tested alone. The topology-driven alpha-beta model will arrive as new fields here (a topology
-// view in PlanRequest, cost tables in PlannerOptions) and replace the fixed preference order in planner.cc;
-// callers keep calling choosePlan().
+// parseAlgoSpec() into PlannerOptions, derives a Fabric from its topology view once with fabricOf(), and logs
+// describePlan() as the op's INFO/TUNING line. So every decision can be unit-tested alone, on synthetic
+// topologies, without any communication.
+//
+// The cost model is alpha-beta per flow: an algorithm step costs the latency of the slowest edge it uses, and its
+// bytes cost bytes / bandwidth, where a flow's bandwidth is its narrowest link divided by the number of the
+// algorithm's flows that cross that link in the same direction at the same time. That one rule is what tells a
+// ring of point-to-point links (a second ring the other way doubles the bandwidth) from hosts behind one NIC and a
+// switch (it shares the NIC and gains nothing), and what makes the hierarchical algorithm pay off between hosts.
 #pragma once
 
 #include <array>
@@ -16,14 +21,32 @@
 
 #include "collectives/collective.h"
 #include "common/status.h"
+#include "topology/topology_view.h"
 
 namespace cfx::coll {
+
+// The figures of each communication pattern the planner prices, derived once per communicator. Each is the
+// per-flow figure of the pattern's slowest flow while all its flows run at once: latency in microseconds per
+// hop, bandwidth in GB/s.
+struct Fabric {
+  topo::LinkFigures ring;    // rank r -> r + 1 for every r (the flat ring)
+  topo::LinkFigures biRing;  // r -> r + 1 and r -> r - 1 at once (the bidirectional ring); n >= 3 only
+  bool hier = false;         // several hosts, each running the same number (> 1) of ranks
+  int hosts = 1;
+  int localRanks = 1;
+  topo::LinkFigures host;   // every host's ring of its own ranks, all hosts at once
+  topo::LinkFigures cross;  // the rings of one local index across hosts, every local index at once
+};
+
+// Prices `layout`'s ranks on `view`, whose rank r must be the communicator's rank r.
+Fabric fabricOf(const topo::TopologyView& view, const Layout& layout);
 
 struct PlanRequest {
   Collective coll = Collective::AllReduce;
   size_t bytes = 0;  // the op's largest buffer: count * element size, times nRanks where count is per rank
   int nRanks = 1;
   size_t sliceBytes = 0;  // what every verb moves per FIFO slot (FifoGeometry::slotBytes)
+  const Fabric* fabric = nullptr;  // null: nothing known, so the ring family is chosen without prices
 };
 
 // Which algorithms the user allows, per collective (NCCL_ALGO). Default-constructed: all of them.
@@ -47,11 +70,20 @@ struct PlannerOptions {
 // its default and describePlan says so.
 Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
 
-// The plan for one op. Today: AllReduce uses Exchange while the whole message fits one slice on a power-of-two
-// rank count above one, RecDouble while it fits one slice on other counts, else Ring; AllGather and ReduceScatter use Ring; Broadcast and Reduce use Chain; AlltoAll, Gather and
-// Scatter use Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can
-// run the op, the default choice is used anyway. Always returns an implemented, applicable pair.
+// The plan for one op. AllReduce uses Exchange while the whole message fits one slice on a power-of-two rank
+// count above one, RecDouble while it fits one slice on other counts; above one slice AllReduce, AllGather and
+// ReduceScatter take the cheapest of Ring, BiRing and (AllReduce) Hier by the cost model, where one of the
+// latter must be at least kModelMargin cheaper than Ring to be chosen (the model is coarse; Ring is the safe
+// default). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use
+// Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can run the op, the
+// default choice is used anyway. Always returns an implemented, applicable pair; the plan's layout is left for
+// the caller to fill in.
+inline constexpr double kModelMargin = 0.05;
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts);
+
+// The model's estimate of `algorithm` running the op, in microseconds; negative when it has no price (no fabric,
+// an algorithm outside the ring family, or not applicable).
+double estimateUs(const PlanRequest& req, Algorithm algorithm);
 
 // One line for INFO/TUNING, e.g. "AllReduce 4096 B on 8 ranks: RecDouble, slice 131072 B", noting when
 // NCCL_ALGO changed the choice or could not be honoured.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Ring reduce-scatter (collectives layer).
+// Ring reduce-scatter (collectives layer): ringReduceScatter over any RankRing and blocks (ring.h), and
+// reduceScatterRing over all ranks with block b owned by rank b.
 //
-// Block b of the reduction starts at rank b + 1 and travels b + 1 -> b + 2 -> ... -> b, each rank adding its
-// own block b, so it is complete when it reaches rank b, which finishes it (post-op) into its recvbuff. The
+// Block b of the reduction starts at position b + 1 and travels b + 1 -> b + 2 -> ... -> b, each rank adding its
+// own block b, so it is complete when it reaches position b, which finishes it (post-op) into its recvbuff. The
 // blocks are cut into pieces of one slice and processed in loops, one piece of every block per loop.
 //
 //   step:   0                       1..n-2                          n-1
@@ -20,33 +21,46 @@
 // n - 1 hops per loop.
 #include <algorithm>
 
-#include "collectives/collective.h"
+#include "collectives/ring.h"
 
 namespace cfx::coll {
 
-Task reduceScatterRing(const CollArgs& args, prims::Prims& prims) {
-  const int n = prims.nRanks();
-  const int r = prims.rank();
-  const size_t elt = dataTypeSize(args.type);
-  const char* in = static_cast<const char*>(args.sendbuff);
-  char* out = static_cast<char*>(args.recvbuff);
+Task ringReduceScatter(RankRing ring, const char* in, std::vector<ElemRange> blocks, char* mine, DataType type,
+                       const ReduceOp& op, prims::Prims& prims) {
+  const int n = ring.n();
+  const int r = ring.me;
+  const size_t elt = dataTypeSize(type);
   if (n == 1) {
-    prims::Prims::prepare(out, in, args.count, args.op, /*post=*/true);
+    prims::Prims::prepare(mine, in + blocks[0].offset * elt, blocks[0].count, op, /*post=*/true);
     co_return Status();
   }
-  const int next = mod(r + 1, n);
-  const int prev = mod(r - 1, n);
+  const int next = ring.next();
+  const int prev = ring.prev();
+  size_t longest = 0;
+  for (const ElemRange& b : blocks) longest = std::max(longest, b.count);
   const size_t pieceElems = std::max<size_t>(1, prims.sliceBytes() / elt);
-  for (size_t base = 0; base < args.count; base += pieceElems) {
-    const size_t len = std::min(pieceElems, args.count - base);
-    auto at = [&](int b) { return in + (static_cast<size_t>(b) * args.count + base) * elt; };
-    CFX_CO_TRY(co_await prims.sendPre(next, at(mod(r - 1, n)), len, args.op));
+  for (size_t base = 0; base < longest; base += pieceElems) {
+    // Blocks may differ in size: a block shorter than `base` contributes empty pieces, which every rank skips alike.
+    auto len = [&](int p) {
+      const ElemRange& b = blocks[static_cast<size_t>(mod(p, n))];
+      return b.count > base ? std::min(pieceElems, b.count - base) : 0;
+    };
+    auto at = [&](int p) { return in + (blocks[static_cast<size_t>(mod(p, n))].offset + base) * elt; };
+    CFX_CO_TRY(co_await prims.sendPre(next, at(r - 1), len(r - 1), op));
     for (int s = 1; s < n - 1; ++s) {
-      CFX_CO_TRY(co_await prims.recvReduceSend(prev, next, at(mod(r - s - 1, n)), len, args.op));
+      CFX_CO_TRY(co_await prims.recvReduceSend(prev, next, at(r - s - 1), len(r - s - 1), op));
     }
-    CFX_CO_TRY(co_await prims.recvReduceCopy(prev, at(r), out + base * elt, len, args.op, /*post=*/true));
+    CFX_CO_TRY(co_await prims.recvReduceCopy(prev, at(r), mine + base * elt, len(r), op, /*post=*/true));
   }
   co_return Status();
+}
+
+Task reduceScatterRing(const CollArgs& args, Plan, prims::Prims& prims) {
+  const int n = prims.nRanks();
+  std::vector<ElemRange> blocks(static_cast<size_t>(n));
+  for (int b = 0; b < n; ++b) blocks[static_cast<size_t>(b)] = {static_cast<size_t>(b) * args.count, args.count};
+  return ringReduceScatter(RankRing::ofAll(n, prims.rank()), static_cast<const char*>(args.sendbuff),
+                           std::move(blocks), static_cast<char*>(args.recvbuff), args.type, args.op, prims);
 }
 
 }  // namespace cfx::coll

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collectives/planner.h"
+#include "topology/discovery.h"
 #include "faulttol/health_monitor.h"
 #include "transport/bootstrap/bootstrap.h"
 
@@ -38,6 +39,7 @@ struct CommOptions {
   std::string hostId;                               // NCCL_HOSTID
   std::string net;                                  // CFX_NET (NCCL_NET arrives through CommConfig::netName)
   coll::PlannerOptions planner;                     // NCCL_ALGO
+  topo::TopologyOptions topology;                   // NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE
   ft::HealthOptions health;                         // CFX_HEARTBEAT_MS, CFX_HEARTBEAT_MISSES
   static CommOptions fromParams();
 };

@@ -40,8 +40,8 @@ CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");
 CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
-          "Restrict algorithms: comma list of ring, chain, direct, recdouble, exchange; ^ excludes; per-collective form "
-          "allreduce:ring;broadcast:chain.");
+          "Restrict algorithms: comma list of ring, biring, hier, chain, direct, recdouble, exchange; ^ excludes; "
+          "per-collective form allreduce:ring;broadcast:chain.");
 
 CFX_PARAM(std::string, netParam, "CFX_NET", "",
           "The network transport for rank pairs that shared memory does not connect: tcp (the default) or ucx "
@@ -56,6 +56,7 @@ CommOptions CommOptions::fromParams() {
   o.hostId = hostIdParam.get();
   o.health = ft::HealthOptions::fromParams();
   o.net = netParam.get();
+  o.topology = topo::TopologyOptions::fromParams();
   if (!algoParam.get().empty()) {
     auto parsed = coll::parseAlgoSpec(algoParam.get());
     if (parsed.ok()) {
@@ -305,6 +306,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   CFX_TRY(bootstrap_->allGather(slices.data(), sizeof(uint64_t)));
   sliceBytes_ = *std::min_element(slices.begin(), slices.end());
   CFX_TRY(learnPlacement());
+  learnTopology();
   CFX_TRY(startHealth());
   CFX_TRY(setupDeviceDirect());
 
@@ -367,6 +369,57 @@ void Communicator::announceExit() {
   // Stopped, not only announced: OpenSSL's own exit handler runs after this one, and a heartbeat signed after it
   // would crash the exiting process.
   if (asyncError() != Errc::InProgress && health_) health_->stop();
+}
+
+// The planner's picture of where ranks run: which ranks share a host (from the host hashes every rank exchanged,
+// so every rank builds the same picture and makes the same plans), placed on a topology view and priced once.
+// The view is NCCL_TOPO_FILE's when given (its host h is the h-th distinct host in rank order, unless the file
+// places ranks itself), else one plain host per distinct host joined through a switch with the default class
+// figures: local discovery cannot be used to plan, as it differs from host to host and ranks must agree.
+// A view that cannot be used is a WARN, and ops are then planned without prices (the ring family).
+Result<topo::TopologyView> Communicator::planningView() const {
+  topo::TopologyOptions topology = options_.topology;
+  if (rank_ != 0) topology.dumpFile.clear();  // one dump per communicator, as NCCL does
+  topology.calibrate = false;                 // a local measurement: ranks would disagree
+  std::vector<topo::RankPlace> places(static_cast<size_t>(nRanks_));
+  for (int r = 0; r < nRanks_; ++r) places[static_cast<size_t>(r)].host = layout_.hostOf[static_cast<size_t>(r)];
+  std::optional<topo::TopologyView> built;
+  if (!topology.loadFile.empty() || !topology.dumpFile.empty()) {
+    CFX_TRY_ASSIGN(built, topo::buildTopology(topology));  // writes the dump when asked
+  }
+  if (!topology.loadFile.empty()) {
+    if (built->nRanks() == nRanks_) return std::move(*built);
+    if (built->nHosts() < layout_.nHosts()) {
+      return Status::error(Errc::InvalidArgument,
+                           strprintf("NCCL_TOPO_FILE %s declares %d hosts but the ranks run on %d",
+                                     topology.loadFile.c_str(), built->nHosts(), layout_.nHosts()));
+    }
+    return built->withRanks(std::move(places));
+  }
+  topo::TopologyData data;
+  data.hosts.resize(static_cast<size_t>(layout_.nHosts()));
+  data.ranks = std::move(places);
+  return topo::TopologyView::create(std::move(data));
+}
+
+void Communicator::learnTopology() {
+  std::vector<uint64_t> hostIds;
+  for (const transport::PeerInfo& p : peers_) hostIds.push_back(p.hostHash);
+  layout_ = coll::Layout::fromHostIds(hostIds);
+  fabric_.reset();
+  Result<topo::TopologyView> view = planningView();
+  if (!view.ok()) {
+    CFX_WARN("rank %d: topology unusable for planning (%s); ops are planned without the cost model", rank_,
+             view.status().message().c_str());
+    return;
+  }
+  fabric_ = coll::fabricOf(view.value(), layout_);
+  const coll::Fabric& f = *fabric_;
+  CFX_INFO(log::Sys::Tuning,
+           "rank %d: %d hosts x %d ranks%s; per-flow figures: ring %.2f GB/s %.1f us, biring %.2f GB/s, host %.2f GB/s, "
+           "cross-host %.2f GB/s %.1f us",
+           rank_, f.hosts, f.localRanks, layout_.uniform() ? "" : " (uneven)", f.ring.gbps, f.ring.latencyUs,
+           f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs);
 }
 
 // Which CPU every rank is pinned to decides how a waiting rank yields (prims::yieldInterval): a peer on our CPU

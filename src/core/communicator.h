@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives/collective.h"
+#include "collectives/planner.h"
 #include "common/status.h"
 #include "core/comm_config.h"
 #include "core/device_stream.h"
@@ -123,6 +124,9 @@ class Communicator {
   // Verbs on a channel for this rank.
   prims::Prims prims(int channel) { return prims::Prims(endpoints_, channel, rank_, nRanks_, sliceBytes_); }
   size_t sliceBytes() const { return sliceBytes_; }
+  // Which ranks share a host, and the planner's prices for this communicator (null: plan without prices).
+  const coll::Layout& layout() const { return layout_; }
+  const coll::Fabric* fabric() const { return fabric_ ? &*fabric_ : nullptr; }
   uint32_t nextCollSeq() { return ++collSeq_; }
   uint32_t nextSendSeq(int peer) { return ++sendSeq_[static_cast<size_t>(peer)]; }
   uint32_t nextRecvSeq(int peer) { return ++recvSeq_[static_cast<size_t>(peer)]; }
@@ -149,6 +153,8 @@ class Communicator {
   Status connect(const transport::UniqueId& id);
   Status startHealth();
   Status learnPlacement();
+  void learnTopology();
+  Result<topo::TopologyView> planningView() const;
   Status setupDeviceDirect();
   void revokedRemotely(int byRank);  // from the health monitor: another rank revoked this communicator
   void progressLoop();
@@ -171,6 +177,8 @@ class Communicator {
   // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.
   std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
+  coll::Layout layout_;
+  std::optional<coll::Fabric> fabric_;
   int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)
 
   uint32_t collSeq_ = 0;

@@ -356,6 +356,17 @@ std::vector<LinkId> TopologyView::pathBetween(int rankA, int rankB) const {
   return path;
 }
 
+std::vector<TopologyView::Hop> TopologyView::routeBetween(int rankA, int rankB) const {
+  std::vector<Hop> route;
+  int node = state_->rankNode[rankA];
+  for (LinkId id : pathBetween(rankA, rankB)) {
+    const GraphLink& l = state_->links[id];
+    route.push_back({id, l.nodeA == node});
+    node = l.nodeA == node ? l.nodeB : l.nodeA;
+  }
+  return route;
+}
+
 PathFigures TopologyView::bottleneck(std::span<const LinkId> path) const {
   if (path.empty())
     return PathFigures{LinkClass::Self, figures(LinkClass::Self).gbps, figures(LinkClass::Self).latencyUs, 0};

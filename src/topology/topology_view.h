@@ -74,6 +74,13 @@ class TopologyView {
 
   // The route between two ranks: empty for the same rank or for ranks sharing one graph node.
   std::vector<LinkId> pathBetween(int rankA, int rankB) const;
+  // The same route with the direction each link is crossed in: forward when from its nodeA to its nodeB. Links
+  // are full duplex, so two flows share bandwidth only where they cross one link in one direction.
+  struct Hop {
+    LinkId link = 0;
+    bool forward = true;
+  };
+  std::vector<Hop> routeBetween(int rankA, int rankB) const;
   // The figures between two ranks: Self for the same rank, Memory figures for two ranks on one NUMA node or
   // one GPU die, else bottleneck(pathBetween(rankA, rankB)).
   PathFigures linkBetween(int rankA, int rankB) const;

@@ -313,7 +313,14 @@ std::string CollCase::describe() const {
          (isReducing(coll) ? std::string("/") + redOpName(op) : "") + (inPlace ? " in-place" : " out-of-place") +
          " root=" + std::to_string(root) + " misalign=" + std::to_string(misalign) +
          " fifo=" + std::to_string(geometry.slotBytes) + "x" + std::to_string(geometry.nSlots) +
-         (directThreshold > 0 ? " direct>=" + std::to_string(directThreshold) : "");
+         (directThreshold > 0 ? " direct>=" + std::to_string(directThreshold) : "") + hostsText();
+}
+
+std::string CollCase::hostsText() const {
+  if (hosts.empty()) return "";
+  std::string text = " hosts=";
+  for (size_t r = 0; r < hosts.size(); ++r) text += (r ? "," : "") + std::to_string(hosts[r]);
+  return text;
 }
 
 CaseStats runCase(const CollCase& c) {
@@ -333,7 +340,9 @@ CaseStats runCase(const CollCase& c) {
     a.root = c.root;
   }
   LoopbackWorld world(n, c.geometry, c.directThreshold);
-  const coll::Plan plan{c.algorithm};
+  const coll::Layout layout =
+      coll::Layout::fromHostIds(c.hosts.empty() ? std::vector<uint64_t>(static_cast<size_t>(n), 0) : c.hosts);
+  const coll::Plan plan{c.algorithm, &layout};
   const std::vector<Status> st = world.runRanks(
       [&](int rank, prims::Prims& prims) { return coll::runCollective(args[static_cast<size_t>(rank)], plan, prims); });
   bool allOk = true;

@@ -29,8 +29,10 @@ struct CollCase {
   size_t misalign = 0;  // bytes added to every user buffer's address
   transport::FifoGeometry geometry{256, 2};
   size_t directThreshold = 0;  // LoopbackWorld's direct (single-copy) threshold; 0: slices only
+  std::vector<uint64_t> hosts;  // the host of every rank, for the plan's layout (Hier); empty: all on one host
 
   std::string describe() const;
+  std::string hostsText() const;
 };
 
 struct CaseStats {

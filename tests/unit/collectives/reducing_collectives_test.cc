@@ -86,6 +86,50 @@ TEST(ReduceChain, MatchesClosedFormForEveryShapeAndRoot) { sweep(Collective::Red
 
 TEST(ReduceScatterRing, MatchesClosedFormForEveryShape) { sweep(Collective::ReduceScatter, Algorithm::Ring, noRoot); }
 
+TEST(AllReduceBiRing, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::BiRing, noRoot); }
+
+TEST(ReduceScatterBiRing, MatchesClosedFormForEveryShape) {
+  sweep(Collective::ReduceScatter, Algorithm::BiRing, noRoot);
+}
+
+// Hier over hosts of several sizes, including uneven ones and one rank per host (where it is the flat ring).
+TEST(AllReduceHier, MatchesClosedFormOnEveryHostLayout) {
+  const std::vector<std::vector<uint64_t>> layouts = {
+      {0, 0, 1, 1},                      // 2 x 2
+      {0, 0, 0, 1, 1, 1},                // 2 x 3
+      {0, 0, 1, 1, 2, 2},                // 3 x 2
+      {0, 0, 0, 0, 1, 1, 1, 1},          // 2 x 4
+      {0, 0, 1, 1, 2, 2, 3, 3},          // 4 x 2
+      {5, 9, 5, 9, 5, 9},                // 2 x 3, hosts interleaved in rank order
+      {0, 0, 0, 1, 1},                   // uneven: the flat ring
+      {0, 1, 2},                         // one rank per host: the flat ring
+  };
+  size_t index = 0;
+  for (const std::vector<uint64_t>& hosts : layouts) {
+    const int n = static_cast<int>(hosts.size());
+    for (DataType type : kSweepTypes) {
+      for (RedOpKind op : kSweepOps) {
+        for (size_t count : sweepCounts(n, type, 256)) {
+          for (bool inPlace : {false, true}) {
+            CollCase c;
+            c.coll = Collective::AllReduce;
+            c.algorithm = Algorithm::Hier;
+            c.nRanks = n;
+            c.count = count;
+            c.type = type;
+            c.op = op;
+            c.inPlace = inPlace;
+            c.hosts = hosts;
+            c.misalign = kMisalign[index++ % std::size(kMisalign)];
+            runCase(c);
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AllReduceRing, LargeMessageThroughTwoSlotFifos) {
   for (int n : {3, 8}) {
     CollCase c;

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// The planner's cost model on synthetic topologies: which algorithm each machine shape gets, and why, without
+// running any communication.
+#include <gtest/gtest.h>
+
+#include "../topology/shapes.h"
+#include "collectives/planner.h"
+#include "common/status.h"
+#include "topology/topology_xml.h"
+
+namespace cfx::coll {
+namespace {
+
+constexpr size_t kSlice = 128 * 1024;
+constexpr size_t k64MiB = size_t{64} << 20;
+
+// A view and the layout of its placed ranks, as core/ builds them.
+struct Machine {
+  topo::TopologyView view;
+  Layout layout;
+  Fabric fabric;
+};
+
+Machine machine(const std::string& xml) {
+  Result<topo::TopologyView> view = topo::parseTopologyXml(xml, "test");
+  EXPECT_TRUE(view.ok()) << view.status().message();
+  std::vector<uint64_t> hosts;
+  for (int r = 0; r < view.value().nRanks(); ++r) hosts.push_back(static_cast<uint64_t>(view.value().hostOf(r)));
+  Layout layout = Layout::fromHostIds(hosts);
+  Fabric fabric = fabricOf(view.value(), layout);
+  return Machine{view.value(), std::move(layout), fabric};
+}
+
+// `hosts` hosts of `perHost` ranks, each host with one NIC of `mbps` behind a switch.
+std::string star(int hosts, int perHost, int mbps) {
+  std::string xml = "<system version=\"1\">\n";
+  for (int h = 0; h < hosts; ++h) {
+    xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"eth0\" speed=\"%d\"/></host>\n", h, mbps);
+  }
+  for (int r = 0; r < hosts * perHost; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r / perHost);
+  return xml + "</system>\n";
+}
+
+PlanRequest request(const Machine& m, Collective coll, size_t bytes) {
+  return PlanRequest{coll, bytes, m.layout.nRanks(), kSlice, &m.fabric};
+}
+
+Algorithm choose(const Machine& m, Collective coll, size_t bytes, const PlannerOptions& opts = {}) {
+  return choosePlan(request(m, coll, bytes), opts).algorithm;
+}
+
+PlannerOptions parse(std::string_view spec) {
+  Result<PlannerOptions> r = parseAlgoSpec(spec);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r.value() : PlannerOptions{};
+}
+
+TEST(PlannerModel, TwoHostsOfFourRanksGoHierarchicalForLargeAllReduce) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  EXPECT_TRUE(m.fabric.hier);
+  EXPECT_EQ(m.fabric.hosts, 2);
+  EXPECT_EQ(m.fabric.localRanks, 4);
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  // The flat ring sends 2 (n - 1) / n = 1.75 times the bytes across the host link; the model sees nearly that.
+  const double ring = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Ring);
+  const double hier = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  EXPECT_GT(ring / hier, 1.6);
+  EXPECT_LE(ring / hier, 1.75);
+  // Four ranks share each host's NIC in the cross-host step: a quarter of 1 Gbit/s each.
+  EXPECT_NEAR(m.fabric.cross.gbps, 0.125 / 4, 1e-9);
+  EXPECT_NEAR(m.fabric.ring.gbps, 0.125, 1e-9);
+}
+
+TEST(PlannerModel, SmallAllReduceStaysWithTheLatencyAlgorithms) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  EXPECT_EQ(choose(m, Collective::AllReduce, 4096), Algorithm::Exchange);
+  EXPECT_EQ(choose(m, Collective::AllReduce, kSlice), Algorithm::Exchange);
+}
+
+TEST(PlannerModel, BidirectionalRingPaysOnARingOfPointToPointLinks) {
+  const Machine m = machine(topo::testing::fourHostRing());
+  // Each rank reaches its two neighbours over different links: both directions add up.
+  EXPECT_NEAR(m.fabric.biRing.gbps, m.fabric.ring.gbps, 1e-9);
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter}) {
+    EXPECT_EQ(choose(m, coll, k64MiB), Algorithm::BiRing) << collectiveName(coll);
+    const double ring = estimateUs(request(m, coll, k64MiB), Algorithm::Ring);
+    const double bi = estimateUs(request(m, coll, k64MiB), Algorithm::BiRing);
+    EXPECT_NEAR(ring / bi, 2.0, 0.01) << collectiveName(coll);
+  }
+  EXPECT_FALSE(m.fabric.hier);  // one rank per host
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("^biring")), Algorithm::Ring);
+}
+
+TEST(PlannerModel, BidirectionalRingGainsNothingThroughOneNicPerHost) {
+  const Machine m = machine(star(4, 1, 1000));
+  // Both directions leave through the same NIC: each flow gets half of it.
+  EXPECT_NEAR(m.fabric.biRing.gbps, m.fabric.ring.gbps / 2, 1e-9);
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter}) {
+    EXPECT_EQ(choose(m, coll, k64MiB), Algorithm::Ring) << collectiveName(coll);
+  }
+  // Forced, it still runs.
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("allreduce:biring")), Algorithm::BiRing);
+}
+
+TEST(PlannerModel, TwoHostsOfTwoRanksStillPayForHierarchy) {
+  const Machine m = machine(star(2, 2, 1000));
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  const double ring = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Ring);
+  const double hier = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  EXPECT_GT(ring / hier, 1.35);
+  EXPECT_LE(ring / hier, 1.5);
+}
+
+TEST(PlannerModel, OneHostKeepsTheRing) {
+  const Machine m = machine(star(1, 4, 1000));
+  EXPECT_FALSE(m.fabric.hier);
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter}) {
+    EXPECT_EQ(choose(m, coll, k64MiB), Algorithm::Ring) << collectiveName(coll);
+  }
+  // Hier does not apply: forcing it falls back to the default.
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("allreduce:hier")), Algorithm::Ring);
+}
+
+TEST(PlannerModel, UnevenHostsNeverGoHierarchical) {
+  std::string xml = "<system version=\"1\">\n";
+  for (int h = 0; h < 2; ++h) xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);
+  for (int r = 0; r < 5; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r < 3 ? 0 : 1);
+  const Machine m = machine(xml + "</system>\n");
+  EXPECT_FALSE(m.fabric.hier);
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Ring);
+}
+
+TEST(PlannerModel, NcclAlgoOverridesTheModel) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("allreduce:ring")), Algorithm::Ring);
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("^hier")), Algorithm::Ring);
+  const PlannerOptions opts = parse("allreduce:ring");
+  const PlanRequest req = request(m, Collective::AllReduce, k64MiB);
+  const std::string line = describePlan(req, choosePlan(req, opts), opts);
+  EXPECT_NE(line.find("chosen by NCCL_ALGO=allreduce:ring"), std::string::npos) << line;
+  EXPECT_NE(line.find("model: Ring"), std::string::npos) << line;
+  EXPECT_NE(line.find("Hier"), std::string::npos) << line;
+}
+
+TEST(PlannerModel, EveryChoiceIsImplementedOnEveryShape) {
+  const std::string shapes[] = {topo::testing::twoHostsFourRanks(), topo::testing::fourHostRing(), star(3, 2, 100),
+                                star(1, 1, 1000)};
+  for (const std::string& xml : shapes) {
+    const Machine m = machine(xml);
+    for (int c = 0; c < kNumCollectives; ++c) {
+      for (size_t bytes : {size_t{0}, kSlice, kSlice + 1, k64MiB}) {
+        const auto coll = static_cast<Collective>(c);
+        const Algorithm a = choose(m, coll, bytes);
+        EXPECT_TRUE(hasAlgorithm(coll, a)) << collectiveName(coll);
+      }
+    }
+  }
+}
+
+TEST(PlannerModel, ParserKnowsTheNewAlgorithms) {
+  EXPECT_TRUE(parseAlgoSpec("allreduce:biring,hier;allgather:biring;reducescatter:biring").ok());
+  Result<PlannerOptions> r = parseAlgoSpec("broadcast:hier");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("Broadcast has no Hier algorithm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cfx::coll
