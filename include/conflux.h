@@ -163,6 +163,72 @@ typedef struct {
  *   ncclInvalidUsage     comm has not finished initializing (ncclCommGetAsyncError still says ncclInProgress). */
 ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failures, int maxFailures, int* nFailures);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Topology and plans
+ *
+ * The planner picks each collective's algorithm from an alpha-beta cost model of where the ranks run: which ranks
+ * share a host (NCCL_HOSTID overrides the host identity), placed on NCCL_TOPO_FILE's topology when one is given,
+ * else on one plain host per distinct host behind a switch with default link figures. These calls show what it
+ * knows and what it would choose, without running anything. Every rank gets the same answers.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  int nRanks;
+  int nHosts;             /* distinct hosts the ranks run on */
+  int host;               /* this rank's host, hosts numbered in order of their lowest rank */
+  int localRank;          /* this rank's position among its host's ranks (rank order) */
+  int localRanks;         /* ranks on this rank's host */
+  int uniform;            /* 1 when every host runs the same number of ranks (hierarchical algorithms need it) */
+  int priced;             /* 1 when the cost model has figures; 0 when plans are made without prices */
+  /* The model's per-flow figures, each for a pattern with all its flows running at once: bandwidth in GB/s
+   * (1e9 bytes per second) and latency in microseconds per hop. Zero when not priced or not applicable. */
+  double ringGbps, ringLatencyUs;   /* the ring over all ranks */
+  double biRingGbps;                /* both directions of that ring at once */
+  double hostGbps, hostLatencyUs;   /* each host's ring of its own ranks */
+  double crossGbps, crossLatencyUs; /* the rings of one local index across hosts */
+} cfxTopologyInfo;
+
+/* Fills *info for comm.
+ * Thread safety: any thread, while comm is live.
+ * Returns:
+ *   ncclSuccess          *info is filled.
+ *   ncclInvalidArgument  comm is not a live communicator or info is NULL.
+ *   ncclInvalidUsage     comm has not finished initializing. */
+ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info);
+
+/* The collectives, numbered as the planner numbers them. */
+typedef enum {
+  cfxCollAllReduce = 0,
+  cfxCollBroadcast = 1,
+  cfxCollReduce = 2,
+  cfxCollAllGather = 3,
+  cfxCollReduceScatter = 4,
+  cfxCollAlltoAll = 5,
+  cfxCollGather = 6,
+  cfxCollScatter = 7
+} cfxCollective;
+
+#define CFX_PLAN_TEXT_BYTES 256
+
+typedef struct {
+  char algorithm[16];           /* as NCCL_ALGO spells it: "Ring", "BiRing", "Hier", "Exchange", ... */
+  unsigned long long bytes;     /* the op's largest buffer, which the planner prices */
+  unsigned long long sliceBytes;/* what every step moves per FIFO slot */
+  double estimateUs;            /* the model's time for the chosen algorithm; -1 when it has no price */
+  char text[CFX_PLAN_TEXT_BYTES]; /* the INFO/TUNING line the op would log, with every priced alternative */
+} cfxPlanInfo;
+
+/* The plan comm would make for one collective of `count` elements of `datatype` (count as the matching nccl*
+ * call takes it: per rank for all-gather, reduce-scatter, all-to-all, gather and scatter), honouring NCCL_ALGO.
+ * Thread safety: any thread, while comm is live.
+ * Returns:
+ *   ncclSuccess          *plan is filled.
+ *   ncclInvalidArgument  comm is not a live communicator, plan is NULL, coll is not a cfxCollective, or datatype
+ *                        is not a valid ncclDataType_t.
+ *   ncclInvalidUsage     comm has not finished initializing. */
+ncclResult_t cfxCommGetPlan(ncclComm_t comm, cfxCollective coll, size_t count, ncclDataType_t datatype,
+                            cfxPlanInfo* plan);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -425,3 +425,60 @@ CFX_API ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failure
     return Status();
   });
 }
+
+CFX_API ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info) {
+  return api::call("cfxCommGetTopology", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (info == nullptr) return Status::error(Errc::InvalidArgument, "info is NULL");
+    if (c->asyncError() == Errc::InProgress) {
+      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
+    }
+    const coll::Layout& layout = c->layout();
+    std::memset(info, 0, sizeof(*info));
+    const int r = c->rank();
+    info->nRanks = c->nRanks();
+    info->nHosts = layout.nHosts();
+    info->host = layout.hostOf[static_cast<size_t>(r)];
+    info->localRank = layout.localIndex[static_cast<size_t>(r)];
+    info->localRanks = static_cast<int>(layout.hostRanks[static_cast<size_t>(info->host)].size());
+    info->uniform = layout.uniform() ? 1 : 0;
+    if (const coll::Fabric* f = c->fabric()) {
+      info->priced = 1;
+      info->ringGbps = f->ring.gbps;
+      info->ringLatencyUs = f->ring.latencyUs;
+      info->biRingGbps = c->nRanks() >= 3 ? f->biRing.gbps : 0;
+      if (f->hier) {
+        info->hostGbps = f->host.gbps;
+        info->hostLatencyUs = f->host.latencyUs;
+        info->crossGbps = f->cross.gbps;
+        info->crossLatencyUs = f->cross.latencyUs;
+      }
+    }
+    return Status();
+  });
+}
+
+CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, cfxCollective coll, size_t count, ncclDataType_t datatype,
+                                    cfxPlanInfo* plan) {
+  return api::call("cfxCommGetPlan", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (plan == nullptr) return Status::error(Errc::InvalidArgument, "plan is NULL");
+    if (static_cast<int>(coll) < 0 || static_cast<int>(coll) >= coll::kNumCollectives) {
+      return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", static_cast<int>(coll)));
+    }
+    CFX_TRY(api::checkDataType(datatype));
+    if (c->asyncError() == Errc::InProgress) {
+      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
+    }
+    const coll::PlanRequest req =
+        c->planRequest(static_cast<coll::Collective>(coll), count, static_cast<DataType>(datatype));
+    const coll::Plan chosen = c->plan(req);
+    std::memset(plan, 0, sizeof(*plan));
+    copyText(plan->algorithm, coll::algorithmName(chosen.algorithm));
+    plan->bytes = req.bytes;
+    plan->sliceBytes = req.sliceBytes;
+    plan->estimateUs = coll::estimateUs(req, chosen.algorithm);
+    copyText(plan->text, coll::describePlan(req, chosen, c->options().planner));
+    return Status();
+  });
+}

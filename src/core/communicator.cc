@@ -422,6 +422,23 @@ void Communicator::learnTopology() {
            f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs);
 }
 
+coll::PlanRequest Communicator::planRequest(coll::Collective coll, size_t count, DataType type) const {
+  size_t bytes = count * dataTypeSize(type);
+  switch (coll) {
+    case coll::Collective::AllReduce:
+    case coll::Collective::Broadcast:
+    case coll::Collective::Reduce: break;
+    default: bytes *= static_cast<size_t>(nRanks_);  // count is per rank: the largest buffer holds them all
+  }
+  return coll::PlanRequest{coll, bytes, nRanks_, sliceBytes_, fabric()};
+}
+
+coll::Plan Communicator::plan(const coll::PlanRequest& req) const {
+  coll::Plan plan = coll::choosePlan(req, options_.planner);
+  plan.layout = &layout_;
+  return plan;
+}
+
 // Which CPU every rank is pinned to decides how a waiting rank yields (prims::yieldInterval): a peer on our CPU
 // can only run once we give the CPU up.
 Status Communicator::learnPlacement() {

@@ -127,6 +127,10 @@ class Communicator {
   // Which ranks share a host, and the planner's prices for this communicator (null: plan without prices).
   const coll::Layout& layout() const { return layout_; }
   const coll::Fabric* fabric() const { return fabric_ ? &*fabric_ : nullptr; }
+  // What the planner is asked for one op of `count` elements (NCCL's count meaning for `coll`), and its answer
+  // with this communicator's NCCL_ALGO and layout.
+  coll::PlanRequest planRequest(coll::Collective coll, size_t count, DataType type) const;
+  coll::Plan plan(const coll::PlanRequest& req) const;
   uint32_t nextCollSeq() { return ++collSeq_; }
   uint32_t nextSendSeq(int peer) { return ++sendSeq_[static_cast<size_t>(peer)]; }
   uint32_t nextRecvSeq(int peer) { return ++recvSeq_[static_cast<size_t>(peer)]; }

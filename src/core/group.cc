@@ -42,16 +42,8 @@ struct CollItem {
 // Plans and runs one collective on the collective channel; `prims` must outlive the returned Task.
 prims::Task runPlanned(Communicator* comm, const CollItem& item, prims::Prims& prims) {
   prims.setOpSeq(item.seq);
-  size_t bytes = item.args.count * dataTypeSize(item.args.type);
-  switch (item.args.coll) {
-    case coll::Collective::AllReduce:
-    case coll::Collective::Broadcast:
-    case coll::Collective::Reduce: break;
-    default: bytes *= static_cast<size_t>(comm->nRanks());  // count is per rank: the largest buffer holds them all
-  }
-  const coll::PlanRequest req{item.args.coll, bytes, comm->nRanks(), comm->sliceBytes(), comm->fabric()};
-  coll::Plan plan = coll::choosePlan(req, comm->options().planner);
-  plan.layout = &comm->layout();
+  const coll::PlanRequest req = comm->planRequest(item.args.coll, item.args.count, item.args.type);
+  const coll::Plan plan = comm->plan(req);
   CFX_INFO(log::Sys::Tuning, "%s opCount %lx: %s", coll::collectiveName(item.args.coll),
            static_cast<unsigned long>(item.opCount), coll::describePlan(req, plan, comm->options().planner).c_str());
   return coll::runCollective(item.args, plan, prims);

@@ -362,6 +362,9 @@ enum class Variant {
   SmallSlots,  // 2 shm slots of 4 KiB: every message takes many steps and the sender keeps waiting on flow control
   Ring,        // NCCL_ALGO=allreduce:ring: ring all-reduce also for the small counts recdouble usually takes
   RecDouble,   // NCCL_ALGO=allreduce:recdouble,ring: recursive doubling where exchange usually takes small counts
+  BiRing,      // NCCL_ALGO=...:biring: both ring directions at once, for all-reduce, all-gather and reduce-scatter
+  Hier,        // NCCL_ALGO=allreduce:hier, ranks on 2-rank "hosts" (NCCL_HOSTID): shm within, tcp between
+  Hosts,       // ranks on 2-rank "hosts", the planner's own choices (hierarchical for the larger all-reduces)
 };
 
 const char* variantName(Variant v) {
@@ -374,6 +377,9 @@ const char* variantName(Variant v) {
     case Variant::SmallSlots: return "shm2x4k";
     case Variant::Ring: return "ring";
     case Variant::RecDouble: return "recdouble";
+    case Variant::BiRing: return "biring";
+    case Variant::Hier: return "hier";
+    case Variant::Hosts: return "hosts";
   }
   return "?";
 }
@@ -414,6 +420,11 @@ std::vector<SweepParam> sweepParams() {
   }
   for (int n : {2, 3, 4, 7, 8}) out.push_back({Coll::AllReduce, n, Variant::Ring, n == 3});
   for (int n : {2, 4, 8}) out.push_back({Coll::AllReduce, n, Variant::RecDouble, n == 2});
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
+    for (int n : {3, 4, 7}) out.push_back({c, n, Variant::BiRing, n == 3});
+  }
+  for (int n : {4, 6, 8}) out.push_back({Coll::AllReduce, n, Variant::Hier, n == 4});
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast}) out.push_back({c, 4, Variant::Hosts, c == Coll::AllReduce});
   if (ipv6LoopbackAvailable()) {
     out.push_back({Coll::AllReduce, 3, Variant::Tcp6, true});
     out.push_back({Coll::AlltoAll, 2, Variant::Tcp6, false});
@@ -442,6 +453,9 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
       break;
     case Variant::Ring: env.emplace_back("NCCL_ALGO", "allreduce:ring"); break;
     case Variant::RecDouble: env.emplace_back("NCCL_ALGO", "allreduce:recdouble,ring"); break;
+    case Variant::BiRing: env.emplace_back("NCCL_ALGO", "allreduce:biring;allgather:biring;reducescatter:biring"); break;
+    case Variant::Hier: env.emplace_back("NCCL_ALGO", "allreduce:hier"); break;
+    case Variant::Hosts: break;
   }
   return env;
 }
@@ -459,7 +473,12 @@ TEST_P(CollectiveSweep, EveryRankGetsTheClosedFormResultBitIdentically) {
   RunOptions options;
   options.timeout = 240s;
   options.env = variantEnv(p.variant);
-  const RunResult result = runRanks(p.nRanks, options, [coll = p.coll](RankContext& ctx) { runSweep(ctx, coll); });
+  const bool fakeHosts = p.variant == Variant::Hier || p.variant == Variant::Hosts;
+  const RunResult result = runRanks(p.nRanks, options, [coll = p.coll, fakeHosts](RankContext& ctx) {
+    // Ranks 2h and 2h + 1 make host h: NCCL_HOSTID is the host identity the library groups ranks by.
+    if (fakeHosts) ::setenv("NCCL_HOSTID", ("sweep-host-" + std::to_string(ctx.rank() / 2)).c_str(), 1);
+    runSweep(ctx, coll);
+  });
   if (result.ok()) {
     std::ostringstream hashes;
     for (int r = 0; r < p.nRanks; ++r) hashes << "\n  rank " << r << ": " << result.report(r, "replicated-hash");

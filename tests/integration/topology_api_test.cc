@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// cfxCommGetTopology and cfxCommGetPlan through the public API: what the planner knows of where ranks run, and
+// what it would choose, on one host and on "hosts" made with NCCL_HOSTID (shared memory within, tcp between).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "conflux.h"
+#include "integration/multiproc.h"
+#include "nccl.h"
+
+namespace cfx::itest {
+namespace {
+
+constexpr size_t k64MiBFloats = size_t{16} << 20;
+
+std::string planOf(ncclComm_t comm, cfxCollective coll, size_t count) {
+  cfxPlanInfo plan{};
+  if (cfxCommGetPlan(comm, coll, count, ncclFloat, &plan) != ncclSuccess) return "error";
+  return plan.algorithm;
+}
+
+TEST(TopologyApi, TwoHostsOfTwoRanksPlanHierarchicalAllReduce) {
+  const RunResult result = runRanks(4, [](RankContext& ctx) {
+    ::setenv("NCCL_HOSTID", ("topo-host-" + std::to_string(ctx.rank() / 2)).c_str(), 1);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cfxTopologyInfo info{};
+    ASSERT_EQ(cfxCommGetTopology(comm, &info), ncclSuccess);
+    EXPECT_EQ(info.nRanks, 4);
+    EXPECT_EQ(info.nHosts, 2);
+    EXPECT_EQ(info.host, ctx.rank() / 2);
+    EXPECT_EQ(info.localRank, ctx.rank() % 2);
+    EXPECT_EQ(info.localRanks, 2);
+    EXPECT_EQ(info.uniform, 1);
+    EXPECT_EQ(info.priced, 1);
+    // Two ranks of a host share its network link in the cross-host step.
+    EXPECT_GT(info.crossGbps, 0);
+    EXPECT_NEAR(info.crossGbps * 2, info.ringGbps, 1e-9);
+
+    EXPECT_EQ(planOf(comm, cfxCollAllReduce, k64MiBFloats), "Hier");
+    EXPECT_EQ(planOf(comm, cfxCollAllReduce, 16), "Exchange");
+    EXPECT_EQ(planOf(comm, cfxCollBroadcast, k64MiBFloats), "Chain");
+    cfxPlanInfo plan{};
+    ASSERT_EQ(cfxCommGetPlan(comm, cfxCollAllGather, 1000, ncclFloat, &plan), ncclSuccess);
+    EXPECT_EQ(plan.bytes, 4u * 1000u * 4u);  // count is per rank: the gathered buffer is what moves
+    ASSERT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, k64MiBFloats, ncclFloat, &plan), ncclSuccess);
+    EXPECT_GT(plan.estimateUs, 0);
+    EXPECT_NE(std::string(plan.text).find("model: Ring"), std::string::npos) << plan.text;
+
+    // The plan is what runs: a hierarchical all-reduce gives every rank the sum.
+    std::vector<float> v(k64MiBFloats / 64 + 3, static_cast<float>(ctx.rank() + 1));
+    ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+    for (float x : v) ASSERT_EQ(x, 10.0f);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+  EXPECT_TRUE(result.ok());
+}
+
+TEST(TopologyApi, OneHostKeepsTheRingAndNcclAlgoIsHonoured) {
+  RunOptions options;
+  options.env = {{"NCCL_ALGO", "allreduce:biring;allgather:ring"}};
+  const RunResult result = runRanks(3, options, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cfxTopologyInfo info{};
+    ASSERT_EQ(cfxCommGetTopology(comm, &info), ncclSuccess);
+    EXPECT_EQ(info.nHosts, 1);
+    EXPECT_EQ(info.localRanks, 3);
+    EXPECT_EQ(info.crossGbps, 0);
+    EXPECT_EQ(planOf(comm, cfxCollAllReduce, k64MiBFloats), "BiRing");
+    EXPECT_EQ(planOf(comm, cfxCollAllGather, k64MiBFloats), "Ring");
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+  EXPECT_TRUE(result.ok());
+}
+
+TEST(TopologyApi, BadArgumentsAreRefusedWithAReason) {
+  const RunResult result = runRanks(1, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cfxPlanInfo plan{};
+    EXPECT_EQ(cfxCommGetTopology(comm, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(cfxCommGetTopology(nullptr, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1, ncclFloat, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(cfxCommGetPlan(comm, static_cast<cfxCollective>(8), 1, ncclFloat, &plan), ncclInvalidArgument);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("not a cfxCollective"), std::string::npos);
+    EXPECT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1, static_cast<ncclDataType_t>(99), &plan), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+  EXPECT_TRUE(result.ok());
+}
+
+}  // namespace
+}  // namespace cfx::itest
