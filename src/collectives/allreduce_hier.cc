@@ -12,15 +12,88 @@
 // steps move (L - 1) / L * bytes each through shared memory, which is cheap beside a network link. Latency:
 // 2 (L - 1) + 2 (H - 1) hops per loop, against 2 (n - 1).
 //
+// Pipelining: the steps of one part of the buffer depend on each other, but the host-local steps of one segment
+// can run while the cross-host step of another crosses the network. A large buffer is cut into segments and run in
+// rounds; in round i a rank's host strand runs all-gather(i - 2) then reduce-scatter(i), while its cross strand
+// runs the all-reduce of segment i - 1 (prims::Parallel). The strands use disjoint FIFOs (peers on this host
+// versus peers on other hosts), and every rank runs the same rounds in the same order, so each round needs only
+// the same round of its peers and cannot deadlock. The slower step hides the faster: with a network far slower
+// than shared memory the op costs about the cross-host step plus one segment's host steps.
+//
 // The op's pre-multiplier is applied once, in step 1, to each rank's own input; its final step (integer average's
 // division) once, in step 2, where a part is finished. Each element is reduced in one fixed order (host ring,
 // then cross ring) and every other rank receives those bytes, so all ranks hold the same bits.
 //
 // Needs every host to run the same number of ranks (Layout::uniform); otherwise, or with one host or one rank per
 // host, it is the flat ring, which is what it reduces to there.
+#include <algorithm>
+
 #include "collectives/ring.h"
+#include "primitives/parallel.h"
 
 namespace cfx::coll {
+
+namespace {
+
+// Fewer than this many slices per rank and segment, and the extra ring latencies cost more than the overlap saves
+// (1 MiB with the usual 128 KiB slices).
+constexpr size_t kMinSegmentSlicesPerRank = 8;
+constexpr size_t kMaxSegments = 8;
+
+// One rank's view of a hierarchical all-reduce: its rings, the segments, and the two ops.
+struct HierOp {
+  RankRing hostRing;
+  RankRing crossRing;
+  const char* in = nullptr;
+  char* out = nullptr;
+  DataType type = DataType::Float32;
+  EvenSplit segments{0, 1};
+  ReduceOp hostOp;   // pre-multiplies, leaves the final step to the cross-host ring
+  ReduceOp crossOp;  // combines partials that are already pre-multiplied
+
+  size_t elt() const { return dataTypeSize(type); }
+  // The parts of segment `seg`, one per local rank, as ranges of the whole buffer.
+  std::vector<ElemRange> parts(size_t seg) const {
+    const int nLocal = hostRing.n();
+    const EvenSplit split{segments.size(static_cast<int>(seg)), nLocal};
+    std::vector<ElemRange> blocks(static_cast<size_t>(nLocal));
+    for (int p = 0; p < nLocal; ++p) {
+      blocks[static_cast<size_t>(p)] = {segments.begin(static_cast<int>(seg)) + split.begin(p), split.size(p)};
+    }
+    return blocks;
+  }
+};
+
+Task reduceScatterStep(const HierOp& op, size_t seg, prims::Prims& prims) {
+  std::vector<ElemRange> blocks = op.parts(seg);
+  char* mine = op.out + blocks[static_cast<size_t>(op.hostRing.me)].offset * op.elt();
+  return ringReduceScatter(op.hostRing, op.in, std::move(blocks), mine, op.type, op.hostOp, prims);
+}
+
+Task crossStep(const HierOp& op, size_t seg, prims::Prims& prims) {
+  const ElemRange part = op.parts(seg)[static_cast<size_t>(op.hostRing.me)];
+  char* mine = op.out + part.offset * op.elt();
+  return ringAllReduce(op.crossRing, mine, mine, part.count, op.type, op.crossOp, prims);
+}
+
+Task allGatherStep(const HierOp& op, size_t seg, prims::Prims& prims) {
+  return ringAllGather(op.hostRing, op.out, op.parts(seg), op.type, prims);
+}
+
+// Round i's host strand: all-gather of segment i - 2, then reduce-scatter of segment i (either may be absent).
+Task hostRound(const HierOp& op, size_t round, prims::Prims& prims) {
+  const size_t k = static_cast<size_t>(op.segments.n);
+  if (round >= 2 && round - 2 < k) CFX_CO_TRY(co_await allGatherStep(op, round - 2, prims));
+  if (round < k) CFX_CO_TRY(co_await reduceScatterStep(op, round, prims));
+  co_return Status();
+}
+
+}  // namespace
+
+size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes) {
+  const size_t perRank = bytes / static_cast<size_t>(std::max(localRanks, 1));
+  return std::clamp<size_t>(perRank / (kMinSegmentSlicesPerRank * std::max<size_t>(sliceBytes, 1)), 1, kMaxSegments);
+}
 
 Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
@@ -35,27 +108,33 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
     CFX_CO_TRY(co_await allReduceRing(args, plan, prims));
     co_return Status();
   }
+  HierOp op;
   const int l = layout->localIndex[static_cast<size_t>(r)];
-  const RankRing hostRing{local, l};
-  RankRing crossRing;
-  for (const std::vector<int>& ranks : layout->hostRanks) crossRing.ranks.push_back(ranks[static_cast<size_t>(l)]);
-  crossRing.me = h;
+  op.hostRing = RankRing{local, l};
+  for (const std::vector<int>& ranks : layout->hostRanks) op.crossRing.ranks.push_back(ranks[static_cast<size_t>(l)]);
+  op.crossRing.me = h;
+  op.in = static_cast<const char*>(args.sendbuff);
+  op.out = static_cast<char*>(args.recvbuff);
+  op.type = args.type;
+  op.hostOp = args.op;
+  op.hostOp.postDivide = false;
+  op.crossOp = args.op;
+  op.crossOp.preMultiply = false;
+  // Every rank derives the same segment count from the op alone.
+  const size_t k = hierSegments(args.count * dataTypeSize(args.type), nLocal, prims.sliceBytes());
+  op.segments = EvenSplit{args.count, static_cast<int>(k)};
 
-  const size_t elt = dataTypeSize(args.type);
-  const char* in = static_cast<const char*>(args.sendbuff);
-  char* out = static_cast<char*>(args.recvbuff);
-  const EvenSplit parts{args.count, nLocal};
-  std::vector<ElemRange> blocks(static_cast<size_t>(nLocal));
-  for (int p = 0; p < nLocal; ++p) blocks[static_cast<size_t>(p)] = {parts.begin(p), parts.size(p)};
-  char* mine = out + parts.begin(l) * elt;
-  ReduceOp hostOp = args.op;  // pre-multiplies, leaves the final step to the cross-host ring
-  hostOp.postDivide = false;
-  ReduceOp crossOp = args.op;  // combines partials that are already pre-multiplied
-  crossOp.preMultiply = false;
-
-  CFX_CO_TRY(co_await ringReduceScatter(hostRing, in, blocks, mine, args.type, hostOp, prims));
-  CFX_CO_TRY(co_await ringAllReduce(crossRing, mine, mine, parts.size(l), args.type, crossOp, prims));
-  CFX_CO_TRY(co_await ringAllGather(hostRing, out, std::move(blocks), args.type, prims));
+  for (size_t round = 0; round < k + 2; ++round) {
+    const bool cross = round >= 1 && round - 1 < k;
+    const bool host = round < k || (round >= 2 && round - 2 < k);
+    if (cross && host) {
+      CFX_CO_TRY(co_await prims::Parallel(hostRound(op, round, prims), crossStep(op, round - 1, prims)));
+    } else if (cross) {
+      CFX_CO_TRY(co_await crossStep(op, round - 1, prims));
+    } else if (host) {
+      CFX_CO_TRY(co_await hostRound(op, round, prims));
+    }
+  }
   co_return Status();
 }
 

@@ -105,6 +105,8 @@ Task allReduceBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+// How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it).
+size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
 
 // Contiguous split of `count` elements into n nearly equal parts: part i is [begin(i), begin(i+1)).
 struct EvenSplit {

@@ -262,10 +262,14 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
     case Algorithm::BiRing:
       return passes * (n - 1) * (f.biRing.latencyUs + transferUs(f.biRing, bytes / n / 2));
     case Algorithm::Hier: {
+      // Segments pipeline the host-local steps with the cross-host one: the slower hides all but one segment of
+      // the faster.
       const double local = f.localRanks;
       const double hosts = f.hosts;
-      return 2 * (local - 1) * (f.host.latencyUs + transferUs(f.host, bytes / local)) +
-             2 * (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, bytes / local / hosts));
+      const double k = static_cast<double>(hierSegments(req.bytes, f.localRanks, req.sliceBytes));
+      const double host = 2 * (local - 1) * (f.host.latencyUs + transferUs(f.host, bytes / local / k));
+      const double cross = 2 * (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, bytes / local / hosts / k));
+      return k * std::max(host, cross) + std::min(host, cross);
     }
     default: return -1;
   }
