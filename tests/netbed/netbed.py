@@ -110,6 +110,38 @@ class Spec:
         if _components(self) != 1:
             raise BedError("the links do not connect every host")
 
+    def topology_xml(self, ranks_per_host: int) -> str:
+        """The bed as Conflux's NCCL_TOPO_FILE: one host per namespace with one NIC per link it is on (speed = the
+        link's tc rate, 10 Gbit/s when unshaped), point-to-point links declared as such (so the planner sees a
+        ring of cables, not a switch), delays as link latency, and ranks placed as run_ranks places them."""
+        unshaped_bps = 10_000_000_000
+        nics: list[list[str]] = [[] for _ in range(self.hosts)]
+        lines = []
+        net_latency_us = None
+        for k, link in enumerate(self.links):
+            bps = parse_rate(link.rate) if link.rate else unshaped_bps
+            ends = []
+            for h in link.hosts:
+                ends.append(f"h{h}:nic{len(nics[h])}")
+                nics[h].append(f'<nic name="link{k}" speed="{bps // 1_000_000}"/>')
+            if link.kind == "p2p":
+                lines.append(f'  <link a="{ends[0]}" b="{ends[1]}" class="net" bw="{bps / 8e9:.6g}" '
+                             f'lat="{link.delay_ms * 1000 + 20:.6g}"/>')
+            elif link.delay_ms:
+                # A switch's NIC links take the class latency (half on each side): one per bed, the largest.
+                net_latency_us = max(net_latency_us or 0, link.delay_ms * 1000 + 20)
+        xml = ['<?xml version="1.0"?>', "<!-- written by tests/netbed/netbed.py for one bed -->", '<system version="1">']
+        if net_latency_us is not None:
+            xml.append(f'  <linkclass name="net" lat="{net_latency_us:.6g}"/>')
+        for h in range(self.hosts):
+            xml.append(f'  <host id="{h}" name="h{h}"><numa id="0"/>{"".join(nics[h])}</host>')
+        xml += lines
+        for h in range(self.hosts):
+            for l in range(ranks_per_host):
+                xml.append(f'  <rank id="{h * ranks_per_host + l}" host="{h}"/>')
+        xml.append("</system>")
+        return "\n".join(xml) + "\n"
+
 
 def switch(n: int, rate: str | None = None, delay_ms: float = 0.0) -> Spec:
     return Spec(n, [Link(list(range(n)), "switch", rate, delay_ms)] if n > 1 else [])
@@ -441,18 +473,25 @@ class Bed:
 
     def run_ranks(self, ranks_per_host: int, argv: list[str], env: dict[str, str] | None = None,
                   timeout: float = 120, port: int = 29500, quiet: bool = False,
-                  outputs: dict[int, str] | None = None) -> int:
+                  outputs: dict[int, str] | None = None, topology: bool = True) -> int:
         """Runs argv as ranks_per_host ranks on every host (torchrun-style variables); returns 0 when every rank
         exited 0. Rank 0's output is printed unless quiet; a failed rank's output is always printed with its
-        rank. `outputs`, when given, receives every rank's output."""
+        rank. `outputs`, when given, receives every rank's output. With `topology`, ranks get NCCL_TOPO_FILE
+        describing the bed (Spec.topology_xml), so Conflux plans for the links it really has; `env` can override."""
         world = self.spec.hosts * ranks_per_host
         procs = []
         with tempfile.TemporaryDirectory(prefix="cfxnb") as tmp:
+            base_env: dict[str, object] = {}
+            if topology:
+                topo_path = os.path.join(tmp, "topology.xml")
+                with open(topo_path, "w") as f:
+                    f.write(self.spec.topology_xml(ranks_per_host))
+                base_env["NCCL_TOPO_FILE"] = topo_path
             for h in range(self.spec.hosts):
                 for l in range(ranks_per_host):
                     rank = h * ranks_per_host + l
                     e = {"RANK": rank, "WORLD_SIZE": world, "LOCAL_RANK": l, "LOCAL_WORLD_SIZE": ranks_per_host,
-                         "MASTER_ADDR": self.primary_addr(0), "MASTER_PORT": port}
+                         "MASTER_ADDR": self.primary_addr(0), "MASTER_PORT": port, **base_env}
                     e.update(env or {})
                     out = open(os.path.join(tmp, f"rank{rank}.log"), "w+")
                     p = subprocess.Popen(self.exec_argv(h, argv, {k: str(v) for k, v in e.items()}), stdout=out,
