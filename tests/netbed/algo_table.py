@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Algorithm tables: every fixed algorithm beside the planner's own choice, per size, on one bed.
+
+For one collective on one shape, each repetition runs the perf binary once per setting, interleaved (rep 1: every
+setting, rep 2: ...): NCCL_ALGO=<coll>:<algorithm> for each fixed algorithm, and "auto" (no NCCL_ALGO: the
+planner decides; its pick per size is read from rank 0's INFO/TUNING lines). Ranks get NCCL_TOPO_FILE describing
+the bed, so the planner prices the links the bed has. The table shows median out-of-place time per size and
+setting, the planner's pick, and auto's time against the best and the worst fixed algorithm.
+
+A fixed algorithm that does not apply at some size (Hier on one host, BiRing on two ranks) runs the planner's
+default there instead; its column then repeats another's.
+
+Shapes (--shape): host (one host, --ranks-per-host ranks, no network), 2x2 (2 hosts x 2 ranks on a 1 Gbit/s
+switch), 2x4 (2 hosts x 4 ranks, 1 Gbit/s), ring4 (4 hosts x 1 rank, ring of 1 Gbit/s point-to-point links),
+4x1_rtt50 (4 hosts x 1 rank on a 1 Gbit/s switch with 50 ms RTT through the delay relay).
+
+Example (as root, from the repository root, after building perf binaries and cfx_delay_relay in build-rel):
+  python3 tests/netbed/algo_table.py --build build-rel --shape 2x2 --coll all_reduce -b 1K -e 64M --reps 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netbed  # noqa: E402
+
+MiB = 1 << 20
+SHAPES = {
+    "host": lambda rph: (netbed.Spec(1, []), rph),
+    "2x2": lambda rph: (netbed.switch(2, rate="1gbit"), 2),
+    "2x4": lambda rph: (netbed.switch(2, rate="1gbit"), 4),
+    "ring4": lambda rph: (netbed.ring(4, rate="1gbit"), 1),
+    "4x1_rtt50": lambda rph: (_tuned(netbed.switch(4, rate="1gbit", delay_ms=25)), 1),
+}
+# perf binary name -> (NCCL_ALGO collective name, fixed algorithms to compare)
+COLLS = {
+    "all_reduce": ("allreduce", ["ring", "biring", "hier"]),
+    "all_gather": ("allgather", ["ring", "biring"]),
+    "reduce_scatter": ("reducescatter", ["ring", "biring"]),
+}
+ROW = re.compile(r"^\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s")
+PICK = re.compile(r"\w+ (\d+) B on \d+ ranks: (\w+)")
+
+
+def _tuned(spec: netbed.Spec) -> netbed.Spec:
+    spec.tcp_buf_max = 32 * MiB
+    return spec
+
+
+def run(bed: netbed.Bed, rph: int, argv: list[str], env: dict[str, str], timeout: float,
+        log: str | None) -> tuple[dict, dict]:
+    outputs: dict[int, str] = {}
+    if log:
+        env = {**env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": log + ".%p"}
+    rc = bed.run_ranks(rph, argv, env=env, timeout=timeout, quiet=True, outputs=outputs)
+    if rc != 0:
+        raise SystemExit(f"ranks failed ({env}):\n{outputs.get(0, '')[-3000:]}")
+    times, picks = {}, {}
+    for line in outputs[0].splitlines():
+        m = ROW.match(line)
+        if m:
+            times[int(m.group(1))] = float(m.group(2))
+    if log:
+        # Every rank makes the same plans; any one rank's log says what the planner picked.
+        d, base = os.path.split(log)
+        for name in sorted(os.listdir(d)):
+            if name.startswith(os.path.basename(base) + "."):
+                with open(os.path.join(d, name)) as f:
+                    for p in PICK.finditer(f.read()):
+                        picks[int(p.group(1))] = p.group(2)
+                os.unlink(os.path.join(d, name))
+    return times, picks
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build", default="build-rel")
+    ap.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    ap.add_argument("--ranks-per-host", type=int, default=4, help="ranks of the 'host' shape")
+    ap.add_argument("--coll", choices=sorted(COLLS), default="all_reduce")
+    ap.add_argument("-b", default="1K")
+    ap.add_argument("-e", default="64M")
+    ap.add_argument("-f", default="4")
+    ap.add_argument("--iters", default="2", help="perf -n")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+
+    spec, rph = SHAPES[args.shape](args.ranks_per_host)
+    coll_name, algos = COLLS[args.coll]
+    settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]
+    perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
+    argv = [perf, "-b", args.b, "-e", args.e, "-f", args.f, "-n", args.iters, "-w", "1", "-c", "1"]
+    samples: dict[str, dict[int, list[float]]] = {s: {} for s in settings}
+    picks: dict[int, str] = {}
+    relay = os.path.join(args.build, "tools", "cfx_delay_relay")
+    with netbed.Bed(spec, relay=relay) as bed, tempfile.TemporaryDirectory(prefix="cfxalgo") as tmp:
+        for rep in range(args.reps):
+            for s in settings:
+                env = {} if s == "auto" else {"NCCL_ALGO": s}
+                log = os.path.join(tmp, "tuning") if s == "auto" else None
+                times, p = run(bed, rph, argv, env, args.timeout, log)
+                if s == "auto":
+                    picks.update(p)
+                for size, t in times.items():
+                    samples[s].setdefault(size, []).append(t)
+                print(f"# rep {rep + 1}/{args.reps} {s}: {len(times)} sizes", file=sys.stderr, flush=True)
+
+    print(f"\n{args.coll} on {args.shape} ({spec.hosts} hosts x {rph} ranks), median of {args.reps} interleaved "
+          f"repetitions, out-of-place time in us\n")
+    print("| size | " + " | ".join(settings) + " | planner's pick | auto / best fixed | auto / worst fixed |")
+    print("|---:|" + "---:|" * len(settings) + "---|---:|---:|")
+    worst_ratio = 0.0
+    for size in sorted(samples["auto"]):
+        med = {s: statistics.median(samples[s][size]) for s in settings if size in samples[s]}
+        fixed = [med[s] for s in settings[:-1] if s in med]
+        best, worst = min(fixed), max(fixed)
+        worst_ratio = max(worst_ratio, med["auto"] / best)
+        cells = " | ".join(f"{med[s]:.0f}" for s in settings)
+        print(f"| {size} | {cells} | {picks.get(size, '?')} | {med['auto'] / best:.2f} | {med['auto'] / worst:.2f} |")
+    print(f"\nlargest auto / best fixed: {worst_ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
