@@ -31,6 +31,7 @@ constexpr Entry kTable[] = {
     {Collective::AllGather, Algorithm::BiRing, &allGatherBiRing},
     {Collective::ReduceScatter, Algorithm::BiRing, &reduceScatterBiRing},
     {Collective::AllReduce, Algorithm::Hier, &allReduceHier},
+    {Collective::AllReduce, Algorithm::Rabenseifner, &allReduceRabenseifner},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {
@@ -69,6 +70,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Exchange: return "Exchange";
     case Algorithm::BiRing: return "BiRing";
     case Algorithm::Hier: return "Hier";
+    case Algorithm::Rabenseifner: return "Rabenseifner";
   }
   return "unknown";
 }

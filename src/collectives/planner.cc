@@ -2,7 +2,9 @@
 // Algorithm choice and NCCL_ALGO parsing (collectives layer). Pure: no logging, no environment.
 #include "collectives/planner.h"
 
+#include <bit>
 #include <cctype>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -16,7 +18,7 @@ namespace {
 // Latency-bound algorithms, most preferred first: taken whenever they apply (the whole message fits one slice).
 constexpr Algorithm kLatencyFamily[] = {Algorithm::Exchange, Algorithm::RecDouble};
 // Bandwidth algorithms priced by the model; Ring first, as the default that the others must beat.
-constexpr Algorithm kPricedFamily[] = {Algorithm::Ring, Algorithm::BiRing, Algorithm::Hier};
+constexpr Algorithm kPricedFamily[] = {Algorithm::Ring, Algorithm::BiRing, Algorithm::Hier, Algorithm::Rabenseifner};
 // One always-applicable algorithm per remaining collective.
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
 
@@ -32,6 +34,7 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     // Two ranks have one neighbour: the bidirectional ring is the ring there.
     case Algorithm::BiRing: return req.nRanks >= 3;
     case Algorithm::Hier: return req.fabric != nullptr && req.fabric->hier;
+    case Algorithm::Rabenseifner:
     case Algorithm::Ring:
     case Algorithm::Chain:
     case Algorithm::Direct: return true;
@@ -227,6 +230,15 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
   }
   fabric.ring = loadedFigures(view, ring);
   fabric.biRing = n >= 3 ? loadedFigures(view, both) : fabric.ring;
+  const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
+  fabric.butterfly = fabric.ring;
+  for (int mask = 1; mask < p; mask <<= 1) {
+    std::vector<std::pair<int, int>> round;
+    for (int r = 0; r < p; ++r) round.emplace_back(r, r ^ mask);
+    const topo::LinkFigures f = loadedFigures(view, round);
+    if (mask == 1 || f.gbps < fabric.butterfly.gbps) fabric.butterfly.gbps = f.gbps;
+    if (mask == 1 || f.latencyUs > fabric.butterfly.latencyUs) fabric.butterfly.latencyUs = f.latencyUs;
+  }
   fabric.hosts = layout.nHosts();
   fabric.localRanks = static_cast<int>(layout.hostRanks.front().size());
   fabric.hier = fabric.hosts > 1 && fabric.localRanks > 1 && layout.uniform();
@@ -270,6 +282,14 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       const double host = 2 * (local - 1) * (f.host.latencyUs + transferUs(f.host, bytes / local / k));
       const double cross = 2 * (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, bytes / local / hosts / k));
       return k * std::max(host, cross) + std::min(host, cross);
+    }
+    case Algorithm::Rabenseifner: {
+      if (req.nRanks == 1) return 0;
+      const double p = static_cast<double>(std::bit_floor(static_cast<unsigned>(req.nRanks)));
+      const double rounds = std::log2(p);
+      double us = 2 * rounds * f.butterfly.latencyUs + 2 * (p - 1) / p * transferUs(f.butterfly, bytes);
+      if (req.nRanks != static_cast<int>(p)) us += 2 * (f.butterfly.latencyUs + transferUs(f.butterfly, bytes));
+      return us;
     }
     default: return -1;
   }

@@ -31,6 +31,7 @@ namespace cfx::coll {
 struct Fabric {
   topo::LinkFigures ring;    // rank r -> r + 1 for every r (the flat ring)
   topo::LinkFigures biRing;  // r -> r + 1 and r -> r - 1 at once (the bidirectional ring); n >= 3 only
+  topo::LinkFigures butterfly;  // r <-> r ^ mask for each mask in turn (recursive halving); the slowest round
   bool hier = false;         // several hosts, each running the same number (> 1) of ranks
   int hosts = 1;
   int localRanks = 1;
@@ -72,7 +73,7 @@ Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
 
 // The plan for one op. AllReduce uses Exchange while the whole message fits one slice on a power-of-two rank
 // count above one, RecDouble while it fits one slice on other counts; above one slice AllReduce, AllGather and
-// ReduceScatter take the cheapest of Ring, BiRing and (AllReduce) Hier by the cost model, where one of the
+// ReduceScatter take the cheapest of Ring, BiRing and (AllReduce) Hier and Rabenseifner by the cost model, where one of the
 // latter must be at least kModelMargin cheaper than Ring to be chosen (the model is coarse; Ring is the safe
 // default). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use
 // Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can run the op, the

@@ -9,6 +9,15 @@ Parallel::Parallel(std::vector<Task> tasks) {
   for (Task& t : tasks) add(std::move(t));
 }
 
+namespace {
+
+// A verb as a strand of its own.
+Task awaitVerb(TransferAwaiter verb) { co_return co_await verb; }
+
+}  // namespace
+
+void Parallel::add(TransferAwaiter verb) { add(awaitVerb(std::move(verb))); }
+
 void Parallel::add(Task task) {
   Work& w = children_.emplace_back();
   w.task = std::move(task);

@@ -12,6 +12,9 @@
 // them and resumes the parent once every child finished, or as soon as one failed (the first failure is what the
 // parent sees; the others are abandoned with the run, as a failed Work always fails the whole run).
 //
+// A strand may also be a single verb (prims.send(...), ...): Parallel(prims.send(q, ...), prims.recv(q, ...))
+// sends to and receives from one peer at once, on its two FIFOs.
+//
 // The strands share a thread, so they need no locking; they must not share a FIFO (two strands sending to one
 // peer on one channel would interleave their slices). Children can await Parallel again.
 #pragma once
@@ -41,6 +44,7 @@ class [[nodiscard]] Parallel {
 
  private:
   void add(Task task);
+  void add(TransferAwaiter verb);
   std::vector<Work> children_;  // never resized once started: the executor holds pointers into it
 };
 

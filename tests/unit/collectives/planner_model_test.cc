@@ -157,8 +157,26 @@ TEST(PlannerModel, EveryChoiceIsImplementedOnEveryShape) {
   }
 }
 
+TEST(PlannerModel, LongLinksTakeRabenseifnerForMidSizedAllReduce) {
+  std::string xml = star(8, 1, 1000);
+  xml.insert(xml.find('\n') + 1, "  <linkclass name=\"net\" lat=\"25000\"/>\n");  // 50 ms round trips
+  const Machine m = machine(xml);
+  // log2(8) = 3 rounds each way against the ring's 7 steps each way, at the same bytes per rank.
+  EXPECT_EQ(choose(m, Collective::AllReduce, size_t{4} << 20), Algorithm::Rabenseifner);
+  const double ring = estimateUs(request(m, Collective::AllReduce, size_t{4} << 20), Algorithm::Ring);
+  const double rab = estimateUs(request(m, Collective::AllReduce, size_t{4} << 20), Algorithm::Rabenseifner);
+  EXPECT_GT(ring / rab, 1.5);
+}
+
+TEST(PlannerModel, ButterflyPartnersTwoHopsAwayShareTheRingsLinks) {
+  const Machine m = machine(topo::testing::fourHostRing());
+  // r <-> r ^ 2 crosses two links, which the r <-> r ^ 2 flows of the other pair cross too.
+  EXPECT_LT(m.fabric.butterfly.gbps, m.fabric.ring.gbps);
+  EXPECT_NE(choose(m, Collective::AllReduce, k64MiB), Algorithm::Rabenseifner);
+}
+
 TEST(PlannerModel, ParserKnowsTheNewAlgorithms) {
-  EXPECT_TRUE(parseAlgoSpec("allreduce:biring,hier;allgather:biring;reducescatter:biring").ok());
+  EXPECT_TRUE(parseAlgoSpec("allreduce:biring,hier,rabenseifner;allgather:biring;reducescatter:biring").ok());
   Result<PlannerOptions> r = parseAlgoSpec("broadcast:hier");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("Broadcast has no Hier algorithm"), std::string::npos);

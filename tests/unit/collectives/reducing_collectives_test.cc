@@ -86,6 +86,10 @@ TEST(ReduceChain, MatchesClosedFormForEveryShapeAndRoot) { sweep(Collective::Red
 
 TEST(ReduceScatterRing, MatchesClosedFormForEveryShape) { sweep(Collective::ReduceScatter, Algorithm::Ring, noRoot); }
 
+TEST(AllReduceRabenseifner, MatchesClosedFormForEveryShape) {
+  sweep(Collective::AllReduce, Algorithm::Rabenseifner, noRoot);
+}
+
 TEST(AllReduceBiRing, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::BiRing, noRoot); }
 
 TEST(ReduceScatterBiRing, MatchesClosedFormForEveryShape) {
