@@ -40,7 +40,7 @@ SHAPES = {
 }
 # perf binary name -> (NCCL_ALGO collective name, fixed algorithms to compare)
 COLLS = {
-    "all_reduce": ("allreduce", ["ring", "biring", "hier"]),
+    "all_reduce": ("allreduce", ["ring", "biring", "hier", "rabenseifner"]),
     "all_gather": ("allgather", ["ring", "biring"]),
     "reduce_scatter": ("reducescatter", ["ring", "biring"]),
 }
