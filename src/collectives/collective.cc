@@ -32,6 +32,7 @@ constexpr Entry kTable[] = {
     {Collective::ReduceScatter, Algorithm::BiRing, &reduceScatterBiRing},
     {Collective::AllReduce, Algorithm::Hier, &allReduceHier},
     {Collective::AllReduce, Algorithm::Rabenseifner, &allReduceRabenseifner},
+    {Collective::AllGather, Algorithm::Hier, &allGatherHier},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {

@@ -58,7 +58,7 @@ enum class Algorithm : uint8_t {
   RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
   Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
   BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
-  Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce)
+  Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
 };
 inline constexpr int kNumAlgorithms = 8;
@@ -107,6 +107,7 @@ Task allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceRabenseifner(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 // How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it).
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
 

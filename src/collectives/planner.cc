@@ -278,6 +278,15 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       // the faster.
       const double local = f.localRanks;
       const double hosts = f.hosts;
+      if (req.coll == Collective::AllGather) {
+        // Cross: a ring of H over each rank's block; host: H rings of L, one per source host (allgather_hier.cc).
+        const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
+        const double k = static_cast<double>(
+            std::min(hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
+        const double cross = (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, block / k));
+        const double host = hosts * (local - 1) * (f.host.latencyUs + transferUs(f.host, block / k));
+        return k * std::max(host, cross) + std::min(host, cross);
+      }
       const double k = static_cast<double>(hierSegments(req.bytes, f.localRanks, req.sliceBytes));
       const double host = 2 * (local - 1) * (f.host.latencyUs + transferUs(f.host, bytes / local / k));
       const double cross = 2 * (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, bytes / local / hosts / k));

@@ -41,7 +41,7 @@ SHAPES = {
 # perf binary name -> (NCCL_ALGO collective name, fixed algorithms to compare)
 COLLS = {
     "all_reduce": ("allreduce", ["ring", "biring", "hier", "rabenseifner"]),
-    "all_gather": ("allgather", ["ring", "biring"]),
+    "all_gather": ("allgather", ["ring", "biring", "hier"]),
     "reduce_scatter": ("reducescatter", ["ring", "biring"]),
 }
 ROW = re.compile(r"^\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s")

@@ -52,6 +52,38 @@ TEST(AllGatherRing, AssemblesEveryRanksBlockForEveryShape) { sweep(Collective::A
 
 TEST(AllGatherBiRing, AssemblesEveryRanksBlockForEveryShape) { sweep(Collective::AllGather, Algorithm::BiRing, noRoot); }
 
+// Hier over hosts of several sizes, including uneven ones and one rank per host (where it is the flat ring), and
+// blocks large enough for several pipelined segments.
+TEST(AllGatherHier, AssemblesEveryRanksBlockOnEveryHostLayout) {
+  const std::vector<std::vector<uint64_t>> layouts = {
+      {0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1},
+      {5, 9, 5, 9, 5, 9}, {0, 0, 0, 1, 1}, {0, 1, 2},
+  };
+  size_t index = 0;
+  for (const std::vector<uint64_t>& hosts : layouts) {
+    const int n = static_cast<int>(hosts.size());
+    for (DataType type : kSweepTypes) {
+      std::vector<size_t> counts = sweepCounts(n, type, 256);
+      if (type == DataType::Float32) counts.push_back(3001);  // 8 slices per segment: several segments
+      for (size_t count : counts) {
+        for (bool inPlace : {false, true}) {
+          CollCase c;
+          c.coll = Collective::AllGather;
+          c.algorithm = Algorithm::Hier;
+          c.nRanks = n;
+          c.count = count;
+          c.type = type;
+          c.inPlace = inPlace;
+          c.hosts = hosts;
+          c.misalign = kMisalign[index++ % std::size(kMisalign)];
+          runCase(c);
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 TEST(AlltoAllDirect, DeliversEveryBlockForEveryShape) { sweep(Collective::AlltoAll, Algorithm::Direct, noRoot); }
 
 TEST(GatherDirect, AssemblesEveryBlockAtTheRootForEveryShapeAndRoot) {
@@ -208,7 +240,7 @@ TEST(Collectives, EveryImplementedPairIsDispatched) {
       pairs += coll::hasAlgorithm(static_cast<Collective>(c), static_cast<Algorithm>(a)) ? 1 : 0;
     }
   }
-  EXPECT_EQ(pairs, 15);  // each has a sweep in this file or reducing_collectives_test.cc
+  EXPECT_EQ(pairs, 16);  // each has a sweep in this file or reducing_collectives_test.cc
 }
 
 }  // namespace

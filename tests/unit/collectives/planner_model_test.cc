@@ -71,6 +71,16 @@ TEST(PlannerModel, TwoHostsOfFourRanksGoHierarchicalForLargeAllReduce) {
   EXPECT_NEAR(m.fabric.ring.gbps, 0.125, 1e-9);
 }
 
+TEST(PlannerModel, TwoHostsOfFourRanksGatherHierarchically) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  EXPECT_EQ(choose(m, Collective::AllGather, k64MiB), Algorithm::Hier);
+  // The flat ring carries n - 1 = 7 blocks over each host link, Hier L (H - 1) = 4.
+  const double ring = estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Ring);
+  const double hier = estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Hier);
+  EXPECT_GT(ring / hier, 1.6);
+  EXPECT_LE(ring / hier, 1.75);
+}
+
 TEST(PlannerModel, SmallAllReduceStaysWithTheLatencyAlgorithms) {
   const Machine m = machine(topo::testing::twoHostsFourRanks());
   EXPECT_EQ(choose(m, Collective::AllReduce, 4096), Algorithm::Exchange);
