@@ -25,6 +25,9 @@ inline transport::boot::Credentials fixedCredentials() {
   return transport::boot::Credentials{fixedSecret(), 0x0123456789abcdefull};
 }
 
+// The communicator a fuzzed health monitor belongs to; seeds are sealed for it.
+inline constexpr uint64_t kHealthCommTag = 0x0fedcba987654321ull;
+
 // The nonce a fuzzed server (or client) is taken to have sent; seeds answer exactly this one.
 inline std::array<uint8_t, 32> fixedNonce(uint8_t salt) {
   std::array<uint8_t, 32> n{};

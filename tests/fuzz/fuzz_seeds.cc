@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "faulttol/health_wire.h"
 #include "fuzz_common.h"
 #include "transport/tcp/tcp_handshake.h"
 
 namespace boot = cfx::transport::boot;
+namespace wire = cfx::ft::wire;
 namespace tcp = cfx::transport::tcp;
 using Bytes = std::vector<uint8_t>;
 
@@ -172,6 +174,54 @@ void tcpHandshakes() {
   }
 }
 
+// Each datagram twice: as received (mode 0) and without its MAC, for the target to sign (mode 1).
+void healthDatagram(const std::string& name, int nRanks, const wire::Header& h, const Bytes& payload) {
+  const cfx::transport::Secret secret = cfx::fuzz::fixedSecret();
+  cfx::Result<Bytes> sealed = wire::seal(h, payload, secret);
+  if (!sealed.ok()) {
+    ++g_failures;
+    return;
+  }
+  const auto modeByte = [&](uint8_t mode) { return static_cast<uint8_t>(((nRanks - 1) << 1) | mode); };
+  Bytes received{modeByte(0)};
+  append(received, *sealed);
+  write("health_datagram", name, received);
+  Bytes toSign{modeByte(1)};
+  append(toSign, sealed->data(), sealed->size() - wire::kMacBytes);
+  write("health_datagram", name + "_to_sign", toSign);
+}
+
+void healthDatagrams() {
+  const int nRanks = 8;
+  wire::Header h;
+  h.commTag = cfx::fuzz::kHealthCommTag;
+  h.sender = 3;
+  h.nRanks = nRanks;
+  h.counter = 41;
+  h.known = 1;
+  h.kind = wire::Heartbeat;
+  healthDatagram("heartbeat", nRanks, h, {});
+  h.kind = wire::Leaving;
+  healthDatagram("leaving", nRanks, h, {});
+  h.kind = wire::Revoke;
+  healthDatagram("revoke", nRanks, h, wire::encodeRevoke(5));
+  cfx::ft::Failure f;
+  f.rank = 6;
+  f.reason = cfx::ft::FailureReason::Hung;
+  f.detectedBy = 3;
+  f.pid = 4242;
+  f.host = "node-b";
+  f.op = "AllReduce";
+  f.opSeq = 17;
+  f.text = "no heartbeat for 3000 ms";
+  h.kind = wire::FailureNotice;
+  healthDatagram("failure", nRanks, h, wire::encodeFailure(f));
+  f.op.clear();
+  f.opSeq = 0;
+  f.reason = cfx::ft::FailureReason::Exited;
+  healthDatagram("failure_idle", nRanks, h, wire::encodeFailure(f));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,5 +239,6 @@ int main(int argc, char** argv) {
   frames();
   bootHandshakes();
   tcpHandshakes();
+  healthDatagrams();
   return g_failures == 0 ? 0 : 1;
 }
