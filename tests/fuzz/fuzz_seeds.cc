@@ -17,6 +17,7 @@
 #include "fuzz_common.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_stripe.h"
+#include "transport/ucx/ucx_hello.h"
 
 namespace boot = cfx::transport::boot;
 namespace wire = cfx::ft::wire;
@@ -239,6 +240,26 @@ void tcpStripes() {
   write("tcp_stripe", "link_four_streams", four);
 }
 
+void ucxHellos() {
+  const auto address = cfx::fuzz::fixedWorkerAddress();
+  cfx::Result<cfx::crypto::Digest> hello = cfx::transport::ucx::helloDigest(cfx::fuzz::fixedSecret(), 3, 1, address);
+  if (!hello.ok()) {
+    ++g_failures;
+    return;
+  }
+  Bytes h{0, 3, 1};
+  append(h, *hello);
+  write("ucx_hello", "hello_3_to_1", h);
+  const auto record = [](const std::string& name, uint32_t addressBytes) {
+    const cfx::transport::ucx::AddressRecord r{.slotBytes = 256 * 1024, .nSlots = 8, .addressBytes = addressBytes};
+    Bytes b{1};
+    append(b, reinterpret_cast<const uint8_t*>(&r), sizeof(r));
+    write("ucx_hello", name, b);
+  };
+  record("record", 211);
+  record("record_no_worker", 0);
+}
+
 // Each datagram twice: as received (mode 0) and without its MAC, for the target to sign (mode 1).
 void healthDatagram(const std::string& name, int nRanks, const wire::Header& h, const Bytes& payload) {
   const cfx::transport::Secret secret = cfx::fuzz::fixedSecret();
@@ -306,5 +327,6 @@ int main(int argc, char** argv) {
   tcpHandshakes();
   healthDatagrams();
   tcpStripes();
+  ucxHellos();
   return g_failures == 0 ? 0 : 1;
 }
