@@ -6,7 +6,8 @@
 //         against the fixed secret and worker address. Accepted only when it is exactly the HMAC for that sender,
 //         receiver and address: never for the reverse direction, another receiver or another address.
 //   odd:  an address record (the rest, zero-padded to 16 bytes) from rank 1, checked by rank 0 with 8 slots of
-//         256 KiB. Accepted only with the same geometry and a worker address; refused with InvalidUsage.
+//         256 KiB as UcxTransport::create() does (the address size, then the rest). Accepted only with the same
+//         geometry and an address of 1..kMaxAddressBytes; refused with InvalidUsage.
 #include <algorithm>
 #include <cstring>
 
@@ -54,14 +55,19 @@ void record(std::span<const uint8_t> in) {
   std::memcpy(raw, in.data(), std::min(in.size(), sizeof(raw)));
   std::memcpy(&r, raw, sizeof(r));
   const cfx::transport::FifoGeometry mine{.slotBytes = 256 * 1024, .nSlots = 8};
-  const cfx::Status st = ucx::checkPeerRecord(r, mine, 0, 1, kPeer);
+  cfx::Status st = ucx::checkAddressBytes(r, kPeer);
+  if (st.ok()) {
+    cfx::fuzz::check(r.addressBytes <= ucx::kMaxAddressBytes, "an address size that sizes the exchange is bounded");
+    st = ucx::checkPeerRecord(r, mine, 0, 1, kPeer);
+  }
   if (!st.ok()) {
     cfx::fuzz::check(st.code() == cfx::Errc::InvalidUsage, "a refused record is InvalidUsage");
     return;
   }
   cfx::fuzz::check(r.slotBytes == mine.slotBytes && r.nSlots == static_cast<uint32_t>(mine.nSlots),
                    "an accepted record has this rank's slot geometry");
-  cfx::fuzz::check(r.addressBytes > 0, "an accepted record announces a worker address");
+  cfx::fuzz::check(r.addressBytes > 0 && r.addressBytes <= ucx::kMaxAddressBytes,
+                   "an accepted record announces a worker address of a size the exchange carries");
 }
 
 }  // namespace

@@ -12,6 +12,16 @@ namespace {
 constexpr std::string_view kHelloLabel = "cfx-ucx-hello-v1";
 }  // namespace
 
+Status checkAddressBytes(const AddressRecord& record, const std::string& peerDescription) {
+  if (record.addressBytes > kMaxAddressBytes) {
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("ucx: %s announced a worker address of %u bytes, more than the %u this transport "
+                                   "exchanges: it runs an incompatible version, or its record is corrupt",
+                                   peerDescription.c_str(), record.addressBytes, kMaxAddressBytes));
+  }
+  return Status();
+}
+
 Status checkPeerRecord(const AddressRecord& record, const FifoGeometry& mine, int rank, int peer,
                        const std::string& peerDescription) {
   if (record.slotBytes != mine.slotBytes || record.nSlots != static_cast<uint32_t>(mine.nSlots)) {

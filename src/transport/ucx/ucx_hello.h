@@ -23,6 +23,13 @@ struct AddressRecord {
   uint32_t addressBytes = 0;  // 0: this rank has no UCX peer and opened no worker
 };
 static_assert(sizeof(AddressRecord) == 16, "the record travels as 16 raw bytes");
+// The largest worker address the second allGather carries; UCX's are a few hundred bytes.
+inline constexpr uint32_t kMaxAddressBytes = 64 * 1024;
+
+// Whether rank `peer`'s announced address size is one the second allGather may be sized by (every rank's slice
+// is the widest address announced). Every rank checks every record, connected or not: all see the same records,
+// so all refuse together and none is left waiting in the second exchange. InvalidUsage beyond kMaxAddressBytes.
+Status checkAddressBytes(const AddressRecord& record, const std::string& peerDescription);
 
 // Whether this rank (`rank`, slot geometry `mine`) can connect to rank `peer` as its record describes it. Ok, or
 // InvalidUsage naming both ranks and what to align: the slot geometries differ (the knobs to set alike), or the

@@ -16,8 +16,6 @@ namespace cfx::transport::ucx {
 
 namespace {
 
-constexpr uint32_t kMaxAddressBytes = 64 * 1024;
-
 std::string describePeer(const PeerInfo& info, int rank) {
   return strprintf("peer rank %d (%s pid %d)", rank, info.hostName[0] != '\0' ? info.hostName : "?",
                    static_cast<int>(info.pid));
@@ -91,6 +89,9 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
   mine.nSlots = static_cast<uint32_t>(options.geometry.nSlots);
   mine.addressBytes = static_cast<uint32_t>(instance.address.size());
   CFX_TRY(bootstrap.allGather(records.data(), sizeof(AddressRecord)));
+  for (int p = 0; p < nRanks; ++p) {
+    CFX_TRY(checkAddressBytes(records[static_cast<size_t>(p)], describePeer(peers[static_cast<size_t>(p)], p)));
+  }
   size_t widest = 0;
   for (const AddressRecord& r : records) widest = std::max<size_t>(widest, r.addressBytes);
   std::vector<uint8_t> addresses(widest * static_cast<size_t>(nRanks));

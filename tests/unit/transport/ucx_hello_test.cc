@@ -76,5 +76,20 @@ TEST(UcxHello, APeerRecordMustShareTheSlotGeometryAndAnnounceAWorker) {
   EXPECT_NE(st.message().find("peer rank 2 (host-c pid 7) opened no UCX worker"), std::string::npos) << st.message();
 }
 
+TEST(UcxHello, AnAddressLargerThanTheExchangeCarriesIsRefusedFromAnyRank) {
+  // The widest announced address sizes every rank's slice of the second allGather, connected or not.
+  AddressRecord r{.slotBytes = kGeometry.slotBytes, .nSlots = 8, .addressBytes = kMaxAddressBytes};
+  EXPECT_TRUE(checkAddressBytes(r, "peer rank 5 (host-f pid 9)").ok());
+  r.addressBytes = 0;
+  EXPECT_TRUE(checkAddressBytes(r, "peer rank 5 (host-f pid 9)").ok()) << "a rank without UCX peers announces 0";
+  for (const uint32_t bytes : {kMaxAddressBytes + 1, UINT32_MAX}) {
+    r.addressBytes = bytes;
+    const Status st = checkAddressBytes(r, "peer rank 5 (host-f pid 9)");
+    EXPECT_EQ(st.code(), Errc::InvalidUsage) << bytes;
+    EXPECT_NE(st.message().find("peer rank 5 (host-f pid 9) announced a worker address of"), std::string::npos)
+        << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace cfx::transport::ucx
