@@ -118,8 +118,13 @@ Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks) {
   const size_t hostLen = in.u16();
   const size_t opLen = in.u16();
   const size_t textLen = in.u16();
-  (void)in.u16();
+  const uint16_t reserved = in.u16();
   if (in.bad()) return Status::error(Errc::InvalidUsage, "failure notice shorter than its fixed part");
+  // Version 1 senders write 0; a notice that sets it means something this monitor does not understand, and
+  // forwarding it re-encoded would silently change it.
+  if (reserved != 0) {
+    return Status::error(Errc::InvalidUsage, strprintf("failure notice with 0x%04x in its reserved field", reserved));
+  }
   if (f.rank < 0 || f.rank >= nRanks || f.detectedBy < 0 || f.detectedBy >= nRanks) {
     return Status::error(Errc::InvalidUsage, strprintf("failure notice names rank %d (detected by %d) outside [0, %d)",
                                                        f.rank, f.detectedBy, nRanks));

@@ -7,7 +7,8 @@
 //   payload  Heartbeat, Leaving: none.
 //            Revoke: origin u32 (the rank that called ncclCommRevoke; the sender may be forwarding it).
 //            Failure: rank u32 | reason u32 | detectedBy u32 | pid u32 | opSeq u64 |
-//                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended)
+//                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended;
+//                     a non-zero reserved u16 is rejected)
 //   mac      HMAC-SHA256(secret, "cfx-health-v1" || header || payload)                                   32 B
 // decode() checks, in this order, the size bounds, magic, version, communicator, sender and rank ranges, the
 // payload length against the datagram length, and the MAC; it never reads past the datagram.

@@ -25,6 +25,16 @@ inline transport::boot::Credentials fixedCredentials() {
   return transport::boot::Credentials{fixedSecret(), 0x0123456789abcdefull};
 }
 
+// The communicator a fuzzed health monitor belongs to; seeds are sealed for it.
+inline constexpr uint64_t kHealthCommTag = 0x0fedcba987654321ull;
+
+// The UCX worker address of a fuzzed receiver: the hello it expects is bound to it.
+inline std::array<uint8_t, 48> fixedWorkerAddress() {
+  std::array<uint8_t, 48> a{};
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(0x3c + 11 * i);
+  return a;
+}
+
 // The nonce a fuzzed server (or client) is taken to have sent; seeds answer exactly this one.
 inline std::array<uint8_t, 32> fixedNonce(uint8_t salt) {
   std::array<uint8_t, 32> n{};

@@ -13,10 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "faulttol/health_wire.h"
 #include "fuzz_common.h"
 #include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_stripe.h"
+#include "transport/ucx/ucx_hello.h"
 
 namespace boot = cfx::transport::boot;
+namespace wire = cfx::ft::wire;
 namespace tcp = cfx::transport::tcp;
 using Bytes = std::vector<uint8_t>;
 
@@ -172,6 +176,138 @@ void tcpHandshakes() {
   }
 }
 
+// The header of stream `stream`'s stripe of a slot, as the sender lays it out.
+Bytes stripe(uint64_t seq, uint64_t tag, uint32_t bytes, int nStreams, uint32_t minStripeBytes, int stream) {
+  const tcp::StripeLayout layout = tcp::stripeLayout(bytes, nStreams, minStripeBytes);
+  Bytes out(tcp::kStripeHeaderBytes);
+  tcp::encodeStripeHeader(tcp::StripeHeader{.seq = seq,
+                                            .tag = tag,
+                                            .bytes = bytes,
+                                            .offset = static_cast<uint32_t>(layout.offset(stream)),
+                                            .length = static_cast<uint32_t>(layout.length(stream, bytes)),
+                                            .stream = static_cast<uint16_t>(stream)},
+                          out.data());
+  return out;
+}
+
+void tcpStripes() {
+  // Mode 0: nStreams-1, stream, slot size in 64 B units minus one (big-endian), minStripeBytes/4096 - 1, header.
+  const auto one = [](const std::string& name, int nStreams, int stream, size_t slotBytes, uint32_t minStripe,
+                      uint32_t bytes) {
+    const size_t units = slotBytes / 64 - 1;
+    Bytes b{0,
+            static_cast<uint8_t>(nStreams - 1),
+            static_cast<uint8_t>(stream),
+            static_cast<uint8_t>(units >> 8),
+            static_cast<uint8_t>(units),
+            static_cast<uint8_t>(minStripe / 4096 - 1)};
+    append(b, stripe(7, 0xabcdef, bytes, nStreams, minStripe, stream));
+    write("tcp_stripe", name, b);
+  };
+  one("stream1_of_4", 4, 1, 256 * 1024, tcp::kDefaultMinStripeBytes, 100000);
+  one("empty_slot", 1, 0, 4096, 4096, 0);
+  one("last_of_64", 64, 63, 4 << 20, 4096, 4 << 20);
+  one("short_slot", 8, 0, 128 * 1024, tcp::kDefaultMinStripeBytes, 1000);
+
+  // Mode 1: nStreams-1, nSlots-1, slotBytes/4096 - 1, then records (0xff: the owner consumes; s: a header on s).
+  // Two streams, two 16 KiB slots: a full slot, a small one on stream 0 only, then one whose stream-1 stripe
+  // comes first.
+  Bytes two{1, 1, 1, 3};
+  const auto on = [](Bytes& b, int stream, const Bytes& header) {
+    b.push_back(static_cast<uint8_t>(stream));
+    append(b, header);
+  };
+  on(two, 0, stripe(0, 1, 16384, 2, 4096, 0));
+  on(two, 1, stripe(0, 1, 16384, 2, 4096, 1));
+  two.push_back(0xff);
+  on(two, 0, stripe(1, 2, 100, 2, 4096, 0));
+  on(two, 1, stripe(2, 3, 16384, 2, 4096, 1));
+  on(two, 0, stripe(2, 3, 16384, 2, 4096, 0));
+  two.push_back(0xff);
+  two.push_back(0xff);
+  write("tcp_stripe", "link_two_streams", two);
+  // Four streams, four 32 KiB slots, slots of 1, 2, 3 and 4 stripes arriving stream by stream.
+  Bytes four{1, 3, 3, 7};
+  const uint32_t sizes[4] = {4096, 8192, 12288, 32768};
+  for (int stream = 3; stream >= 0; --stream) {
+    for (uint64_t seq = 0; seq < 4; ++seq) {
+      if (stream < tcp::stripeLayout(sizes[seq], 4, 4096).nStripes) {
+        on(four, stream, stripe(seq, 100 + seq, sizes[seq], 4, 4096, stream));
+      }
+    }
+  }
+  for (int i = 0; i < 4; ++i) four.push_back(0xff);
+  write("tcp_stripe", "link_four_streams", four);
+}
+
+void ucxHellos() {
+  const auto address = cfx::fuzz::fixedWorkerAddress();
+  cfx::Result<cfx::crypto::Digest> hello = cfx::transport::ucx::helloDigest(cfx::fuzz::fixedSecret(), 3, 1, address);
+  if (!hello.ok()) {
+    ++g_failures;
+    return;
+  }
+  Bytes h{0, 3, 1};
+  append(h, *hello);
+  write("ucx_hello", "hello_3_to_1", h);
+  const auto record = [](const std::string& name, uint32_t addressBytes) {
+    const cfx::transport::ucx::AddressRecord r{.slotBytes = 256 * 1024, .nSlots = 8, .addressBytes = addressBytes};
+    Bytes b{1};
+    append(b, reinterpret_cast<const uint8_t*>(&r), sizeof(r));
+    write("ucx_hello", name, b);
+  };
+  record("record", 211);
+  record("record_no_worker", 0);
+}
+
+// Each datagram twice: as received (mode 0) and without its MAC, for the target to sign (mode 1).
+void healthDatagram(const std::string& name, int nRanks, const wire::Header& h, const Bytes& payload) {
+  const cfx::transport::Secret secret = cfx::fuzz::fixedSecret();
+  cfx::Result<Bytes> sealed = wire::seal(h, payload, secret);
+  if (!sealed.ok()) {
+    ++g_failures;
+    return;
+  }
+  const auto modeByte = [&](uint8_t mode) { return static_cast<uint8_t>(((nRanks - 1) << 1) | mode); };
+  Bytes received{modeByte(0)};
+  append(received, *sealed);
+  write("health_datagram", name, received);
+  Bytes toSign{modeByte(1)};
+  append(toSign, sealed->data(), sealed->size() - wire::kMacBytes);
+  write("health_datagram", name + "_to_sign", toSign);
+}
+
+void healthDatagrams() {
+  const int nRanks = 8;
+  wire::Header h;
+  h.commTag = cfx::fuzz::kHealthCommTag;
+  h.sender = 3;
+  h.nRanks = nRanks;
+  h.counter = 41;
+  h.known = 1;
+  h.kind = wire::Heartbeat;
+  healthDatagram("heartbeat", nRanks, h, {});
+  h.kind = wire::Leaving;
+  healthDatagram("leaving", nRanks, h, {});
+  h.kind = wire::Revoke;
+  healthDatagram("revoke", nRanks, h, wire::encodeRevoke(5));
+  cfx::ft::Failure f;
+  f.rank = 6;
+  f.reason = cfx::ft::FailureReason::Hung;
+  f.detectedBy = 3;
+  f.pid = 4242;
+  f.host = "node-b";
+  f.op = "AllReduce";
+  f.opSeq = 17;
+  f.text = "no heartbeat for 3000 ms";
+  h.kind = wire::FailureNotice;
+  healthDatagram("failure", nRanks, h, wire::encodeFailure(f));
+  f.op.clear();
+  f.opSeq = 0;
+  f.reason = cfx::ft::FailureReason::Exited;
+  healthDatagram("failure_idle", nRanks, h, wire::encodeFailure(f));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,5 +325,8 @@ int main(int argc, char** argv) {
   frames();
   bootHandshakes();
   tcpHandshakes();
+  healthDatagrams();
+  tcpStripes();
+  ucxHellos();
   return g_failures == 0 ? 0 : 1;
 }

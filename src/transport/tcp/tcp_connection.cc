@@ -95,25 +95,7 @@ uint64_t TcpLink::sendWindowEnd() {
 TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::string* why) {
   std::lock_guard<std::mutex> lock(stripeMutex_);
   const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
-  if (h.stream != stream) {
-    *why = strprintf("sent a stripe for stream %u on stream %d", h.stream, stream);
-    return Admit::Reject;
-  }
-  if (h.bytes > recv_.slotBytes()) {
-    *why = strprintf(
-        "sent a slot of %u bytes, larger than the %zu-byte slot: the byte stream is corrupt or the peer "
-        "runs an incompatible version",
-        h.bytes, recv_.slotBytes());
-    return Admit::Reject;
-  }
   const StripeLayout layout = this->layout(h.bytes);
-  if (stream >= layout.nStripes || h.offset != layout.offset(stream) || h.length != layout.length(stream, h.bytes)) {
-    *why = strprintf(
-        "sent stripe [%u, +%u) of a %u-byte slot on stream %d, which the %d-stream layout does not "
-        "have there",
-        h.offset, h.length, h.bytes, stream, nStreams_);
-    return Admit::Reject;
-  }
   uint64_t& next = rxNext_[static_cast<size_t>(stream)];
   if (h.seq < next || (stream == 0 && h.seq != next)) {
     *why =
@@ -396,12 +378,12 @@ bool TcpStream::progressRecv() {
       if (rxHeaderGot_ < kStripeHeaderBytes) {
         rxHeaderGot_ += static_cast<size_t>(n);
         if (rxHeaderGot_ < kStripeHeaderBytes) continue;
-        if (!decodeStripeHeader(rxHeaderBytes_, &rxHeader_)) {
-          fail(
-              "sent a frame without the stripe magic: the byte stream is corrupt or the peer runs an incompatible "
-              "version");
+        Result<StripeHeader> header = decodeStripeHeader(rxHeaderBytes_, link_->stripeLimits(index_));
+        if (!header.ok()) {
+          fail(header.status().message());
           break;
         }
+        rxHeader_ = *header;
         rxAdmitted_ = false;
         continue;  // admit before reading the payload
       }

@@ -112,6 +112,10 @@ class TcpLink {
 
   int nStreams() const { return nStreams_; }
   StripeLayout layout(size_t bytes) const { return stripeLayout(bytes, nStreams_, minStripeBytes_); }
+  StripeLimits stripeLimits(int stream) const {
+    return StripeLimits{
+        .stream = stream, .nStreams = nStreams_, .slotBytes = recv_.slotBytes(), .minStripeBytes = minStripeBytes_};
+  }
 
   // ---- proxy threads only ----
   // With NCCL_SOCKET_NTHREADS > 1 a link's streams are spread over several proxy threads; these three serialise
@@ -127,9 +131,9 @@ class TcpLink {
   uint64_t sendWindowEnd();
 
   enum class Admit { Accept, Wait, Reject };
-  // Stream `stream` read the header of its next stripe. Accept: the stripe belongs where it says, and its slot is
-  // free to be written; Wait: the slot is still held by the owner (read the payload later); Reject: *why says
-  // what is wrong (the link must then fail).
+  // Stream `stream` read the header of its next stripe, which decodeStripeHeader(stripeLimits(stream)) accepted.
+  // Accept: the stripe comes in order and its slot is free to be written; Wait: the slot is still held by the
+  // owner (read the payload later); Reject: *why says what is wrong (the link must then fail).
   Admit admitStripe(int stream, const StripeHeader& header, std::string* why);
   // The payload of an admitted stripe has fully arrived. Publishes every slot now complete, in order; true when
   // it published one.

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/status.h"
-
 namespace cfx::transport::tcp {
 
 namespace {
@@ -68,15 +66,44 @@ void encodeStripeHeader(const StripeHeader& h, uint8_t* out) {
   putU16(out + 30, h.stream);
 }
 
-bool decodeStripeHeader(const uint8_t* in, StripeHeader* h) {
-  if (getU16(in + 28) != kStripeMagic) return false;
-  h->seq = getU64(in);
-  h->tag = getU64(in + 8);
-  h->bytes = getU32(in + 16);
-  h->offset = getU32(in + 20);
-  h->length = getU32(in + 24);
-  h->stream = getU16(in + 30);
-  return true;
+Result<StripeHeader> decodeStripeHeader(std::span<const uint8_t> in, const StripeLimits& limits) {
+  if (in.size() != kStripeHeaderBytes) {
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("sent a stripe header of %zu bytes, not %zu", in.size(), kStripeHeaderBytes));
+  }
+  const uint8_t* p = in.data();
+  if (getU16(p + 28) != kStripeMagic) {
+    return Status::error(Errc::InvalidUsage,
+                         "sent a frame without the stripe magic: the byte stream is corrupt or the peer runs an "
+                         "incompatible version");
+  }
+  StripeHeader h;
+  h.seq = getU64(p);
+  h.tag = getU64(p + 8);
+  h.bytes = getU32(p + 16);
+  h.offset = getU32(p + 20);
+  h.length = getU32(p + 24);
+  h.stream = getU16(p + 30);
+  if (h.stream != limits.stream) {
+    return Status::error(Errc::InvalidUsage, strprintf("sent a malformed stripe: sent a stripe for stream %u on "
+                                                       "stream %d",
+                                                       h.stream, limits.stream));
+  }
+  if (h.bytes > limits.slotBytes) {
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("sent a malformed stripe: sent a slot of %u bytes, larger than the %zu-byte slot: "
+                                   "the byte stream is corrupt or the peer runs an incompatible version",
+                                   h.bytes, limits.slotBytes));
+  }
+  const StripeLayout layout = stripeLayout(h.bytes, limits.nStreams, limits.minStripeBytes);
+  if (limits.stream >= layout.nStripes || h.offset != layout.offset(limits.stream) ||
+      h.length != layout.length(limits.stream, h.bytes)) {
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("sent a malformed stripe: sent stripe [%u, +%u) of a %u-byte slot on stream %d, "
+                                   "which the %d-stream layout does not have there",
+                                   h.offset, h.length, h.bytes, limits.stream, limits.nStreams));
+  }
+  return h;
 }
 
 AutotuneDecision autotune(const AutotuneInputs& in) {

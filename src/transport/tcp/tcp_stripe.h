@@ -18,7 +18,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+
+#include "common/status.h"
 
 namespace cfx::transport::tcp {
 
@@ -52,9 +55,22 @@ struct StripeHeader {
 };
 inline constexpr size_t kStripeHeaderBytes = 32;
 
+// What a receiving stream knows before it reads a stripe header: which stream it is and the link's geometry.
+struct StripeLimits {
+  int stream = 0;                                    // the stream the header arrived on
+  int nStreams = 1;                                  // the link's streams, 1..kMaxStreams
+  size_t slotBytes = 0;                              // the receive ring's slot size
+  uint32_t minStripeBytes = kDefaultMinStripeBytes;  // as the link was set up (>= 4096, see stripeLayout)
+};
+
 void encodeStripeHeader(const StripeHeader& header, uint8_t* out);
-// False when the magic is wrong (the byte stream is not ours, or is out of step).
-bool decodeStripeHeader(const uint8_t* in, StripeHeader* header);
+// The kStripeHeaderBytes of a stripe header that arrived on limits.stream, checked for everything that does not
+// depend on earlier stripes: the magic (a wrong one means the byte stream is not ours, or is out of step), the
+// stream it names, a slot no larger than slotBytes, and exactly the offset and length the layout gives this
+// stream. An accepted stripe therefore lies within its slot, and its slot within a ring slot, so its payload can
+// be received in place. InvalidUsage, saying what the peer sent, for anything else. Whether the slot comes in
+// order with the stream's other stripes is TcpLink::admitStripe()'s to judge.
+Result<StripeHeader> decodeStripeHeader(std::span<const uint8_t> in, const StripeLimits& limits);
 
 // ---- autotuning ---------------------------------------------------------------------------------------------
 

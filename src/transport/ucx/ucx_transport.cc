@@ -9,20 +9,12 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "transport/ucx/ucx_hello.h"
 #include "transport/ucx/ucx_proxy.h"
 
 namespace cfx::transport::ucx {
 
 namespace {
-
-// What every rank tells the others before the addresses themselves (which vary in size).
-struct AddressRecord {
-  uint64_t slotBytes = 0;
-  uint32_t nSlots = 0;
-  uint32_t addressBytes = 0;  // 0: this rank has no UCX peer and opened no worker
-};
-
-constexpr uint32_t kMaxAddressBytes = 64 * 1024;
 
 std::string describePeer(const PeerInfo& info, int rank) {
   return strprintf("peer rank %d (%s pid %d)", rank, info.hostName[0] != '\0' ? info.hostName : "?",
@@ -97,6 +89,9 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
   mine.nSlots = static_cast<uint32_t>(options.geometry.nSlots);
   mine.addressBytes = static_cast<uint32_t>(instance.address.size());
   CFX_TRY(bootstrap.allGather(records.data(), sizeof(AddressRecord)));
+  for (int p = 0; p < nRanks; ++p) {
+    CFX_TRY(checkAddressBytes(records[static_cast<size_t>(p)], describePeer(peers[static_cast<size_t>(p)], p)));
+  }
   size_t widest = 0;
   for (const AddressRecord& r : records) widest = std::max<size_t>(widest, r.addressBytes);
   std::vector<uint8_t> addresses(widest * static_cast<size_t>(nRanks));
@@ -120,19 +115,7 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
     setup.peerDescriptions[static_cast<size_t>(p)] = describePeer(peers[static_cast<size_t>(p)], p);
     if (peers[static_cast<size_t>(p)].hostHash == myHost) setup.probePids[static_cast<size_t>(p)] = peers[static_cast<size_t>(p)].pid;
     if (p == rank || !connect[static_cast<size_t>(p)]) continue;
-    if (r.slotBytes != options.geometry.slotBytes || r.nSlots != static_cast<uint32_t>(options.geometry.nSlots)) {
-      return Status::error(Errc::InvalidUsage,
-                           strprintf("ucx: rank %d uses %u slots of %llu B but rank %d uses %d x %zu B; set "
-                                     "CFX_UCX_SLOTS and CFX_UCX_SLOT_BYTES alike on every rank",
-                                     p, r.nSlots, static_cast<unsigned long long>(r.slotBytes), rank,
-                                     options.geometry.nSlots, options.geometry.slotBytes));
-    }
-    if (r.addressBytes == 0) {
-      return Status::error(Errc::InvalidUsage, strprintf("ucx: %s opened no UCX worker although this rank expects "
-                                                         "to reach it through UCX: ranks disagree on NCCL_NET/CFX_NET "
-                                                         "or NCCL_SHM_DISABLE",
-                                                         setup.peerDescriptions[static_cast<size_t>(p)].c_str()));
-    }
+    CFX_TRY(checkPeerRecord(r, options.geometry, rank, p, setup.peerDescriptions[static_cast<size_t>(p)]));
     const uint8_t* a = addresses.data() + widest * static_cast<size_t>(p);
     setup.peerAddresses[static_cast<size_t>(p)].assign(a, a + r.addressBytes);
   }

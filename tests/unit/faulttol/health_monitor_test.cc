@@ -142,6 +142,11 @@ TEST(HealthWire, FailurePayloadsWithBadRanksReasonsOrLengthsAreRejected) {
   for (size_t n = 0; n < 32; ++n) {
     EXPECT_FALSE(wire::decodeFailure(std::span<const uint8_t>(good.data(), n), 4).ok());
   }
+  std::vector<uint8_t> reserved = good;
+  reserved[31] = 1;  // the u16 after the three text lengths
+  auto refused = wire::decodeFailure(reserved, 4);
+  ASSERT_FALSE(refused.ok()) << "a notice that does not re-encode to itself";
+  EXPECT_NE(refused.status().message().find("reserved"), std::string::npos) << refused.status().message();
   Failure longText = sampleFailure();
   longText.text.assign(5000, 'y');
   auto clipped = wire::decodeFailure(wire::encodeFailure(longText), 4);

@@ -60,22 +60,81 @@ TEST(TcpStripe, HeaderRoundTripsLittleEndianAndRejectsAWrongMagic) {
                         .offset = 65536,
                         .length = 65536,
                         .stream = 1};
+  const StripeLimits limits{.stream = 1, .nStreams = 4, .slotBytes = 262144, .minStripeBytes = 65536};
   uint8_t wire[kStripeHeaderBytes];
   encodeStripeHeader(in, wire);
   EXPECT_EQ(wire[0], 0x08);
   EXPECT_EQ(wire[7], 0x01);
   EXPECT_EQ(wire[8], 0x10);
   EXPECT_EQ(wire[30], 1);
-  StripeHeader out;
-  ASSERT_TRUE(decodeStripeHeader(wire, &out));
-  EXPECT_EQ(out.seq, in.seq);
-  EXPECT_EQ(out.tag, in.tag);
-  EXPECT_EQ(out.bytes, in.bytes);
-  EXPECT_EQ(out.offset, in.offset);
-  EXPECT_EQ(out.length, in.length);
-  EXPECT_EQ(out.stream, in.stream);
+  Result<StripeHeader> out = decodeStripeHeader(wire, limits);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->seq, in.seq);
+  EXPECT_EQ(out->tag, in.tag);
+  EXPECT_EQ(out->bytes, in.bytes);
+  EXPECT_EQ(out->offset, in.offset);
+  EXPECT_EQ(out->length, in.length);
+  EXPECT_EQ(out->stream, in.stream);
   wire[28] ^= 0xff;
-  EXPECT_FALSE(decodeStripeHeader(wire, &out));
+  Result<StripeHeader> bad = decodeStripeHeader(wire, limits);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("without the stripe magic"), std::string::npos) << bad.status().message();
+}
+
+// The rules that need no knowledge of earlier stripes, each broken once; `expected` is in the error's text.
+void expectRejected(const StripeHeader& h, const StripeLimits& limits, const std::string& expected) {
+  uint8_t wire[kStripeHeaderBytes];
+  encodeStripeHeader(h, wire);
+  Result<StripeHeader> out = decodeStripeHeader(wire, limits);
+  ASSERT_FALSE(out.ok()) << "accepted stripe [" << h.offset << ", +" << h.length << ") of " << h.bytes
+                         << " B on stream " << h.stream;
+  EXPECT_EQ(out.status().code(), Errc::InvalidUsage);
+  EXPECT_NE(out.status().message().find(expected), std::string::npos) << out.status().message();
+}
+
+TEST(TcpStripe, HeaderDecodeAcceptsOnlyTheStripeTheLayoutPutsOnThisStream) {
+  const StripeLimits limits{.stream = 1, .nStreams = 4, .slotBytes = 262144, .minStripeBytes = 4096};
+  const StripeLayout layout = stripeLayout(100000, 4, 4096);
+  const StripeHeader good{.seq = 3,
+                          .tag = 9,
+                          .bytes = 100000,
+                          .offset = static_cast<uint32_t>(layout.offset(1)),
+                          .length = static_cast<uint32_t>(layout.length(1, 100000)),
+                          .stream = 1};
+  uint8_t wire[kStripeHeaderBytes];
+  encodeStripeHeader(good, wire);
+  ASSERT_TRUE(decodeStripeHeader(wire, limits).ok());
+
+  StripeHeader h = good;
+  h.stream = 2;
+  expectRejected(h, limits, "for stream 2 on stream 1");
+  h = good;
+  h.bytes = 262144 + 64;
+  expectRejected(h, limits, "larger than the 262144-byte slot");
+  h = good;
+  h.offset += 64;
+  expectRejected(h, limits, "layout does not have there");
+  h = good;
+  h.length -= 1;
+  expectRejected(h, limits, "layout does not have there");
+  // A slot small enough to be one stripe has nothing on stream 1, not even an empty stripe.
+  h = StripeHeader{.seq = 3, .tag = 9, .bytes = 100, .offset = 0, .length = 0, .stream = 1};
+  expectRejected(h, limits, "layout does not have there");
+  // The largest length a stripe can claim still has to be this stream's share of the slot.
+  h = good;
+  h.length = UINT32_MAX;
+  expectRejected(h, limits, "layout does not have there");
+
+  EXPECT_FALSE(decodeStripeHeader(std::span<const uint8_t>(wire, kStripeHeaderBytes - 1), limits).ok());
+}
+
+TEST(TcpStripe, AnEmptySlotIsOneEmptyStripeOnStreamZero) {
+  const StripeLimits limits{.stream = 0, .nStreams = 8, .slotBytes = 4096, .minStripeBytes = 4096};
+  uint8_t wire[kStripeHeaderBytes];
+  encodeStripeHeader(StripeHeader{.seq = 0, .tag = 1, .bytes = 0, .offset = 0, .length = 0, .stream = 0}, wire);
+  Result<StripeHeader> out = decodeStripeHeader(wire, limits);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->length, 0u);
 }
 
 // Debian's defaults: tcp_rmem[2] 6 MiB (tcp_wmem[2] 4 MiB), rmem_max/wmem_max 208 KiB.
