@@ -15,10 +15,12 @@ namespace cfx::coll {
 
 namespace {
 
-// Latency-bound algorithms, most preferred first: taken whenever they apply (the whole message fits one slice).
+// Latency-bound algorithms, most preferred first: they apply while the whole message fits one slice, and on one
+// host (or with nothing known) they are taken whenever they apply.
 constexpr Algorithm kLatencyFamily[] = {Algorithm::Exchange, Algorithm::RecDouble};
-// Bandwidth algorithms priced by the model; Ring first, as the default that the others must beat.
-constexpr Algorithm kPricedFamily[] = {Algorithm::Ring, Algorithm::BiRing, Algorithm::Hier, Algorithm::Rabenseifner};
+// Algorithms priced by the model, safest first: a later one must be clearly cheaper than the best before it.
+constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange, Algorithm::RecDouble, Algorithm::Ring,
+                                       Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Rabenseifner};
 // One always-applicable algorithm per remaining collective.
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
 
@@ -47,8 +49,10 @@ bool usable(Algorithm a, const PlanRequest& req, const PlannerOptions* opts) {
 }
 
 std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts) {
-  for (Algorithm a : kLatencyFamily) {
-    if (usable(a, req, opts)) return a;
+  if (req.fabric == nullptr || req.fabric->hosts == 1) {
+    for (Algorithm a : kLatencyFamily) {
+      if (usable(a, req, opts)) return a;
+    }
   }
   std::optional<Algorithm> best;
   double bestUs = -1;
@@ -67,6 +71,14 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   }
   return std::nullopt;
 }
+
+// What one step of an algorithm costs besides the wire: waking the rank, the verb's bookkeeping, the system calls
+// of its transport. Measured roughly on this project's 2-core machine (a 4-rank shared-memory step is a few
+// microseconds); it keeps the model from trading one long-haul message for several short ones that cost nothing.
+constexpr double kStepOverheadUs = 5;
+
+// The latency a step over `f` costs.
+double step(const topo::LinkFigures& f) { return f.latencyUs + kStepOverheadUs; }
 
 // Microseconds to move `bytes` at `f`'s bandwidth.
 double transferUs(const topo::LinkFigures& f, double bytes) {
@@ -231,13 +243,10 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
   fabric.ring = loadedFigures(view, ring);
   fabric.biRing = n >= 3 ? loadedFigures(view, both) : fabric.ring;
   const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
-  fabric.butterfly = fabric.ring;
   for (int mask = 1; mask < p; mask <<= 1) {
     std::vector<std::pair<int, int>> round;
     for (int r = 0; r < p; ++r) round.emplace_back(r, r ^ mask);
-    const topo::LinkFigures f = loadedFigures(view, round);
-    if (mask == 1 || f.gbps < fabric.butterfly.gbps) fabric.butterfly.gbps = f.gbps;
-    if (mask == 1 || f.latencyUs > fabric.butterfly.latencyUs) fabric.butterfly.latencyUs = f.latencyUs;
+    fabric.butterfly.push_back(loadedFigures(view, round));
   }
   fabric.hosts = layout.nHosts();
   fabric.localRanks = static_cast<int>(layout.hostRanks.front().size());
@@ -270,9 +279,9 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::Ring:
       if (req.nRanks == 1) return 0;
-      return passes * (n - 1) * (f.ring.latencyUs + transferUs(f.ring, bytes / n));
+      return passes * (n - 1) * (step(f.ring) + transferUs(f.ring, bytes / n));
     case Algorithm::BiRing:
-      return passes * (n - 1) * (f.biRing.latencyUs + transferUs(f.biRing, bytes / n / 2));
+      return passes * (n - 1) * (step(f.biRing) + transferUs(f.biRing, bytes / n / 2));
     case Algorithm::Hier: {
       // Segments pipeline the host-local steps with the cross-host one: the slower hides all but one segment of
       // the faster.
@@ -283,21 +292,35 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
         const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
         const double k = static_cast<double>(
             std::min(hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
-        const double cross = (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, block / k));
-        const double host = hosts * (local - 1) * (f.host.latencyUs + transferUs(f.host, block / k));
+        const double cross = (hosts - 1) * (step(f.cross) + transferUs(f.cross, block / k));
+        const double host = hosts * (local - 1) * (step(f.host) + transferUs(f.host, block / k));
         return k * std::max(host, cross) + std::min(host, cross);
       }
       const double k = static_cast<double>(hierSegments(req.bytes, f.localRanks, req.sliceBytes));
-      const double host = 2 * (local - 1) * (f.host.latencyUs + transferUs(f.host, bytes / local / k));
-      const double cross = 2 * (hosts - 1) * (f.cross.latencyUs + transferUs(f.cross, bytes / local / hosts / k));
+      const double host = 2 * (local - 1) * (step(f.host) + transferUs(f.host, bytes / local / k));
+      const double cross = 2 * (hosts - 1) * (step(f.cross) + transferUs(f.cross, bytes / local / hosts / k));
       return k * std::max(host, cross) + std::min(host, cross);
     }
+    case Algorithm::Exchange:
+    case Algorithm::RecDouble:
     case Algorithm::Rabenseifner: {
       if (req.nRanks == 1) return 0;
       const double p = static_cast<double>(std::bit_floor(static_cast<unsigned>(req.nRanks)));
-      const double rounds = std::log2(p);
-      double us = 2 * rounds * f.butterfly.latencyUs + 2 * (p - 1) / p * transferUs(f.butterfly, bytes);
-      if (req.nRanks != static_cast<int>(p)) us += 2 * (f.butterfly.latencyUs + transferUs(f.butterfly, bytes));
+      double us = 0;
+      for (size_t round = 0; round < f.butterfly.size(); ++round) {
+        const topo::LinkFigures& b = f.butterfly[round];
+        const double mask = static_cast<double>(size_t{1} << round);
+        switch (algorithm) {
+          // One message of the whole buffer each way per round.
+          case Algorithm::Exchange: us += step(b) + transferUs(b, bytes); break;
+          // The lower rank's buffer up, the combined one back: two messages in turn.
+          case Algorithm::RecDouble: us += 2 * (step(b) + transferUs(b, bytes)); break;
+          // Halving then doubling: the round of mask m moves m / p of the buffer, twice.
+          default: us += 2 * (step(b) + transferUs(b, bytes * mask / p)); break;
+        }
+      }
+      // Ranks above 2^k fold in and get the result back: two messages of the whole buffer.
+      if (req.nRanks != static_cast<int>(p)) us += 2 * (step(f.ring) + transferUs(f.ring, bytes));
       return us;
     }
     default: return -1;

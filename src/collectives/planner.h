@@ -31,7 +31,9 @@ namespace cfx::coll {
 struct Fabric {
   topo::LinkFigures ring;    // rank r -> r + 1 for every r (the flat ring)
   topo::LinkFigures biRing;  // r -> r + 1 and r -> r - 1 at once (the bidirectional ring); n >= 3 only
-  topo::LinkFigures butterfly;  // r <-> r ^ mask for each mask in turn (recursive halving); the slowest round
+  // r <-> r ^ mask among the first 2^k ranks, one entry per round, mask = 1, 2, 4, ... (recursive doubling and
+  // halving, pairwise exchange): rounds are sequential, so each is priced on its own flows.
+  std::vector<topo::LinkFigures> butterfly;
   bool hier = false;         // several hosts, each running the same number (> 1) of ranks
   int hosts = 1;
   int localRanks = 1;
@@ -72,10 +74,11 @@ struct PlannerOptions {
 Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
 
 // The plan for one op. AllReduce uses Exchange while the whole message fits one slice on a power-of-two rank
-// count above one, RecDouble while it fits one slice on other counts; above one slice AllReduce, AllGather and
-// ReduceScatter take the cheapest of Ring, BiRing and (AllReduce) Hier and Rabenseifner by the cost model, where one of the
-// latter must be at least kModelMargin cheaper than Ring to be chosen (the model is coarse; Ring is the safe
-// default). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use
+// count above one, RecDouble while it fits one slice on other counts, when all ranks share one host or nothing is
+// known (that rule was measured on shared memory). Otherwise AllReduce, AllGather and ReduceScatter take the
+// cheapest by the cost model of, in this order, Exchange and RecDouble (while they fit one slice), Ring, BiRing,
+// Hier and (AllReduce) Rabenseifner, where a later one must be at least kModelMargin cheaper than the best before it
+// to be chosen (the model is coarse; the earlier ones are the safer defaults). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use
 // Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can run the op, the
 // default choice is used anyway. Always returns an implemented, applicable pair; the plan's layout is left for
 // the caller to fill in.

@@ -81,10 +81,21 @@ TEST(PlannerModel, TwoHostsOfFourRanksGatherHierarchically) {
   EXPECT_LE(ring / hier, 1.75);
 }
 
-TEST(PlannerModel, SmallAllReduceStaysWithTheLatencyAlgorithms) {
-  const Machine m = machine(topo::testing::twoHostsFourRanks());
+TEST(PlannerModel, SmallAllReduceStaysWithTheLatencyAlgorithmsOnOneHost) {
+  const Machine m = machine(star(1, 4, 1000));
   EXPECT_EQ(choose(m, Collective::AllReduce, 4096), Algorithm::Exchange);
   EXPECT_EQ(choose(m, Collective::AllReduce, kSlice), Algorithm::Exchange);
+  const Machine odd = machine(star(1, 3, 1000));
+  EXPECT_EQ(choose(odd, Collective::AllReduce, kSlice), Algorithm::RecDouble);
+}
+
+TEST(PlannerModel, BetweenHostsTheLatencyAlgorithmsArePricedToo) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  // A few bytes: the fewest message latencies win.
+  EXPECT_EQ(choose(m, Collective::AllReduce, 1024), Algorithm::Exchange);
+  // A whole slice: Exchange sends all of it across the host link in one round of four flows per NIC; the
+  // hierarchical all-reduce sends a quarter per rank.
+  EXPECT_EQ(choose(m, Collective::AllReduce, kSlice), Algorithm::Hier);
 }
 
 TEST(PlannerModel, BidirectionalRingPaysOnARingOfPointToPointLinks) {
@@ -181,7 +192,9 @@ TEST(PlannerModel, LongLinksTakeRabenseifnerForMidSizedAllReduce) {
 TEST(PlannerModel, ButterflyPartnersTwoHopsAwayShareTheRingsLinks) {
   const Machine m = machine(topo::testing::fourHostRing());
   // r <-> r ^ 2 crosses two links, which the r <-> r ^ 2 flows of the other pair cross too.
-  EXPECT_LT(m.fabric.butterfly.gbps, m.fabric.ring.gbps);
+  ASSERT_EQ(m.fabric.butterfly.size(), 2u);
+  EXPECT_NEAR(m.fabric.butterfly[0].gbps, m.fabric.ring.gbps, 1e-9);
+  EXPECT_LT(m.fabric.butterfly[1].gbps, m.fabric.ring.gbps);
   EXPECT_NE(choose(m, Collective::AllReduce, k64MiB), Algorithm::Rabenseifner);
 }
 
