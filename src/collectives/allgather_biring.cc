@@ -21,17 +21,10 @@ Task allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   char* out = static_cast<char*>(args.recvbuff);
   prims::Prims::copy(out + static_cast<size_t>(r) * args.count * elt, args.sendbuff, args.count * elt);
-  const size_t half = args.count / 2;
   const RankRing ring = RankRing::ofAll(n, r);
-  const RankRing back = ring.reversed();
-  std::vector<ElemRange> first(static_cast<size_t>(n));
-  std::vector<ElemRange> second(static_cast<size_t>(n));
-  for (int p = 0; p < n; ++p) {
-    first[static_cast<size_t>(p)] = {static_cast<size_t>(ring.at(p)) * args.count, half};
-    second[static_cast<size_t>(p)] = {static_cast<size_t>(back.at(p)) * args.count + half, args.count - half};
-  }
-  CFX_CO_TRY(co_await prims::Parallel(ringAllGather(ring, out, std::move(first), args.type, prims),
-                                      ringAllGather(back, out, std::move(second), args.type, prims)));
+  HalvedBlocks blocks = halvedBlocks(ring, args.count);
+  CFX_CO_TRY(co_await prims::Parallel(ringAllGather(ring, out, std::move(blocks.first), args.type, prims),
+                                      ringAllGather(ring.reversed(), out, std::move(blocks.second), args.type, prims)));
   co_return Status();
 }
 

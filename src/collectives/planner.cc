@@ -49,7 +49,11 @@ bool usable(Algorithm a, const PlanRequest& req, const PlannerOptions* opts) {
 }
 
 std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts) {
-  if (req.fabric == nullptr || req.fabric->hosts == 1) {
+  // On one host the shared-memory path was measured and tuned with these rules (Exchange or RecDouble up to one
+  // slice, then Ring); the model's memory figures are too coarse to overrule them (it priced Rabenseifner 15 %
+  // under Ring at 256 KiB on 4 ranks, which then took 1.8 times as long). Between hosts the model decides.
+  const bool oneHost = req.fabric == nullptr || req.fabric->hosts == 1;
+  if (oneHost) {
     for (Algorithm a : kLatencyFamily) {
       if (usable(a, req, opts)) return a;
     }
@@ -58,6 +62,7 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   double bestUs = -1;
   for (Algorithm a : kPricedFamily) {
     if (!usable(a, req, opts)) continue;
+    if (oneHost && best) break;
     const double us = estimateUs(req, a);
     // The first usable one is the fallback; a later one must be priced and clearly cheaper.
     if (!best || (us >= 0 && (bestUs < 0 || us < bestUs * (1 - kModelMargin)))) {
@@ -281,7 +286,10 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       if (req.nRanks == 1) return 0;
       return passes * (n - 1) * (step(f.ring) + transferUs(f.ring, bytes / n));
     case Algorithm::BiRing:
-      return passes * (n - 1) * (step(f.biRing) + transferUs(f.biRing, bytes / n / 2));
+      // Two strands, each step moving half the bytes; but a rank runs both strands' verbs on one core, and while
+      // messages are small their steps take turns rather than overlap (measured: 1 KiB to 64 KiB took twice the
+      // ring's time on a ring of 1 Gbit/s links), so each step costs two latencies.
+      return passes * (n - 1) * (2 * step(f.biRing) + transferUs(f.biRing, bytes / n / 2));
     case Algorithm::Hier: {
       // Segments pipeline the host-local steps with the cross-host one: the slower hides all but one segment of
       // the faster.
@@ -327,6 +335,49 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
   }
 }
 
+Status parseProtoSpec(std::string_view spec, PlannerOptions& opts) {
+  constexpr std::string_view kProtocols[] = {"Simple", "LL", "LL128"};
+  opts.protoSpec = std::string(trim(spec));
+  opts.simpleExcluded = 0;
+  std::string_view rest = trim(spec);
+  auto error = [&](const std::string& what) {
+    return Status::error(Errc::InvalidArgument, strprintf("NCCL_PROTO=\"%.*s\": %s", static_cast<int>(spec.size()),
+                                                          spec.data(), what.c_str()));
+  };
+  while (!rest.empty()) {
+    const size_t semi = rest.find(';');
+    std::string_view section = trim(rest.substr(0, semi));
+    rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
+    std::optional<Collective> coll;
+    if (const size_t colon = section.find(':'); colon != std::string_view::npos) {
+      const std::string_view name = trim(section.substr(0, colon));
+      coll = collectiveByName(name);
+      if (!coll) return error("unknown collective \"" + std::string(name) + "\"");
+      section = trim(section.substr(colon + 1));
+    }
+    const bool exclude = !section.empty() && section.front() == '^';
+    if (exclude) section.remove_prefix(1);
+    bool namesSimple = false;
+    for (;;) {
+      const size_t comma = section.find(',');
+      const std::string_view name = trim(section.substr(0, comma));
+      bool known = false;
+      for (std::string_view p : kProtocols) known = known || equalsIgnoreCase(name, p);
+      if (!known) return error("unknown protocol \"" + std::string(name) + "\" (NCCL's are Simple, LL, LL128)");
+      namesSimple = namesSimple || equalsIgnoreCase(name, "Simple");
+      if (comma == std::string_view::npos) break;
+      section.remove_prefix(comma + 1);
+    }
+    const bool simpleAllowed = exclude ? !namesSimple : namesSimple;
+    for (int c = 0; c < kNumCollectives; ++c) {
+      if (coll && *coll != static_cast<Collective>(c)) continue;
+      const uint32_t bitC = 1u << static_cast<unsigned>(c);
+      opts.simpleExcluded = simpleAllowed ? (opts.simpleExcluded & ~bitC) : (opts.simpleExcluded | bitC);
+    }
+  }
+  return Status();
+}
+
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts) {
   if (std::optional<Algorithm> a = pick(req, &opts)) return Plan{*a};
   return Plan{pick(req, nullptr).value_or(Algorithm::Ring)};
@@ -341,6 +392,9 @@ std::string describePlan(const PlanRequest& req, const Plan& plan, const Planner
     if (us >= 0) prices += strprintf("%s%s %.0f us", prices.empty() ? "" : ", ", algorithmName(a), us);
   }
   if (!prices.empty()) line += " (model: " + prices + ")";
+  if (opts.simpleExcluded & (1u << static_cast<unsigned>(req.coll))) {
+    line += strprintf(" (NCCL_PROTO=%s excludes Simple, the only protocol here; using it)", opts.protoSpec.c_str());
+  }
   if (!pick(req, &opts)) {
     line += strprintf(" (NCCL_ALGO=%s allows no algorithm for this op; using the default)", opts.algoSpec.c_str());
   } else if (pick(req, nullptr) != plan.algorithm) {

@@ -56,6 +56,10 @@ struct PlanRequest {
 struct PlannerOptions {
   std::array<uint32_t, kNumCollectives> excluded{};  // bit (1 << Algorithm) set: not to be chosen
   std::string algoSpec;                              // the NCCL_ALGO text these came from, for log lines
+  // NCCL_PROTO: bit (1 << Collective) set where the spec leaves no protocol this library has. There is one,
+  // Simple (NCCL's LL and LL128 trade bandwidth for latency inside GPU kernels); such ops still use it.
+  uint32_t simpleExcluded = 0;
+  std::string protoSpec;
 
   bool allows(Collective coll, Algorithm algorithm) const {
     return (excluded[static_cast<size_t>(coll)] & (1u << static_cast<unsigned>(algorithm))) == 0;
@@ -73,9 +77,14 @@ struct PlannerOptions {
 // its default and describePlan says so.
 Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
 
-// The plan for one op. AllReduce uses Exchange while the whole message fits one slice on a power-of-two rank
-// count above one, RecDouble while it fits one slice on other counts, when all ranks share one host or nothing is
-// known (that rule was measured on shared memory). Otherwise AllReduce, AllGather and ReduceScatter take the
+// Parses NCCL_PROTO into `opts` (simpleExcluded, protoSpec), with NCCL_ALGO's syntax: sections separated by ';',
+// optionally prefixed by a collective, each a comma list of protocols allowed or, after '^', excluded. Names:
+// Simple, LL, LL128 (NCCL's, case-insensitive). Errors (InvalidArgument): an unknown collective or protocol name.
+Status parseProtoSpec(std::string_view spec, PlannerOptions& opts);
+
+// The plan for one op. When all ranks share one host or nothing is known, AllReduce uses Exchange while the whole
+// message fits one slice on a power-of-two rank count above one, RecDouble while it fits one slice on other
+// counts, and Ring above (rules measured on shared memory). Otherwise AllReduce, AllGather and ReduceScatter take the
 // cheapest by the cost model of, in this order, Exchange and RecDouble (while they fit one slice), Ring, BiRing,
 // Hier and (AllReduce) Rabenseifner, where a later one must be at least kModelMargin cheaper than the best before it
 // to be chosen (the model is coarse; the earlier ones are the safer defaults). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use

@@ -21,18 +21,12 @@ Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   const char* in = static_cast<const char*>(args.sendbuff);
   char* out = static_cast<char*>(args.recvbuff);
-  const size_t half = args.count / 2;
   const RankRing ring = RankRing::ofAll(n, prims.rank());
-  const RankRing back = ring.reversed();
-  std::vector<ElemRange> first(static_cast<size_t>(n));
-  std::vector<ElemRange> second(static_cast<size_t>(n));
-  for (int p = 0; p < n; ++p) {
-    first[static_cast<size_t>(p)] = {static_cast<size_t>(ring.at(p)) * args.count, half};
-    second[static_cast<size_t>(p)] = {static_cast<size_t>(back.at(p)) * args.count + half, args.count - half};
-  }
+  HalvedBlocks blocks = halvedBlocks(ring, args.count);
   CFX_CO_TRY(co_await prims::Parallel(
-      ringReduceScatter(ring, in, std::move(first), out, args.type, args.op, prims),
-      ringReduceScatter(back, in, std::move(second), out + half * elt, args.type, args.op, prims)));
+      ringReduceScatter(ring, in, std::move(blocks.first), out, args.type, args.op, prims),
+      ringReduceScatter(ring.reversed(), in, std::move(blocks.second), out + blocks.half * elt, args.type, args.op,
+                        prims)));
   co_return Status();
 }
 

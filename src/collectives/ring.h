@@ -52,6 +52,24 @@ struct ElemRange {
   size_t count = 0;
 };
 
+// The blocks of the bidirectional collectives: rank b's block [b * count, (b + 1) * count) cut in two, the first
+// halves addressed by position on `ring`, the second halves by position on its reverse.
+struct HalvedBlocks {
+  std::vector<ElemRange> first;
+  std::vector<ElemRange> second;
+  size_t half = 0;  // elements in each first half
+};
+inline HalvedBlocks halvedBlocks(const RankRing& ring, size_t count) {
+  const RankRing back = ring.reversed();
+  HalvedBlocks b;
+  b.half = count / 2;
+  for (int p = 0; p < ring.n(); ++p) {
+    b.first.push_back({static_cast<size_t>(ring.at(p)) * count, b.half});
+    b.second.push_back({static_cast<size_t>(back.at(p)) * count + b.half, count - b.half});
+  }
+  return b;
+}
+
 // All-reduce of `count` elements over the ring, `in` to `out` (they may be the same buffer). Every rank of the
 // ring holds bit-identical results. Traffic per rank 2 (n - 1) / n * bytes; latency 2 (n - 1) hops per loop of
 // n slices.

@@ -43,6 +43,10 @@ CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
           "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, chain, direct, recdouble, exchange; ^ excludes; "
           "per-collective form allreduce:ring;broadcast:chain.");
 
+CFX_PARAM(std::string, protoParam, "NCCL_PROTO", "",
+          "Restrict protocols, NCCL_ALGO's syntax with Simple, LL, LL128. This library has Simple only: a spec that "
+          "excludes it for a collective is reported (WARN, and in the op's INFO/TUNING line) and Simple is used.");
+
 CFX_PARAM(std::string, netParam, "CFX_NET", "",
           "The network transport for rank pairs that shared memory does not connect: tcp (the default) or ucx "
           "(case-insensitive). NCCL_NET and ncclConfig_t.netName take precedence (Socket = tcp, UCX = ucx, IB = ucx "
@@ -63,6 +67,16 @@ CommOptions CommOptions::fromParams() {
       o.planner = std::move(parsed).value();
     } else {
       CFX_WARN("NCCL_ALGO=%s ignored: %s", algoParam.get().c_str(), parsed.status().message().c_str());
+    }
+  }
+  if (!protoParam.get().empty()) {
+    if (Status st = coll::parseProtoSpec(protoParam.get(), o.planner); !st.ok()) {
+      CFX_WARN("NCCL_PROTO=%s ignored: %s", protoParam.get().c_str(), st.message().c_str());
+      o.planner.simpleExcluded = 0;
+    } else if (o.planner.simpleExcluded != 0) {
+      CFX_WARN("NCCL_PROTO=%s excludes Simple for some collectives, but Simple is the only protocol this library has "
+               "(LL and LL128 are NVIDIA's GPU-kernel protocols); those collectives use Simple",
+               protoParam.get().c_str());
     }
   }
   return o;

@@ -8,8 +8,9 @@ planner decides; its pick per size is read from rank 0's INFO/TUNING lines). Ran
 the bed, so the planner prices the links the bed has. The table shows median out-of-place time per size and
 setting, the planner's pick, and auto's time against the best and the worst fixed algorithm.
 
-A fixed algorithm that does not apply at some size (Hier on one host, BiRing on two ranks) runs the planner's
-default there instead; its column then repeats another's.
+A fixed algorithm that does not apply at some size (Hier with one rank per host, BiRing on two ranks, Exchange
+above one slice) runs the planner's default there instead; every run logs its picks, and such cells show "-" and
+count neither as best nor as worst.
 
 Shapes (--shape): host (one host, --ranks-per-host ranks, no network), 2x2 (2 hosts x 2 ranks on a 1 Gbit/s
 switch), 2x4 (2 hosts x 4 ranks, 1 Gbit/s), ring4 (4 hosts x 1 rank, ring of 1 Gbit/s point-to-point links),
@@ -21,9 +22,11 @@ Example (as root, from the repository root, after building perf binaries and cfx
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -40,7 +43,7 @@ SHAPES = {
 }
 # perf binary name -> (NCCL_ALGO collective name, fixed algorithms to compare)
 COLLS = {
-    "all_reduce": ("allreduce", ["ring", "biring", "hier", "rabenseifner"]),
+    "all_reduce": ("allreduce", ["exchange", "recdouble", "ring", "biring", "hier", "rabenseifner"]),
     "all_gather": ("allgather", ["ring", "biring", "hier"]),
     "reduce_scatter": ("reducescatter", ["ring", "biring"]),
 }
@@ -53,12 +56,17 @@ def _tuned(spec: netbed.Spec) -> netbed.Spec:
     return spec
 
 
-def run(bed: netbed.Bed, rph: int, argv: list[str], env: dict[str, str], timeout: float,
-        log: str | None) -> tuple[dict, dict]:
+def run(bed: netbed.Bed | None, rph: int, argv: list[str], env: dict[str, str], timeout: float,
+        log: str | None, cfxrun: str) -> tuple[dict, dict]:
     outputs: dict[int, str] = {}
     if log:
         env = {**env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": log + ".%p"}
-    rc = bed.run_ranks(rph, argv, env=env, timeout=timeout, quiet=True, outputs=outputs)
+    if bed is None:  # one host: no namespaces, the local launcher
+        p = subprocess.run([cfxrun, "-n", str(rph)] + argv, env={**os.environ, **env}, capture_output=True, text=True,
+                           timeout=timeout)
+        rc, outputs[0] = p.returncode, p.stdout + p.stderr
+    else:
+        rc = bed.run_ranks(rph, argv, env=env, timeout=timeout, quiet=True, outputs=outputs)
     if rc != 0:
         raise SystemExit(f"ranks failed ({env}):\n{outputs.get(0, '')[-3000:]}")
     times, picks = {}, {}
@@ -99,16 +107,17 @@ def main() -> int:
     perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
     argv = [perf, "-b", args.b, "-e", args.e, "-f", args.f, "-n", args.iters, "-w", "1", "-c", "1"]
     samples: dict[str, dict[int, list[float]]] = {s: {} for s in settings}
-    picks: dict[int, str] = {}
+    picks: dict[str, dict[int, str]] = {}
     relay = os.path.join(args.build, "tools", "cfx_delay_relay")
-    with netbed.Bed(spec, relay=relay) as bed, tempfile.TemporaryDirectory(prefix="cfxalgo") as tmp:
+    cfxrun = os.path.join(args.build, "perf", "cfxrun")
+    with contextlib.ExitStack() as stack:
+        bed = stack.enter_context(netbed.Bed(spec, relay=relay)) if spec.hosts > 1 else None
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="cfxalgo"))
         for rep in range(args.reps):
             for s in settings:
                 env = {} if s == "auto" else {"NCCL_ALGO": s}
-                log = os.path.join(tmp, "tuning") if s == "auto" else None
-                times, p = run(bed, rph, argv, env, args.timeout, log)
-                if s == "auto":
-                    picks.update(p)
+                times, p = run(bed, rph, argv, env, args.timeout, os.path.join(tmp, "tuning"), cfxrun)
+                picks.setdefault(s, {}).update(p)
                 for size, t in times.items():
                     samples[s].setdefault(size, []).append(t)
                 print(f"# rep {rep + 1}/{args.reps} {s}: {len(times)} sizes", file=sys.stderr, flush=True)
@@ -120,11 +129,16 @@ def main() -> int:
     worst_ratio = 0.0
     for size in sorted(samples["auto"]):
         med = {s: statistics.median(samples[s][size]) for s in settings if size in samples[s]}
-        fixed = [med[s] for s in settings[:-1] if s in med]
+        # A forced algorithm counts only where it ran (its run's log names it at this size).
+        ran = {s for s in med if s == "auto" or picks.get(s, {}).get(size, "").lower() == s.split(":")[1]}
+        fixed = [med[s] for s in settings[:-1] if s in ran]
+        if not fixed:
+            continue
         best, worst = min(fixed), max(fixed)
         worst_ratio = max(worst_ratio, med["auto"] / best)
-        cells = " | ".join(f"{med[s]:.0f}" for s in settings)
-        print(f"| {size} | {cells} | {picks.get(size, '?')} | {med['auto'] / best:.2f} | {med['auto'] / worst:.2f} |")
+        cells = " | ".join(f"{med[s]:.0f}" if s in ran else "-" for s in settings)
+        pick = picks.get("auto", {}).get(size, "?")
+        print(f"| {size} | {cells} | {pick} | {med['auto'] / best:.2f} | {med['auto'] / worst:.2f} |")
     print(f"\nlargest auto / best fixed: {worst_ratio:.2f}")
     return 0
 

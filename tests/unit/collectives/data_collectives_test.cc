@@ -55,33 +55,7 @@ TEST(AllGatherBiRing, AssemblesEveryRanksBlockForEveryShape) { sweep(Collective:
 // Hier over hosts of several sizes, including uneven ones and one rank per host (where it is the flat ring), and
 // blocks large enough for several pipelined segments.
 TEST(AllGatherHier, AssemblesEveryRanksBlockOnEveryHostLayout) {
-  const std::vector<std::vector<uint64_t>> layouts = {
-      {0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1},
-      {5, 9, 5, 9, 5, 9}, {0, 0, 0, 1, 1}, {0, 1, 2},
-  };
-  size_t index = 0;
-  for (const std::vector<uint64_t>& hosts : layouts) {
-    const int n = static_cast<int>(hosts.size());
-    for (DataType type : kSweepTypes) {
-      std::vector<size_t> counts = sweepCounts(n, type, 256);
-      if (type == DataType::Float32) counts.push_back(3001);  // 8 slices per segment: several segments
-      for (size_t count : counts) {
-        for (bool inPlace : {false, true}) {
-          CollCase c;
-          c.coll = Collective::AllGather;
-          c.algorithm = Algorithm::Hier;
-          c.nRanks = n;
-          c.count = count;
-          c.type = type;
-          c.inPlace = inPlace;
-          c.hosts = hosts;
-          c.misalign = kMisalign[index++ % std::size(kMisalign)];
-          runCase(c);
-          if (::testing::Test::HasFailure()) return;
-        }
-      }
-    }
-  }
+  sweepHostLayouts(Collective::AllGather, Algorithm::Hier, {RedOpKind::Sum}, {3001});
 }
 
 TEST(AlltoAllDirect, DeliversEveryBlockForEveryShape) { sweep(Collective::AlltoAll, Algorithm::Direct, noRoot); }

@@ -153,6 +153,24 @@ TEST(Planner, DescribePlanIsOneLineWithTheDecision) {
             "AllReduce 4096 B on 8 ranks: Ring, slice 131072 B (chosen by NCCL_ALGO=allreduce:ring)");
 }
 
+TEST(Planner, NcclProtoIsParsedAndAnExcludedSimpleIsReported) {
+  PlannerOptions opts;
+  ASSERT_TRUE(parseProtoSpec("LL,LL128,Simple", opts).ok());
+  EXPECT_EQ(opts.simpleExcluded, 0u);
+  ASSERT_TRUE(parseProtoSpec("allreduce:^simple", opts).ok());
+  EXPECT_EQ(opts.simpleExcluded, 1u << static_cast<unsigned>(Collective::AllReduce));
+  ASSERT_TRUE(parseProtoSpec("LL128;broadcast:simple", opts).ok());
+  EXPECT_EQ(opts.simpleExcluded & (1u << static_cast<unsigned>(Collective::Broadcast)), 0u);
+  EXPECT_NE(opts.simpleExcluded & (1u << static_cast<unsigned>(Collective::AllGather)), 0u);
+  const PlanRequest req{Collective::AllGather, 4096, 8, kSlice};
+  EXPECT_NE(describePlan(req, choosePlan(req, opts), opts).find("NCCL_PROTO=LL128;broadcast:simple excludes Simple"),
+            std::string::npos);
+  Status st = parseProtoSpec("LL64", opts);
+  EXPECT_EQ(st.code(), Errc::InvalidArgument);
+  EXPECT_NE(st.message().find("unknown protocol \"LL64\""), std::string::npos) << st.message();
+  EXPECT_EQ(parseProtoSpec("bcast:ll", opts).code(), Errc::InvalidArgument);
+}
+
 TEST(Planner, NamesMatchNcclsSpelling) {
   EXPECT_STREQ(collectiveName(Collective::AllReduce), "AllReduce");
   EXPECT_STREQ(collectiveName(Collective::ReduceScatter), "ReduceScatter");

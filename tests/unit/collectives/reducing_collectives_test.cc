@@ -96,47 +96,10 @@ TEST(ReduceScatterBiRing, MatchesClosedFormForEveryShape) {
   sweep(Collective::ReduceScatter, Algorithm::BiRing, noRoot);
 }
 
-// Hier over hosts of several sizes, including uneven ones and one rank per host (where it is the flat ring).
+// Hier over hosts of several sizes, including uneven ones and one rank per host (where it is the flat ring), and
+// counts large enough for 2 to 8 pipelined segments (8 slices per rank and segment).
 TEST(AllReduceHier, MatchesClosedFormOnEveryHostLayout) {
-  const std::vector<std::vector<uint64_t>> layouts = {
-      {0, 0, 1, 1},                      // 2 x 2
-      {0, 0, 0, 1, 1, 1},                // 2 x 3
-      {0, 0, 1, 1, 2, 2},                // 3 x 2
-      {0, 0, 0, 0, 1, 1, 1, 1},          // 2 x 4
-      {0, 0, 1, 1, 2, 2, 3, 3},          // 4 x 2
-      {5, 9, 5, 9, 5, 9},                // 2 x 3, hosts interleaved in rank order
-      {0, 0, 0, 1, 1},                   // uneven: the flat ring
-      {0, 1, 2},                         // one rank per host: the flat ring
-  };
-  size_t index = 0;
-  for (const std::vector<uint64_t>& hosts : layouts) {
-    const int n = static_cast<int>(hosts.size());
-    for (DataType type : kSweepTypes) {
-      for (RedOpKind op : kSweepOps) {
-        std::vector<size_t> counts = sweepCounts(n, type, 256);
-        // Large enough for 2 to 8 pipelined segments (8 slices per rank and segment); two types suffice.
-        if (type == DataType::Float32 || type == DataType::Int8) {
-          for (size_t big : {size_t{5000}, size_t{40009}}) counts.push_back(big);
-        }
-        for (size_t count : counts) {
-          for (bool inPlace : {false, true}) {
-            CollCase c;
-            c.coll = Collective::AllReduce;
-            c.algorithm = Algorithm::Hier;
-            c.nRanks = n;
-            c.count = count;
-            c.type = type;
-            c.op = op;
-            c.inPlace = inPlace;
-            c.hosts = hosts;
-            c.misalign = kMisalign[index++ % std::size(kMisalign)];
-            runCase(c);
-            if (::testing::Test::HasFailure()) return;
-          }
-        }
-      }
-    }
-  }
+  sweepHostLayouts(Collective::AllReduce, Algorithm::Hier, {std::begin(kSweepOps), std::end(kSweepOps)}, {5000, 40009});
 }
 
 TEST(AllReduceRing, LargeMessageThroughTwoSlotFifos) {
