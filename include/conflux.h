@@ -218,7 +218,8 @@ typedef struct {
   char text[CFX_PLAN_TEXT_BYTES]; /* the INFO/TUNING line the op would log, with every priced alternative */
 } cfxPlanInfo;
 
-/* The plan comm would make for one collective of `count` elements of `datatype` (count as the matching nccl*
+/* The plan comm would make for one collective `coll` (a cfxCollective, taken as int so that any value a caller
+ * passes can be checked) of `count` elements of `datatype` (count as the matching nccl*
  * call takes it: per rank for all-gather, reduce-scatter, all-to-all, gather and scatter), honouring NCCL_ALGO.
  * Thread safety: any thread, while comm is live.
  * Returns:
@@ -226,8 +227,7 @@ typedef struct {
  *   ncclInvalidArgument  comm is not a live communicator, plan is NULL, coll is not a cfxCollective, or datatype
  *                        is not a valid ncclDataType_t.
  *   ncclInvalidUsage     comm has not finished initializing. */
-ncclResult_t cfxCommGetPlan(ncclComm_t comm, cfxCollective coll, size_t count, ncclDataType_t datatype,
-                            cfxPlanInfo* plan);
+ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype, cfxPlanInfo* plan);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -458,13 +458,13 @@ CFX_API ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info) 
   });
 }
 
-CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, cfxCollective coll, size_t count, ncclDataType_t datatype,
+CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype,
                                     cfxPlanInfo* plan) {
   return api::call("cfxCommGetPlan", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
     if (plan == nullptr) return Status::error(Errc::InvalidArgument, "plan is NULL");
-    if (static_cast<int>(coll) < 0 || static_cast<int>(coll) >= coll::kNumCollectives) {
-      return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", static_cast<int>(coll)));
+    if (coll < 0 || coll >= coll::kNumCollectives) {
+      return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", coll));
     }
     CFX_TRY(api::checkDataType(datatype));
     if (c->asyncError() == Errc::InProgress) {

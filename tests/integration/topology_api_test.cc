@@ -15,7 +15,7 @@ namespace {
 
 constexpr size_t k64MiBFloats = size_t{16} << 20;
 
-std::string planOf(ncclComm_t comm, cfxCollective coll, size_t count) {
+std::string planOf(ncclComm_t comm, int coll, size_t count) {
   cfxPlanInfo plan{};
   if (cfxCommGetPlan(comm, coll, count, ncclFloat, &plan) != ncclSuccess) return "error";
   return plan.algorithm;
@@ -84,9 +84,10 @@ TEST(TopologyApi, BadArgumentsAreRefusedWithAReason) {
     EXPECT_EQ(cfxCommGetTopology(comm, nullptr), ncclInvalidArgument);
     EXPECT_EQ(cfxCommGetTopology(nullptr, nullptr), ncclInvalidArgument);
     EXPECT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1, ncclFloat, nullptr), ncclInvalidArgument);
-    EXPECT_EQ(cfxCommGetPlan(comm, static_cast<cfxCollective>(8), 1, ncclFloat, &plan), ncclInvalidArgument);
+    EXPECT_EQ(cfxCommGetPlan(comm, 8, 1, ncclFloat, &plan), ncclInvalidArgument);
+    EXPECT_EQ(cfxCommGetPlan(comm, -1, 1, ncclFloat, &plan), ncclInvalidArgument);
     EXPECT_NE(std::string(ncclGetLastError(comm)).find("not a cfxCollective"), std::string::npos);
-    EXPECT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1, static_cast<ncclDataType_t>(99), &plan), ncclInvalidArgument);
+    EXPECT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1, ncclNumTypes, &plan), ncclInvalidArgument);
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
   });
   EXPECT_TRUE(result.ok());
