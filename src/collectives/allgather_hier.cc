@@ -65,8 +65,7 @@ Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   }
   const int r = prims.rank();
   const int h = layout->hostOf[static_cast<size_t>(r)];
-  const int nLocal = static_cast<int>(layout->hostRanks[static_cast<size_t>(h)].size());
-  if (layout->nHosts() == 1 || nLocal == 1 || !layout->uniform()) {
+  if (!layout->hierarchical()) {
     CFX_CO_TRY(co_await allGatherRing(args, plan, prims));
     co_return Status();
   }

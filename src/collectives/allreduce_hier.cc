@@ -103,8 +103,7 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const int r = prims.rank();
   const int h = layout->hostOf[static_cast<size_t>(r)];
   const std::vector<int>& local = layout->hostRanks[static_cast<size_t>(h)];
-  const int nLocal = static_cast<int>(local.size());
-  if (layout->nHosts() == 1 || nLocal == 1 || !layout->uniform()) {
+  if (!layout->hierarchical()) {
     CFX_CO_TRY(co_await allReduceRing(args, plan, prims));
     co_return Status();
   }
@@ -121,7 +120,7 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   op.crossOp = args.op;
   op.crossOp.preMultiply = false;
   // Every rank derives the same segment count from the op alone.
-  const size_t k = hierSegments(args.count * dataTypeSize(args.type), nLocal, prims.sliceBytes());
+  const size_t k = hierSegments(args.count * dataTypeSize(args.type), op.hostRing.n(), prims.sliceBytes());
   op.segments = EvenSplit{args.count, static_cast<int>(k)};
 
   for (size_t round = 0; round < k + 2; ++round) {

@@ -75,6 +75,9 @@ struct Layout {
   int nRanks() const { return static_cast<int>(hostOf.size()); }
   // Every host runs the same number of ranks, so local index i exists on every host.
   bool uniform() const;
+  // The 2-level algorithms (Hier) have two levels to work with: several hosts, each with the same number (> 1) of
+  // ranks. Otherwise they run the flat ring, which is what they reduce to.
+  bool hierarchical() const { return nHosts() > 1 && hostRanks.front().size() > 1 && uniform(); }
   // From one host id per rank (any values; equal means same host).
   static Layout fromHostIds(const std::vector<uint64_t>& hostIds);
 };

@@ -64,7 +64,7 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   double bestUs = -1;
   for (Algorithm a : kPricedFamily) {
     if (!usable(a, req, opts)) continue;
-    if (oneHost && best) break;
+    if (oneHost) return a;  // the first usable one, unpriced: no arithmetic on the shared-memory fast path
     const double us = estimateUs(req, a);
     // The first usable one is the fallback; a later one must be priced and clearly cheaper.
     if (!best || (us >= 0 && (bestUs < 0 || us < bestUs * (1 - kModelMargin)))) {
@@ -170,55 +170,104 @@ std::string algorithmsOf(std::optional<Collective> coll) {
   return names;
 }
 
-Status specError(std::string_view spec, const std::string& what) {
-  return Status::error(Errc::InvalidArgument,
-                       strprintf("NCCL_ALGO=\"%.*s\": %s", static_cast<int>(spec.size()), spec.data(), what.c_str()));
-}
-
-// Applies one section ("[collective:][^]name,name") to `opts`.
-Status applySection(std::string_view spec, std::string_view section, PlannerOptions& opts) {
+// One section of an NCCL_ALGO or NCCL_PROTO spec: the collective it is for (none: all), whether its list excludes
+// (a leading '^'), and its names, trimmed and none empty.
+struct SpecSection {
   std::optional<Collective> coll;
-  std::string_view list = section;
-  if (const size_t colon = section.find(':'); colon != std::string_view::npos) {
-    const std::string_view collName = trim(section.substr(0, colon));
-    coll = collectiveByName(collName);
-    if (!coll) {
-      std::string known;
-      for (int i = 0; i < kNumCollectives; ++i) {
-        known += known.empty() ? "" : ", ";
-        known += collectiveName(static_cast<Collective>(i));
-      }
-      return specError(spec, strprintf("unknown collective \"%.*s\" (known: %s)", static_cast<int>(collName.size()),
-                                       collName.data(), known.c_str()));
-    }
-    list = section.substr(colon + 1);
-  }
-  list = trim(list);
-  const bool exclude = !list.empty() && list.front() == '^';
-  if (exclude) list.remove_prefix(1);
-  uint32_t named = 0;
+  bool exclude = false;
+  std::vector<std::string_view> names;
+  std::string_view text;  // the section as written, for error messages
+};
+
+// Walks `spec`, the value of `knob`, in NCCL's syntax: sections separated by ';', each "[collective:][^]name,name".
+// `noun` names what the names are ("algorithm", "protocol"). Each section goes to apply(section), which returns an
+// error text or "" when the section is fine. Every error (the walker's or apply's) is InvalidArgument, prefixed
+// with knob="spec". An empty or blank spec has no sections.
+template <typename Apply>
+Status forEachSection(std::string_view knob, std::string_view spec, const char* noun, Apply apply) {
+  auto error = [&](const std::string& what) {
+    return Status::error(Errc::InvalidArgument, strprintf("%.*s=\"%.*s\": %s", static_cast<int>(knob.size()), knob.data(),
+                                                          static_cast<int>(spec.size()), spec.data(), what.c_str()));
+  };
+  std::string_view rest = trim(spec);
+  if (rest.empty()) return Status();
   for (;;) {
-    const size_t comma = list.find(',');
-    const std::string_view name = trim(list.substr(0, comma));
-    if (name.empty()) return specError(spec, "empty algorithm name in \"" + std::string(section) + "\"");
-    const std::optional<Algorithm> a = algorithmByName(name);
-    if (!a) {
-      return specError(spec, strprintf("unknown algorithm \"%.*s\" (this library has: %s)",
-                                       static_cast<int>(name.size()), name.data(), algorithmsOf(std::nullopt).c_str()));
+    const size_t semi = rest.find(';');
+    SpecSection section;
+    section.text = rest.substr(0, semi);
+    std::string_view list = section.text;
+    if (const size_t colon = list.find(':'); colon != std::string_view::npos) {
+      const std::string_view collName = trim(list.substr(0, colon));
+      section.coll = collectiveByName(collName);
+      if (!section.coll) {
+        std::string known;
+        for (int i = 0; i < kNumCollectives; ++i) {
+          known += known.empty() ? "" : ", ";
+          known += collectiveName(static_cast<Collective>(i));
+        }
+        return error(strprintf("unknown collective \"%.*s\" (known: %s)", static_cast<int>(collName.size()),
+                               collName.data(), known.c_str()));
+      }
+      list = list.substr(colon + 1);
     }
-    if (coll && !hasAlgorithm(*coll, *a)) {
-      return specError(spec, strprintf("%s has no %s algorithm (it has: %s)", collectiveName(*coll), algorithmName(*a),
-                                       algorithmsOf(coll).c_str()));
+    list = trim(list);
+    section.exclude = !list.empty() && list.front() == '^';
+    if (section.exclude) list.remove_prefix(1);
+    for (;;) {
+      const size_t comma = list.find(',');
+      const std::string_view name = trim(list.substr(0, comma));
+      if (name.empty()) return error(strprintf("empty %s name in \"%.*s\"", noun, static_cast<int>(section.text.size()),
+                                               section.text.data()));
+      section.names.push_back(name);
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
     }
-    named |= bit(*a);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  const uint32_t excluded = exclude ? named : ~named;
-  for (int i = 0; i < kNumCollectives; ++i) {
-    if (!coll || *coll == static_cast<Collective>(i)) opts.excluded[static_cast<size_t>(i)] = excluded;
+    if (const std::string what = apply(section); !what.empty()) return error(what);
+    if (semi == std::string_view::npos) break;
+    rest.remove_prefix(semi + 1);
   }
   return Status();
+}
+
+// Applies one NCCL_ALGO section to `opts`; returns an error text or "".
+std::string applyAlgoSection(const SpecSection& section, PlannerOptions& opts) {
+  uint32_t named = 0;
+  for (std::string_view name : section.names) {
+    const std::optional<Algorithm> a = algorithmByName(name);
+    if (!a) {
+      return strprintf("unknown algorithm \"%.*s\" (this library has: %s)", static_cast<int>(name.size()), name.data(),
+                       algorithmsOf(std::nullopt).c_str());
+    }
+    if (section.coll && !hasAlgorithm(*section.coll, *a)) {
+      return strprintf("%s has no %s algorithm (it has: %s)", collectiveName(*section.coll), algorithmName(*a),
+                       algorithmsOf(section.coll).c_str());
+    }
+    named |= bit(*a);
+  }
+  const uint32_t excluded = section.exclude ? named : ~named;
+  for (int i = 0; i < kNumCollectives; ++i) {
+    if (!section.coll || *section.coll == static_cast<Collective>(i)) opts.excluded[static_cast<size_t>(i)] = excluded;
+  }
+  return "";
+}
+
+// Applies one NCCL_PROTO section to `opts`; returns an error text or "".
+std::string applyProtoSection(const SpecSection& section, PlannerOptions& opts) {
+  constexpr std::string_view kProtocols[] = {"Simple", "LL", "LL128"};
+  bool namesSimple = false;
+  for (std::string_view name : section.names) {
+    bool known = false;
+    for (std::string_view p : kProtocols) known = known || equalsIgnoreCase(name, p);
+    if (!known) return "unknown protocol \"" + std::string(name) + "\" (NCCL's are Simple, LL, LL128)";
+    namesSimple = namesSimple || equalsIgnoreCase(name, "Simple");
+  }
+  const bool simpleAllowed = section.exclude ? !namesSimple : namesSimple;
+  for (int c = 0; c < kNumCollectives; ++c) {
+    if (section.coll && *section.coll != static_cast<Collective>(c)) continue;
+    const uint32_t bitC = 1u << static_cast<unsigned>(c);
+    opts.simpleExcluded = simpleAllowed ? (opts.simpleExcluded & ~bitC) : (opts.simpleExcluded | bitC);
+  }
+  return "";
 }
 
 }  // namespace
@@ -226,14 +275,8 @@ Status applySection(std::string_view spec, std::string_view section, PlannerOpti
 Result<PlannerOptions> parseAlgoSpec(std::string_view spec) {
   PlannerOptions opts;
   opts.algoSpec = std::string(trim(spec));
-  std::string_view rest = trim(spec);
-  if (rest.empty()) return opts;
-  for (;;) {
-    const size_t semi = rest.find(';');
-    CFX_TRY(applySection(spec, rest.substr(0, semi), opts));
-    if (semi == std::string_view::npos) break;
-    rest.remove_prefix(semi + 1);
-  }
+  CFX_TRY(forEachSection("NCCL_ALGO", spec, "algorithm",
+                         [&](const SpecSection& section) { return applyAlgoSection(section, opts); }));
   return opts;
 }
 
@@ -257,7 +300,7 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
   }
   fabric.hosts = layout.nHosts();
   fabric.localRanks = static_cast<int>(layout.hostRanks.front().size());
-  fabric.hier = fabric.hosts > 1 && fabric.localRanks > 1 && layout.uniform();
+  fabric.hier = layout.hierarchical();
   if (fabric.hier) {
     std::vector<std::pair<int, int>> host;
     std::vector<std::pair<int, int>> cross;
@@ -338,46 +381,10 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
 }
 
 Status parseProtoSpec(std::string_view spec, PlannerOptions& opts) {
-  constexpr std::string_view kProtocols[] = {"Simple", "LL", "LL128"};
   opts.protoSpec = std::string(trim(spec));
   opts.simpleExcluded = 0;
-  std::string_view rest = trim(spec);
-  auto error = [&](const std::string& what) {
-    return Status::error(Errc::InvalidArgument, strprintf("NCCL_PROTO=\"%.*s\": %s", static_cast<int>(spec.size()),
-                                                          spec.data(), what.c_str()));
-  };
-  while (!rest.empty()) {
-    const size_t semi = rest.find(';');
-    std::string_view section = trim(rest.substr(0, semi));
-    rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
-    std::optional<Collective> coll;
-    if (const size_t colon = section.find(':'); colon != std::string_view::npos) {
-      const std::string_view name = trim(section.substr(0, colon));
-      coll = collectiveByName(name);
-      if (!coll) return error("unknown collective \"" + std::string(name) + "\"");
-      section = trim(section.substr(colon + 1));
-    }
-    const bool exclude = !section.empty() && section.front() == '^';
-    if (exclude) section.remove_prefix(1);
-    bool namesSimple = false;
-    for (;;) {
-      const size_t comma = section.find(',');
-      const std::string_view name = trim(section.substr(0, comma));
-      bool known = false;
-      for (std::string_view p : kProtocols) known = known || equalsIgnoreCase(name, p);
-      if (!known) return error("unknown protocol \"" + std::string(name) + "\" (NCCL's are Simple, LL, LL128)");
-      namesSimple = namesSimple || equalsIgnoreCase(name, "Simple");
-      if (comma == std::string_view::npos) break;
-      section.remove_prefix(comma + 1);
-    }
-    const bool simpleAllowed = exclude ? !namesSimple : namesSimple;
-    for (int c = 0; c < kNumCollectives; ++c) {
-      if (coll && *coll != static_cast<Collective>(c)) continue;
-      const uint32_t bitC = 1u << static_cast<unsigned>(c);
-      opts.simpleExcluded = simpleAllowed ? (opts.simpleExcluded & ~bitC) : (opts.simpleExcluded | bitC);
-    }
-  }
-  return Status();
+  return forEachSection("NCCL_PROTO", spec, "protocol",
+                        [&](const SpecSection& section) { return applyProtoSection(section, opts); });
 }
 
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts) {

@@ -79,7 +79,8 @@ Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
 
 // Parses NCCL_PROTO into `opts` (simpleExcluded, protoSpec), with NCCL_ALGO's syntax: sections separated by ';',
 // optionally prefixed by a collective, each a comma list of protocols allowed or, after '^', excluded. Names:
-// Simple, LL, LL128 (NCCL's, case-insensitive). Errors (InvalidArgument): an unknown collective or protocol name.
+// Simple, LL, LL128 (NCCL's, case-insensitive). Errors (InvalidArgument), as for NCCL_ALGO: an unknown
+// collective or protocol name, or an empty name.
 Status parseProtoSpec(std::string_view spec, PlannerOptions& opts);
 
 // The plan for one op. When all ranks share one host or nothing is known, AllReduce uses Exchange while the whole
