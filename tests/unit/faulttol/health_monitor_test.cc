@@ -211,6 +211,8 @@ TEST(HealthMonitor, AReportedFailureReachesEverySurvivorOnceWithTheDetectorsReco
     EXPECT_EQ(fs[0].pid, 1001);
     EXPECT_EQ(fs[0].op, "AllReduce");
     EXPECT_EQ(fs[0].opSeq, 5u);
+    // The monitor records the failure before it calls the sink, so under a slow build (TSan) the sink may lag.
+    ASSERT_TRUE(waitFor([&] { return mesh.sinkCalls[static_cast<size_t>(r)].load() >= 1; })) << "rank " << r;
     EXPECT_EQ(mesh.sinkCalls[static_cast<size_t>(r)].load(), 1);
   }
   // A second report about another rank is dropped once a cause is known: the data path blames nobody else.
