@@ -10,20 +10,10 @@
 #include "common/cuda_driver.h"
 #include "conflux.h"
 #include "core/group.h"
+#include "transport/shm/shm_export.h"
 
 namespace cfx::api {
 namespace {
-
-// ncclMemAlloc blocks: memfd-backed and page-aligned, so a later zero-copy path can map them into peers.
-struct Block {
-  size_t bytes;
-  int fd;
-};
-std::mutex gBlocksMutex;
-std::map<void*, Block>& blocks() {
-  static auto* m = new std::map<void*, Block>();  // leaked: usable during static destruction
-  return *m;
-}
 
 // Registration handles: opaque records so Deregister can tell a live handle from garbage.
 struct Registration {
@@ -84,23 +74,11 @@ CFX_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
         return Status();
       }
     }
-    const int fd = memfd_create("cfx-mem", MFD_CLOEXEC);
-    if (fd < 0) return Status::error(Errc::SystemError, strprintf("memfd_create(%zu bytes): %s", size, strerror(errno)));
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      const int err = errno;
-      close(fd);
-      return Status::error(Errc::SystemError, strprintf("ncclMemAlloc of %zu bytes: ftruncate: %s", size, strerror(err)));
-    }
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      close(fd);
-      return Status::error(Errc::SystemError, strprintf("ncclMemAlloc of %zu bytes: mmap: %s", size, strerror(err)));
-    }
-    std::lock_guard<std::mutex> lock(api::gBlocksMutex);
-    api::blocks()[p] = {size, fd};
-    *ptr = p;
-    CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (host, memfd %d)", p, size, fd);
+    // Host memory that same-host peers can map, so direct messages from it cost one plain copy.
+    auto p = transport::shm::allocExported(size);
+    if (!p.ok()) return Status::error(p.status().code(), "ncclMemAlloc: " + p.status().message());
+    *ptr = *p;
+    CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (host, exported to same-host peers)", *ptr, size);
     return Status();
   });
 }
@@ -109,18 +87,11 @@ CFX_NCCL_ALIAS(ncclMemAlloc)
 CFX_API ncclResult_t pncclMemFree(void* ptr) {
   return api::call("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status();
-    std::lock_guard<std::mutex> lock(api::gBlocksMutex);
-    auto it = api::blocks().find(ptr);
-    if (it == api::blocks().end()) {
-      if (cuda::classify(ptr).kind == cuda::MemKind::Device) {
-        return cuda::check(cuda::driver()->memFree(reinterpret_cast<cuda::CUdeviceptr>(ptr)), "ncclMemFree: cuMemFree");
-      }
-      return Status::error(Errc::InvalidArgument, strprintf("ncclMemFree: %p was not returned by ncclMemAlloc", ptr));
+    if (transport::shm::freeExported(ptr)) return Status();
+    if (cuda::classify(ptr).kind == cuda::MemKind::Device) {
+      return cuda::check(cuda::driver()->memFree(reinterpret_cast<cuda::CUdeviceptr>(ptr)), "ncclMemFree: cuMemFree");
     }
-    munmap(ptr, it->second.bytes);
-    close(it->second.fd);
-    api::blocks().erase(it);
-    return Status();
+    return Status::error(Errc::InvalidArgument, strprintf("ncclMemFree: %p was not returned by ncclMemAlloc", ptr));
   });
 }
 CFX_NCCL_ALIAS(ncclMemFree)

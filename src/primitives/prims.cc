@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/tsan.h"
+#include "primitives/copy.h"
 #include "primitives/executor.h"
 #include "primitives/reduce.h"
 
@@ -64,7 +65,7 @@ void Transfer::apply(const char* in, char* out, size_t n) {
   switch (kind) {
     case Kind::Send: std::memcpy(out, local + offset, n); break;
     case Kind::SendPre: prepareLocal(*op, out, local + offset, count, false); break;
-    case Kind::Recv: std::memcpy(dst + offset, in, n); break;
+    case Kind::Recv: copyPiece(dst + offset, in, n, bytes); break;
     case Kind::RecvReduceSend: reduceLocal(*op, out, in, local + offset, count, false); break;
     case Kind::RecvReduceCopy: reduceLocal(*op, dst + offset, in, local + offset, count, post); break;
     case Kind::RecvReduceCopySend:
@@ -72,7 +73,7 @@ void Transfer::apply(const char* in, char* out, size_t n) {
       if (out) std::memcpy(out, dst + offset, n);
       break;
     case Kind::RecvCopySend:
-      if (dst) std::memcpy(dst + offset, in, n);
+      if (dst) copyPiece(dst + offset, in, n, bytes);
       if (out) std::memcpy(out, in, n);
       break;
     case Kind::RecvCombineSend: combinePartials(*op, out, in, local + offset, count, false); break;
@@ -117,6 +118,13 @@ bool Transfer::checkFirstSlot() {
     return true;
   }
   directIn = true;
+  auto view = recv->mapDirect(region);
+  if (!view.ok()) {
+    error = view.status();
+    return true;
+  }
+  mapped = *view;
+  if (mapped != nullptr) tsanAcquire(mapped);  // pairs with the sender's tsanRelease before it posted the region
   return true;
 }
 
@@ -152,7 +160,17 @@ bool Transfer::progressDirectIn(bool* moved) {
   size_t budget = kDirectBudget;
   while (offset < bytes && error.ok()) {
     size_t n = 0;
-    if (kind == Kind::Recv || (kind == Kind::RecvCopySend && dst && !sendsSlices())) {
+    if (mapped != nullptr) {
+      // The sender's bytes are readable in place: copy or reduce straight out of them, as out of a slice.
+      char* out = nullptr;
+      if (sendsSlices()) {
+        out = static_cast<char*>(send->tryAcquire());
+        if (out == nullptr) return false;
+      }
+      n = std::min(out != nullptr ? sliceBytes : kDirectPiece, bytes - offset);
+      apply(mapped + offset, out, n);
+      if (out != nullptr) send->post(n, tag);
+    } else if (kind == Kind::Recv || (kind == Kind::RecvCopySend && dst && !sendsSlices())) {
       n = std::min(kDirectPiece, bytes - offset);
       error = recv->readDirect(region, offset, dst + offset, n);
     } else if (sendsSlices()) {
@@ -192,6 +210,11 @@ bool Transfer::progressDirectIn(bool* moved) {
     offset += n;
     *moved = true;
     if (offset >= bytes) {
+      if (mapped != nullptr) {
+        tsanRelease(mapped);  // pairs with the sender's tsanAcquire once the slot is drained
+        recv->unmapDirect(region);
+        mapped = nullptr;
+      }
       recv->release();  // the sender's verb may finish and its buffer change from now on
       return true;
     }
@@ -205,11 +228,7 @@ bool Transfer::progressDirectOut(bool* moved) {
   if (!directPosted) {
     void* slot = send->tryAcquire();
     if (slot == nullptr) return false;
-    transport::DirectRegion r;
-    r.magic = transport::kDirectMagic;
-    r.address = reinterpret_cast<uintptr_t>(kind == Kind::Send ? local : dst);
-    r.bytes = bytes;
-    r.pid = static_cast<int32_t>(::getpid());
+    const transport::DirectRegion& r = outRegion;
     std::memcpy(slot, &r, sizeof(r));
     tsanRelease(reinterpret_cast<const void*>(r.address));  // pairs with the reader's tsanAcquire in readDirect
     send->post(sizeof(r), tag | transport::kDirectTagFlag);
@@ -295,7 +314,8 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
     const size_t threshold = t.send->directThreshold();
     const size_t fifoBytes = static_cast<size_t>(t.send->nSlots()) * sliceBytes_;
     t.directOut = threshold > 0 && bytes >= threshold && bytes > fifoBytes &&
-                  t.send->slotBytes() >= sizeof(transport::DirectRegion);
+                  t.send->slotBytes() >= sizeof(transport::DirectRegion) &&
+                  t.send->describeDirect(kind == Transfer::Kind::Send ? local : dst, bytes, &t.outRegion);
   }
   return a;
 }
@@ -336,7 +356,14 @@ TransferAwaiter Prims::recvCombineCopy(int from, const void* partial, void* dst,
 }
 
 void Prims::copy(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+  if (dst == src || bytes == 0) return;
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  if (d + bytes <= s || s + bytes <= d) {
+    copyPiece(dst, src, bytes, bytes);
+  } else {
+    std::memmove(dst, src, bytes);
+  }
 }
 
 void Prims::prepare(void* dst, const void* local, size_t count, const ReduceOp& op, bool post) {

@@ -74,6 +74,8 @@ struct Transfer {
   bool inChecked = false;         // the first incoming slot was examined
   bool directIn = false;          // the incoming message is a DirectRegion, held in `region`
   transport::DirectRegion region;
+  const char* mapped = nullptr;   // ... readable in place here (RecvEnd::mapDirect), else read with readDirect
+  transport::DirectRegion outRegion;  // what a directOut verb posts
 
   bool needsRecv() const { return kind != Kind::Send && kind != Kind::SendPre; }
   bool needsSend() const {

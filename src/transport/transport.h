@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <sys/types.h>
+#include <unistd.h>
 #include <vector>
 
 #include "common/doorbell.h"
@@ -38,15 +39,21 @@ struct PeerInfo {
   char hostName[64] = {};
 };
 
-// The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`.
+// The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`. When the bytes
+// lie in memory the sender exported (shm_export.h: ncclMemAlloc's host blocks), the block is named too, so the
+// receiver can map it and read with plain loads instead of a system call per piece.
 struct DirectRegion {
   uint64_t magic = 0;  // kDirectMagic
   uint64_t address = 0;
   uint64_t bytes = 0;
   int32_t pid = 0;
-  uint32_t reserved = 0;
+  int32_t blockFd = -1;     // the block's fd in the sender; -1 when the bytes are not in an exported block
+  uint64_t blockId = 0;     // 0 when not exported
+  uint64_t blockBase = 0;   // the block's first byte in the sender's address space
+  uint64_t blockBytes = 0;
+  uint64_t nonce = 0;       // the sender's process nonce
 };
-inline constexpr uint64_t kDirectMagic = 0x3130544345524944ull;  // "DIRECT01"
+inline constexpr uint64_t kDirectMagic = 0x3230544345524944ull;  // "DIRECT02"
 // Set in a slot's tag when the slot holds a DirectRegion (bit 31: primitives/ keep message sizes in bits 0..30).
 inline constexpr uint64_t kDirectTagFlag = uint64_t{1} << 31;
 
@@ -71,7 +78,20 @@ class SendEnd {
   // True once the peer has released every slot posted so far (loads the peer's counter: not for a spin loop
   // without a doorbell). A sender waits for it before it lets a posted DirectRegion change.
   virtual bool drained() { return true; }
+  // Whether a message of `bytes` (>= directThreshold()) at `p` goes as a DirectRegion, and if so the region to
+  // post. An end may decide per buffer (shm: by default only memory it can read back fast). The default: always,
+  // naming the address in this process.
+  virtual bool describeDirect(const void* p, size_t bytes, DirectRegion* region);
 };
+
+inline bool SendEnd::describeDirect(const void* p, size_t bytes, DirectRegion* region) {
+  *region = DirectRegion{};
+  region->magic = kDirectMagic;
+  region->address = reinterpret_cast<uintptr_t>(p);
+  region->bytes = bytes;
+  region->pid = static_cast<int32_t>(::getpid());
+  return true;
+}
 
 class RecvEnd {
  public:
@@ -88,6 +108,14 @@ class RecvEnd {
   // out of bounds, names another process, or the sender's memory cannot be read (it exited); InternalError on
   // ends without direct support (the default).
   virtual Status readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes);
+  // The region's first byte, readable with plain loads in this process until unmapDirect(region), or nullptr
+  // when it cannot be mapped here (then readDirect() serves). RemoteError for a region the sender could not
+  // have posted (the same checks as readDirect()).
+  virtual Result<const char*> mapDirect(const DirectRegion& region) {
+    (void)region;
+    return static_cast<const char*>(nullptr);
+  }
+  virtual void unmapDirect(const DirectRegion& region) { (void)region; }
 };
 
 inline Status RecvEnd::readDirect(const DirectRegion&, size_t, void*, size_t) {

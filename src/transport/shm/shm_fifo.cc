@@ -2,7 +2,9 @@
 // Shared-memory FIFO ends: the SPSC protocol described in shm_fifo.h (transport layer, shm transport).
 #include "transport/shm/shm_fifo.h"
 
+#include "common/log.h"
 #include "common/tsan.h"
+#include "transport/shm/shm_export.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -10,16 +12,19 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace cfx::transport::shm {
 
 ShmSendEnd::ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver,
-                       size_t directThreshold)
+                       size_t directThreshold, bool anyBuffer)
     : fifo_(fifo),
       slotBytes_(geometry.slotBytes),
       nSlots_(geometry.nSlots),
       receiver_(std::move(receiver)),
-      directThreshold_(directThreshold) {
+      directThreshold_(directThreshold),
+      anyBuffer_(anyBuffer) {
   // Relaxed: the FIFO is fresh (both counters 0) and the bootstrap exchange that published it ordered its
   // initialisation before this constructor runs.
   head_ = fifo_.control->head.load(std::memory_order_relaxed);
@@ -58,6 +63,20 @@ bool ShmSendEnd::drained() {
   // memory a released DirectRegion names, happened before.
   cachedTail_ = fifo_.control->tail.load(std::memory_order_acquire);
   return cachedTail_ == head_;
+}
+
+bool ShmSendEnd::describeDirect(const void* p, size_t bytes, DirectRegion* region) {
+  const std::optional<ExportedBlock> block = findExported(p, bytes);
+  if (!block && !anyBuffer_) return false;
+  SendEnd::describeDirect(p, bytes, region);
+  if (block) {
+    region->blockFd = block->fd;
+    region->blockId = block->id;
+    region->blockBase = block->base;
+    region->blockBytes = block->bytes;
+    region->nonce = processNonce();
+  }
+  return true;
 }
 
 ShmRecvEnd::ShmRecvEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<ShmSegment> own,
@@ -117,22 +136,56 @@ Status ShmRecvEnd::check() {
   return sender_->check();
 }
 
-Status ShmRecvEnd::readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes) {
-  const std::string who = strprintf("peer rank %d (host %s, pid %d)", sender_->rank(), sender_->hostName().c_str(),
-                                    static_cast<int>(sender_->pid()));
+std::string ShmRecvEnd::who() const {
+  return strprintf("peer rank %d (host %s, pid %d)", sender_->rank(), sender_->hostName().c_str(),
+                   static_cast<int>(sender_->pid()));
+}
+
+Status ShmRecvEnd::checkRegion(const DirectRegion& region, size_t offset, size_t bytes) const {
   if (!direct_) {
     return Status::error(Errc::RemoteError,
                          strprintf("%s posted a direct (single-copy) slot on a connection where direct transfers are "
                                    "off: it runs a different Conflux build or its memory is corrupt",
-                                   who.c_str()));
+                                   who().c_str()));
   }
+  const bool inBlock = region.blockId == 0 ||
+                       (region.address >= region.blockBase && region.address - region.blockBase <= region.blockBytes &&
+                        region.bytes <= region.blockBytes - (region.address - region.blockBase) && region.blockFd >= 0);
   if (region.magic != kDirectMagic || region.pid != sender_->pid() || offset > region.bytes ||
-      bytes > region.bytes - offset || region.address + region.bytes < region.address) {
+      bytes > region.bytes - offset || region.address + region.bytes < region.address || !inBlock) {
     return Status::error(Errc::RemoteError,
                          strprintf("%s posted a corrupt direct region (pid %d, %llu bytes, reading %zu at %zu)",
-                                   who.c_str(), static_cast<int>(region.pid),
+                                   who().c_str(), static_cast<int>(region.pid),
                                    static_cast<unsigned long long>(region.bytes), bytes, offset));
   }
+  return Status();
+}
+
+Result<const char*> ShmRecvEnd::mapDirect(const DirectRegion& region) {
+  CFX_TRY(checkRegion(region, 0, 0));
+  if (sameProcess_) return reinterpret_cast<const char*>(static_cast<uintptr_t>(region.address));
+  if (region.blockId == 0) return static_cast<const char*>(nullptr);
+  auto base = mapPeerBlock(sender_->pid(), region.nonce,
+                           ExportedBlock{region.blockId, region.blockFd, region.blockBase, region.blockBytes});
+  if (!base.ok()) {
+    // process_vm_readv may still work (the probe at init proved it did); say once why this pair is slower.
+    if (!mapFailureLogged_) {
+      mapFailureLogged_ = true;
+      CFX_INFO(log::Sys::Shm, "shm: cannot map a buffer of %s (%s); reading it with process_vm_readv instead",
+               who().c_str(), base.status().message().c_str());
+    }
+    return static_cast<const char*>(nullptr);
+  }
+  return *base + (region.address - region.blockBase);
+}
+
+void ShmRecvEnd::unmapDirect(const DirectRegion& region) {
+  if (sameProcess_ || region.blockId == 0) return;
+  unpinPeerBlock(sender_->pid(), region.nonce, region.blockId);
+}
+
+Status ShmRecvEnd::readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes) {
+  CFX_TRY(checkRegion(region, offset, bytes));
   if (bytes == 0) return Status();
   const uint64_t from = region.address + offset;
   if (sameProcess_) {
@@ -152,7 +205,7 @@ Status ShmRecvEnd::readDirect(const DirectRegion& region, size_t offset, void* d
       const int err = n < 0 ? errno : EFAULT;
       return Status::error(Errc::RemoteError,
                            strprintf("cannot read %zu bytes of %s's memory with process_vm_readv: %s%s", bytes - done,
-                                     who.c_str(), std::strerror(err),
+                                     who().c_str(), std::strerror(err),
                                      err == ESRCH ? " (the process exited)" : ""));
     }
     done += static_cast<size_t>(n);

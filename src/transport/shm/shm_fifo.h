@@ -13,8 +13,9 @@
 // traffic beyond the slot data, the descriptor and one counter line per slot.
 //
 // Direct transfers (transport.h): enabled per pair by ShmTransport::create() after both processes proved they can
-// read each other's memory. The receiver reads a DirectRegion with memcpy when the sender is this very process
-// (ranks as threads) and with process_vm_readv(2) otherwise; drained() is "tail == head".
+// read each other's memory. The receiver reads a DirectRegion in place when the sender is this very process (ranks
+// as threads) or the region lies in a block the sender exported (shm_export.h), which it maps once; otherwise
+// it copies with process_vm_readv(2). drained() is "tail == head".
 #pragma once
 
 #include <memory>
@@ -30,8 +31,10 @@ class ShmSendEnd final : public SendEnd {
  public:
   // `fifo` is this rank's FIFO inside `receiver`'s segment; `receiver` keeps that mapping alive.
   // `directThreshold` 0 disables direct transfers on this end.
+  // `anyBuffer`: post any large buffer as a DirectRegion, not only exported blocks (CFX_SHM_DIRECT=1, or a
+  // receiver in this process, which reads any of our memory with memcpy).
   ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver,
-             size_t directThreshold = 0);
+             size_t directThreshold = 0, bool anyBuffer = true);
 
   void* tryAcquire() override;
   void post(size_t bytes, uint64_t tag) override;
@@ -41,6 +44,7 @@ class ShmSendEnd final : public SendEnd {
   const char* kind() const override { return "shm"; }
   size_t directThreshold() const override { return directThreshold_; }
   bool drained() override;
+  bool describeDirect(const void* p, size_t bytes, DirectRegion* region) override;
 
  private:
   FifoView fifo_;
@@ -48,6 +52,7 @@ class ShmSendEnd final : public SendEnd {
   int nSlots_;
   std::shared_ptr<const ShmPeer> receiver_;
   size_t directThreshold_;
+  bool anyBuffer_;
   uint64_t head_;          // slots posted: the private copy of fifo_.control->head, which only we write
   uint64_t cachedTail_;    // the last tail we loaded; reloaded only when the FIFO looks full
   bool acquired_ = false;  // tryAcquire() handed out the slot at head_ (checked by post() in debug builds)
@@ -65,8 +70,12 @@ class ShmRecvEnd final : public RecvEnd {
   Status check() override;
   const char* kind() const override { return "shm"; }
   Status readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes) override;
+  Result<const char*> mapDirect(const DirectRegion& region) override;
+  void unmapDirect(const DirectRegion& region) override;
 
  private:
+  Status checkRegion(const DirectRegion& region, size_t offset, size_t bytes) const;
+  std::string who() const;
   FifoView fifo_;
   size_t slotBytes_;
   int nSlots_;
@@ -77,6 +86,7 @@ class ShmRecvEnd final : public RecvEnd {
   uint64_t tail_;          // slots released: the private copy of fifo_.control->tail, which only we write
   uint64_t cachedHead_;    // the last head we loaded; reloaded only when the FIFO looks empty
   bool peeked_ = false;    // tryPeek() returned the slot at tail_ (checked by release() in debug builds)
+  bool mapFailureLogged_ = false;
   uint64_t badBytes_ = 0;  // the first out-of-range byte count the sender published, 0 if none
 };
 

@@ -46,13 +46,15 @@ CFX_PARAM(int64_t, shmSlotBytes, "CFX_SHM_SLOT_BYTES", int64_t{131072},
 CFX_PARAM(int, shmSlots, "CFX_SHM_SLOTS", 8,
           "Slots per FIFO (2 to 64): how many steps a sender may run ahead of its receiver on one connection.",
           cfx::param::inRange(2, 64));
-CFX_PARAM(bool, shmDirect, "CFX_SHM_DIRECT", false,
-          "Set to 1 for single-copy transfers between ranks on the same host: a large message is read straight "
-          "from the sender's buffer (process_vm_readv between processes, memcpy between threads of one process) "
-          "instead of being copied into and out of the shared-memory FIFO. Used for a pair only if both ranks set "
-          "it and the kernel lets them read each other's memory (Yama ptrace_scope, containers and "
-          "PR_SET_DUMPABLE may forbid it). Off by default: where process_vm_readv copies slower than memcpy (VMs, "
-          "4 KiB pages) the FIFO's two pipelined copies are faster; it saves memory bandwidth where it is not.");
+CFX_PARAM(std::string, shmDirect, "CFX_SHM_DIRECT", std::string("auto"),
+          "Single-copy transfers between ranks on the same host: the receiver reads a large message straight out "
+          "of the sender's buffer instead of both copying it through the shared-memory FIFO. auto (the default): "
+          "for buffers from ncclMemAlloc, which peers map once and then read with plain loads, and for any buffer "
+          "between threads of one process. 1: for every buffer, reading what cannot be mapped with "
+          "process_vm_readv, which is slower than the FIFO's two pipelined copies on some machines (VMs, 4 KiB "
+          "pages). 0: never. A pair uses them only if neither rank sets 0 and the kernel lets each read the other's "
+          "memory (Yama ptrace_scope, containers and PR_SET_DUMPABLE may forbid it).",
+          cfx::param::oneOf({"auto", "0", "1"}));
 CFX_PARAM(int64_t, shmDirectThreshold, "CFX_SHM_DIRECT_THRESHOLD_BYTES", int64_t{1} << 20,
           "Smallest message (bytes) sent single-copy when CFX_SHM_DIRECT is on; ranks use the largest value any "
           "rank sets. Messages that fit in one FIFO (CFX_SHM_SLOTS x slice) always take the FIFO.",
@@ -163,7 +165,7 @@ SegmentDescriptor describe(const Context& ctx, const ShmSegment* own, const Stat
   d.nSlots = ctx.options.geometry.nSlots;
   d.status = static_cast<int32_t>(ownStatus.code());
   d.enabled = ctx.options.disabled ? 0 : 1;
-  d.direct = ctx.options.direct ? 1 : 0;
+  d.direct = ctx.options.direct != ShmOptions::Direct::Off ? 1 : 0;
   d.directThreshold = ctx.options.directThresholdBytes;
   d.probeAddress = reinterpret_cast<uintptr_t>(probeWord);
   d.probeValue = *probeWord;
@@ -244,7 +246,7 @@ bool sameProcess(const ProcessIdentity& a, const ProcessIdentity& b) {
 // is this very process and with process_vm_readv otherwise (which Yama's ptrace_scope, a seccomp filter, another
 // pid namespace or a non-dumpable peer may forbid). False, logged at INFO, when it cannot.
 bool probeDirect(const Context& ctx, const MappedPeer& m, const SegmentDescriptor& d) {
-  if (!ctx.options.direct || !d.direct || !m.peer) return false;
+  if (ctx.options.direct == ShmOptions::Direct::Off || !d.direct || !m.peer) return false;
   uint64_t value = 0;
   if (sameProcess(m.peer->identity(), ctx.self)) {
     std::memcpy(&value, reinterpret_cast<const void*>(static_cast<uintptr_t>(d.probeAddress)), sizeof(value));
@@ -338,11 +340,15 @@ std::vector<std::shared_ptr<ShmPeer>> connectEnds(const Context& ctx, const Segm
       out.recv[ch][p] = std::make_unique<ShmRecvEnd>(fifoAt(own->data(), incoming, g.nSlots), g, own, m.peer, direct,
                                                      sameProc);
       out.send[ch][p] = std::make_unique<ShmSendEnd>(fifoAt(m.peer->base(), outgoing, g.nSlots), g, m.peer,
-                                                     direct ? directThreshold : 0);
+                                                     direct ? directThreshold : 0,
+                                                     sameProc || ctx.options.direct == ShmOptions::Direct::Always);
     }
     CFX_INFO(log::Sys::Shm, "shm: rank %d <-> peer rank %d (host %s, pid %d) connected on %d channels%s", ctx.rank, p,
              m.peer->hostName().c_str(), static_cast<int>(m.peer->pid()), kNumChannels,
-             !direct ? "" : sameProc ? ", direct (memcpy, same process)" : ", direct (process_vm_readv)");
+             !direct     ? ""
+             : sameProc  ? ", direct (memcpy, same process)"
+             : ctx.options.direct == ShmOptions::Direct::Always ? ", direct (mapped ncclMemAlloc blocks, else process_vm_readv)"
+                                                                : ", direct (mapped ncclMemAlloc blocks)");
     kept.push_back(m.peer);
   }
   return kept;
@@ -355,7 +361,10 @@ ShmOptions ShmOptions::fromParams() {
   options.disabled = shmDisable.get();
   options.geometry.slotBytes = static_cast<size_t>(shmSlotBytes.get());
   options.geometry.nSlots = shmSlots.get();
-  options.direct = shmDirect.get();
+  const std::string direct = shmDirect.get();
+  options.direct = direct == "0"   ? ShmOptions::Direct::Off
+                   : direct == "1" ? ShmOptions::Direct::Always
+                                   : ShmOptions::Direct::Exported;
   options.directThresholdBytes = static_cast<size_t>(shmDirectThreshold.get());
   return options;
 }

@@ -51,9 +51,16 @@ struct ShmOptions {
   bool disabled = false;
   // Segment names are /<prefix>-<pid>-<rank>-<random hex>. 1 to 32 characters of [A-Za-z0-9._-].
   std::string segmentPrefix = "cfx";
-  // CFX_SHM_DIRECT: offer direct (single-copy) transfers (transport.h). A pair uses them only if both ranks offer
-  // them and each could read the other's memory at init (process_vm_readv, or the same process).
-  bool direct = false;
+  // CFX_SHM_DIRECT: which messages this rank sends as direct (single-copy) transfers (transport.h). A pair uses
+  // them only if both ranks offer them and each could read the other's memory at init (process_vm_readv, or the
+  // same process); then each sender decides per message by its own mode.
+  enum class Direct : uint8_t {
+    Off,       // "0": never; and this rank refuses direct messages from its peers
+    Exported,  // "auto", the default: only buffers peers can map (ncclMemAlloc's host blocks), or any buffer
+               // when the receiver is a thread of this process
+    Always,    // "1": any buffer; peers read what they cannot map with process_vm_readv
+  };
+  Direct direct = Direct::Exported;
   // CFX_SHM_DIRECT_THRESHOLD_BYTES: smallest message a sender may post as a DirectRegion. Ranks agree on the
   // largest value any rank asks for, so both ends of every connection report the same directThreshold().
   size_t directThresholdBytes = size_t{1} << 20;

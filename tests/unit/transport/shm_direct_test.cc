@@ -100,7 +100,7 @@ ShmOptions directOptions(size_t threshold = 1, bool direct = true) {
   ShmOptions options;
   options.geometry = FifoGeometry{.slotBytes = kSlot, .nSlots = kSlots};
   options.segmentPrefix = "cfxdt" + std::to_string(::getpid());
-  options.direct = direct;
+  options.direct = direct ? ShmOptions::Direct::Always : ShmOptions::Direct::Off;
   options.directThresholdBytes = threshold;
   return options;
 }
