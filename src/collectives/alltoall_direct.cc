@@ -22,9 +22,16 @@
 // In place (sendbuff == recvbuff, not required by NCCL) also works: block q is only touched in the step with
 // q, and every piece is sent (copied into the FIFO) before the piece arriving from q overwrites it.
 // Traffic per rank: (n - 1) * count elements in and out; latency n - 1 exchanges.
+//
+// Out of place, blocks larger than a piece go another way: every send and every receive is a strand of its own,
+// all at once (sends first, then the local copy, then the receives). Each strand has its own FIFO and none waits
+// for another of its rank, so whole blocks may travel as direct (single-copy) messages, which on one host a
+// receiver reads straight out of the sender's sendbuff. In place this is not possible: a peer could still be
+// reading block q of this rank's buffer when the block from q lands there.
 #include <algorithm>
 
 #include "collectives/collective.h"
+#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -35,8 +42,22 @@ Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const char* in = static_cast<const char*>(args.sendbuff);
   char* out = static_cast<char*>(args.recvbuff);
   auto offset = [&](int b) { return static_cast<size_t>(b) * blockBytes; };
-  prims::Prims::copy(out + offset(r), in + offset(r), blockBytes);
   const size_t pieceBytes = 2 * prims.sliceBytes();
+  if (in != out && blockBytes > pieceBytes) {
+    std::vector<Task> strands;
+    strands.reserve(2 * static_cast<size_t>(n) - 1);
+    for (int s = 1; s < n; ++s) {
+      const int q = mod(r + s, n);
+      strands.push_back(verbStrand(prims.send(q, in + offset(q), blockBytes)));
+    }
+    strands.push_back(copyStrand(out + offset(r), in + offset(r), blockBytes));
+    for (int s = 1; s < n; ++s) {
+      const int q = mod(r - s, n);
+      strands.push_back(verbStrand(prims.recv(q, out + offset(q), blockBytes)));
+    }
+    co_return co_await prims::Parallel(std::move(strands));
+  }
+  prims::Prims::copy(out + offset(r), in + offset(r), blockBytes);
   for (int s = 0; s < n; ++s) {
     const int q = mod(s - r, n);
     if (q == r) continue;

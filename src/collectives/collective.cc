@@ -33,6 +33,9 @@ constexpr Entry kTable[] = {
     {Collective::AllReduce, Algorithm::Hier, &allReduceHier},
     {Collective::AllReduce, Algorithm::Rabenseifner, &allReduceRabenseifner},
     {Collective::AllGather, Algorithm::Hier, &allGatherHier},
+    {Collective::AllGather, Algorithm::Direct, &allGatherDirect},
+    {Collective::ReduceScatter, Algorithm::Direct, &reduceScatterDirect},
+    {Collective::Broadcast, Algorithm::Direct, &broadcastDirect},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {
@@ -47,6 +50,13 @@ AlgorithmFn find(Collective coll, Algorithm algorithm) {
 Task fail(Status status) { co_return status; }
 
 }  // namespace
+
+Task verbStrand(prims::TransferAwaiter verb) { co_return co_await verb; }
+
+Task copyStrand(void* dst, const void* src, size_t bytes) {
+  prims::Prims::copy(dst, src, bytes);
+  co_return Status();
+}
 
 const char* collectiveName(Collective c) {
   switch (c) {

@@ -54,7 +54,8 @@ struct CollArgs {
 enum class Algorithm : uint8_t {
   Ring,       // bandwidth-optimal ring (AllReduce, AllGather, ReduceScatter)
   Chain,      // pipelined chain from or to the root (Broadcast, Reduce)
-  Direct,     // every rank talks to every peer (AlltoAll, Gather, Scatter)
+  Direct,     // every rank talks to every peer at once (AlltoAll, Gather, Scatter; AllGather, ReduceScatter and
+              // Broadcast on one host, where receivers read senders' buffers in place)
   RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
   Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
   BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
@@ -111,6 +112,14 @@ Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceRabenseifner(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allGatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+
+// Strands for prims::Parallel lists whose length is only known at run time: one verb, or one local copy
+// (Prims::copy) that runs when the strand starts, so the strands before it are already under way.
+Task verbStrand(prims::TransferAwaiter verb);
+Task copyStrand(void* dst, const void* src, size_t bytes);
 // How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it).
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
 

@@ -59,6 +59,13 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
     for (Algorithm a : kLatencyFamily) {
       if (usable(a, req, opts)) return a;
     }
+    // Where every receiver can read its senders' buffers in place, copying each block once straight to where it
+    // belongs beats passing it along a ring or chain through FIFOs (measured: docs/notes/algorithms.md).
+    const size_t perPeer = req.coll == Collective::Broadcast ? req.bytes : req.bytes / static_cast<size_t>(req.nRanks);
+    if (req.directMinBytes > 0 && perPeer >= req.directMinBytes && req.coll != Collective::AlltoAll &&
+        usable(Algorithm::Direct, req, opts)) {
+      return Algorithm::Direct;
+    }
   }
   std::optional<Algorithm> best;
   double bestUs = -1;

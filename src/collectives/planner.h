@@ -50,6 +50,9 @@ struct PlanRequest {
   int nRanks = 1;
   size_t sliceBytes = 0;  // what every verb moves per FIFO slot (FifoGeometry::slotBytes)
   const Fabric* fabric = nullptr;  // null: nothing known, so the ring family is chosen without prices
+  // Every pair of ranks can send a message of at least this many bytes as a direct (single-copy) message; 0 when
+  // some pair cannot. On one host, AllGather, ReduceScatter and Broadcast go Direct from there on.
+  size_t directMinBytes = 0;
 };
 
 // Which algorithms the user allows, per collective (NCCL_ALGO). Default-constructed: all of them.

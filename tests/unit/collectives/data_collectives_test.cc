@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Ranks as threads: Broadcast (Chain), AllGather (Ring), AlltoAll, Gather and Scatter (Direct) against
+// Ranks as threads: Broadcast (Chain, Direct), AllGather (Ring, BiRing, Hier, Direct), AlltoAll, Gather and
+// Scatter (Direct) against
 // closed-form results, across rank counts, element counts, types, in-place layouts, roots and misalignment;
 // plus collectives back to back in one Work, and dispatch errors.
 #include <gtest/gtest.h>
@@ -58,6 +59,45 @@ TEST(AllGatherHier, AssemblesEveryRanksBlockOnEveryHostLayout) {
   sweepHostLayouts(Collective::AllGather, Algorithm::Hier, {RedOpKind::Sum}, {3001});
 }
 
+TEST(AllGatherDirect, AssemblesEveryRanksBlockForEveryShape) { sweep(Collective::AllGather, Algorithm::Direct, noRoot); }
+
+TEST(BroadcastDirect, DeliversTheRootsDataForEveryShapeAndRoot) {
+  sweep(Collective::Broadcast, Algorithm::Direct, sweepRoots);
+}
+
+// The Direct algorithms send whole blocks, so over transports with direct messages every block larger than a FIFO
+// is read straight out of its sender's buffer; the results must not change, in place or not, and for
+// ReduceScatter with ops that scale the inputs first (avg of floats, premulsum), whose blocks travel as slices.
+TEST(DirectAlgorithms, ReadWholeBlocksStraightFromTheSendersBuffers) {
+  for (Collective coll : {Collective::AllGather, Collective::Broadcast, Collective::ReduceScatter}) {
+    for (int n : {2, 3, 5, 8}) {
+      for (DataType type : {DataType::Float32, DataType::Int8, DataType::Float16}) {
+        for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Avg, RedOpKind::PreMulSum}) {
+          if (coll != Collective::ReduceScatter && op != RedOpKind::Sum) continue;
+          for (bool inPlace : {false, true}) {
+            CollCase c;
+            c.coll = coll;
+            c.algorithm = Algorithm::Direct;
+            c.nRanks = n;
+            c.count = 3 * 256 + 5;  // several FIFOs of 256 x 2 bytes, whatever the type
+            c.type = type;
+            c.op = op;
+            c.inPlace = inPlace;
+            c.root = n / 2;
+            c.misalign = inPlace ? 0 : 3;
+            c.directThreshold = 1;
+            const CaseStats stats = runCase(c);
+            if (op == RedOpKind::Sum) {  // avg and premulsum scale the blocks first: slices
+              EXPECT_GT(stats.directReads, 0u) << c.describe();
+            }
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AlltoAllDirect, DeliversEveryBlockForEveryShape) { sweep(Collective::AlltoAll, Algorithm::Direct, noRoot); }
 
 TEST(GatherDirect, AssemblesEveryBlockAtTheRootForEveryShapeAndRoot) {
@@ -68,8 +108,9 @@ TEST(ScatterDirect, DeliversEveryBlockFromTheRootForEveryShapeAndRoot) {
   sweep(Collective::Scatter, Algorithm::Direct, sweepRoots);
 }
 
-// Transports with direct (single-copy) messages: large whole-block verbs (Gather, Scatter) go direct, every
-// other algorithm keeps its verbs within a FIFO; all must still deliver the same results.
+// Transports with direct (single-copy) messages: large whole-block verbs (Gather, Scatter, out-of-place AlltoAll)
+// go direct, every other algorithm the planner picks without directMinBytes keeps its verbs within a FIFO; all
+// must still deliver the same results.
 TEST(Collectives, MatchClosedFormWithDirectMessages) {
   const Collective colls[] = {Collective::AllReduce, Collective::Broadcast,     Collective::Reduce,
                               Collective::AllGather, Collective::ReduceScatter, Collective::AlltoAll,
@@ -90,7 +131,7 @@ TEST(Collectives, MatchClosedFormWithDirectMessages) {
             c.misalign = inPlace ? 0 : 1;
             c.directThreshold = 1;
             const CaseStats stats = runCase(c);
-            if (coll == Collective::Gather || coll == Collective::Scatter) {
+            if (coll == Collective::Gather || coll == Collective::Scatter || (coll == Collective::AlltoAll && !inPlace)) {
               EXPECT_GT(stats.directReads, 0u) << c.describe();
             } else {
               EXPECT_EQ(stats.directReads, 0u) << c.describe() << ": a verb larger than a FIFO";
@@ -214,7 +255,7 @@ TEST(Collectives, EveryImplementedPairIsDispatched) {
       pairs += coll::hasAlgorithm(static_cast<Collective>(c), static_cast<Algorithm>(a)) ? 1 : 0;
     }
   }
-  EXPECT_EQ(pairs, 16);  // each has a sweep in this file or reducing_collectives_test.cc
+  EXPECT_EQ(pairs, 19);  // each has a sweep in this file or reducing_collectives_test.cc
 }
 
 }  // namespace

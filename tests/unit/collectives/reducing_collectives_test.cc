@@ -92,6 +92,10 @@ TEST(AllReduceRabenseifner, MatchesClosedFormForEveryShape) {
 
 TEST(AllReduceBiRing, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::BiRing, noRoot); }
 
+TEST(ReduceScatterDirect, MatchesClosedFormForEveryShape) {
+  sweep(Collective::ReduceScatter, Algorithm::Direct, noRoot);
+}
+
 TEST(ReduceScatterBiRing, MatchesClosedFormForEveryShape) {
   sweep(Collective::ReduceScatter, Algorithm::BiRing, noRoot);
 }
