@@ -249,7 +249,14 @@ void Rank::setupSize(size_t bytes) { layout_ = coll_.layout(bytes / elt_, elt_, 
 
 TestResult Rank::startColl(bool inPlace, int iter) {
   size_t totalBytes = std::max(layout_.sendCount, layout_.recvCount) * elt_;
-  size_t steps = totalBytes ? maxBytes_ / totalBytes : 1;
+  // As nccl-tests: each iteration moves on through the buffers, so an op finds its data out of the caches unless
+  // the whole sweep fits there. CFX_PERF_ROTATE=0 keeps every iteration at the start, as MPI and Gloo benchmarks
+  // (and perf/compare's) do, so a comparison times every library on the same, equally warm memory.
+  static const bool rotate = [] {
+    const char* v = getenv("CFX_PERF_ROTATE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  size_t steps = totalBytes && rotate ? maxBytes_ / totalBytes : 1;
   size_t shift = totalBytes * (static_cast<size_t>(iter) % std::max<size_t>(steps, 1));
   char* recv = recvBase_ + shift;
   char* send = sendBase_ + shift;

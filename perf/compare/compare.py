@@ -52,6 +52,16 @@ GLOO_ALGOS = {
     "broadcast": ("one_to_all", "default"),
     "alltoall": ("default",),
 }
+# Gloo's UnboundBuffer collectives ("default": gloo::allgather, gloo::broadcast, gloo::alltoall) take 0.1-0.35 s per
+# op from 1 MiB on in Debian's Gloo (2022 snapshot; 0.005-0.05 GB/s) and cannot finish a sweep to 256 MiB within
+# any sane timeout, so they run up to this size only.
+GLOO_DEFAULT_MAX_BYTES = 256 << 10
+
+
+def gloo_sizes(algo, sizes):
+    return [s for s in sizes if s <= GLOO_DEFAULT_MAX_BYTES] if algo == "default" else sizes
+
+
 MPI_TRANSPORTS = {  # label -> mpirun MCA flags
     "vader": ["--mca", "pml", "ob1", "--mca", "btl", "vader,self"],
     "ucx": ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices", "any"],
@@ -154,6 +164,11 @@ def run_group(cmds, envs, timeout):
     return rc, out or "", stderr
 
 
+def repo_relative(text):
+    """Paths inside this checkout written relative to it, so committed results name no machine's folders."""
+    return text.replace(REPO + os.sep, "")
+
+
 class Variant:
     def __init__(self, name, cmds, envs, parse, command_text):
         self.name, self.cmds, self.envs, self.parse, self.command_text = name, cmds, envs, parse, command_text
@@ -213,9 +228,9 @@ def make_netns_variants(a, sizes, benches, bed, work):
     cmd = [perf, "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(a.factor), "-n", str(a.iters), "-w",
            str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"]
     envs = [dict(e, MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="29500", NCCL_SOCKET_IFNAME=bed.primary_dev(h),
-                 NCCL_HOSTID=bed.hosts[h]) for e, h in zip(rank_env, host_of)]
+                 NCCL_HOSTID=bed.hosts[h], CFX_PERF_ROTATE="0") for e, h in zip(rank_env, host_of)]
     text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} MASTER_ADDR={bed.primary_addr(0)} MASTER_PORT=<port> "
-            f"NCCL_SOCKET_IFNAME=<dev> NCCL_HOSTID=<host> " + " ".join(cmd) + f"  ({where})")
+            f"NCCL_SOCKET_IFNAME=<dev> NCCL_HOSTID=<host> CFX_PERF_ROTATE=0 " + " ".join(cmd) + f"  ({where})")
     variants.append(Variant("conflux", [ns + cmd for ns in in_ns], envs, parse_nccl_tests, text))
 
     # --bind-to none: every orted believes it has the machine's cores to itself and would bind its first rank to
@@ -237,7 +252,9 @@ def make_netns_variants(a, sizes, benches, bed, work):
     variants.append(Variant("mpi-tcp", [cmd], [mpi_env], parse_bench, " ".join(cmd)))
 
     for algo in GLOO_ALGOS[a.coll]:
-        cmd = [benches["gloo_bench"]] + bench_args + ["--algo", algo]
+        gloo_args = list(bench_args)
+        gloo_args[gloo_args.index("--sizes") + 1] = ",".join(str(x) for x in gloo_sizes(algo, sizes))
+        cmd = [benches["gloo_bench"]] + gloo_args + ["--algo", algo]
         envs = [dict(e, GLOO_SOCKET_IFNAME=bed.primary_dev(h)) for e, h in zip(rank_env, host_of)]
         text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} GLOO_STORE=<tmpdir> GLOO_SOCKET_IFNAME=<dev> "
                 + " ".join(cmd) + f"  ({where})")
@@ -264,7 +281,10 @@ def make_variants(a, sizes, benches):
     perf = os.path.join(a.build, "perf", f"{a.coll}_perf")
     cmd = [cfxrun, "-n", str(a.np), "--timeout", str(a.timeout), perf, "-b", str(lo), "-e", str(hi),
            "-f", str(a.factor), "-n", str(a.iters), "-w", str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"]
-    variants.append(Variant("conflux", [cmd], [env], parse_nccl_tests, " ".join(cmd)))
+    # The peers' benchmarks reuse one buffer per size; nccl-tests (and our perf tools) would walk through the
+    # largest size's buffers and time every smaller op on memory out of the caches.
+    variants.append(Variant("conflux", [cmd], [dict(env, CFX_PERF_ROTATE="0")], parse_nccl_tests,
+                            "CFX_PERF_ROTATE=0 " + " ".join(cmd)))
 
     mpirun = ["mpirun", "-np", str(a.np), "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     for label, mca in MPI_TRANSPORTS.items():
@@ -272,7 +292,9 @@ def make_variants(a, sizes, benches):
         variants.append(Variant(f"mpi-{label}", [cmd], [mpi_env], parse_bench, " ".join(cmd)))
 
     for algo in GLOO_ALGOS[a.coll]:
-        cmd = [benches["gloo_bench"]] + bench_args + ["--algo", algo]
+        gloo_args = list(bench_args)
+        gloo_args[gloo_args.index("--sizes") + 1] = ",".join(str(x) for x in gloo_sizes(algo, sizes))
+        cmd = [benches["gloo_bench"]] + gloo_args + ["--algo", algo]
         # A fresh FileStore directory per run is filled in by run_variant (GLOO_STORE).
         envs = [dict(env, RANK=str(r), WORLD_SIZE=str(a.np)) for r in range(a.np)]
         text = f"RANK=r WORLD_SIZE={a.np} GLOO_STORE=<tmpdir> " + " ".join(cmd) + f"  (r = 0..{a.np - 1})"
@@ -587,7 +609,7 @@ def main():
     meta = dict(collective=a.coll, ranks=a.np, datatype="float32", op="sum", sizes=sizes, reps=a.reps,
                 iters=a.iters, warmup=a.warmup, started=started.isoformat(timespec="seconds"), elapsed_s=elapsed,
                 load_before=load_before, load_after=f"{os.getloadavg()[0]:.2f}", machine=machine_info(),
-                commands={v.name: v.command_text for v in variants}, runs=runs, failures=failures,
+                commands={v.name: repo_relative(v.command_text) for v in variants}, runs=runs, failures=failures,
                 reproduce=reproduce, netns=netns_text, time_definition="mean op time of one run (nccl-tests out-of-place time, "
                 "averaged over ranks); medians over repetitions")
 

@@ -31,7 +31,7 @@ Task allGatherDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   auto at = [&](int b) { return out + static_cast<size_t>(b) * blockBytes; };
   std::vector<Task> strands;
   strands.reserve(2 * static_cast<size_t>(n) - 1);
-  for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, blockBytes)));
+  for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, blockBytes, /*ownStrand=*/true)));
   strands.push_back(copyStrand(at(r), args.sendbuff, blockBytes));
   for (int s = 1; s < n; ++s) {
     const int q = mod(r - s, n);

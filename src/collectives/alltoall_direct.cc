@@ -48,7 +48,7 @@ Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
     strands.reserve(2 * static_cast<size_t>(n) - 1);
     for (int s = 1; s < n; ++s) {
       const int q = mod(r + s, n);
-      strands.push_back(verbStrand(prims.send(q, in + offset(q), blockBytes)));
+      strands.push_back(verbStrand(prims.send(q, in + offset(q), blockBytes, /*ownStrand=*/true)));
     }
     strands.push_back(copyStrand(out + offset(r), in + offset(r), blockBytes));
     for (int s = 1; s < n; ++s) {

@@ -26,7 +26,7 @@ Task broadcastDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   if (r != args.root) co_return co_await prims.recv(args.root, args.recvbuff, bytes);
   std::vector<Task> strands;
   strands.reserve(static_cast<size_t>(n));
-  for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, bytes)));
+  for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, bytes, /*ownStrand=*/true)));
   strands.push_back(copyStrand(args.recvbuff, args.sendbuff, bytes));
   co_return co_await prims::Parallel(std::move(strands));
 }

@@ -34,6 +34,7 @@ constexpr Entry kTable[] = {
     {Collective::AllReduce, Algorithm::Rabenseifner, &allReduceRabenseifner},
     {Collective::AllGather, Algorithm::Hier, &allGatherHier},
     {Collective::AllGather, Algorithm::Direct, &allGatherDirect},
+    {Collective::AllReduce, Algorithm::Direct, &allReduceDirect},
     {Collective::ReduceScatter, Algorithm::Direct, &reduceScatterDirect},
     {Collective::Broadcast, Algorithm::Direct, &broadcastDirect},
 };

@@ -54,8 +54,8 @@ struct CollArgs {
 enum class Algorithm : uint8_t {
   Ring,       // bandwidth-optimal ring (AllReduce, AllGather, ReduceScatter)
   Chain,      // pipelined chain from or to the root (Broadcast, Reduce)
-  Direct,     // every rank talks to every peer at once (AlltoAll, Gather, Scatter; AllGather, ReduceScatter and
-              // Broadcast on one host, where receivers read senders' buffers in place)
+  Direct,     // every rank talks to every peer at once (AlltoAll, Gather, Scatter; AllReduce, AllGather,
+              // ReduceScatter and Broadcast on one host, where receivers read senders' buffers in place)
   RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
   Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
   BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
@@ -113,6 +113,7 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceRabenseifner(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allGatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 

@@ -23,6 +23,8 @@ constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange, Algorithm::RecDouble
                                        Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Rabenseifner};
 // One always-applicable algorithm per remaining collective.
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
+// Direct broadcast where buffers may travel as slices: at most this many ranks (see pick()).
+constexpr int kDirectBroadcastSlicedRanks = 4;
 
 // Whether `a` can run this op at all, whatever it costs.
 bool applicable(Algorithm a, const PlanRequest& req) {
@@ -61,8 +63,14 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
     }
     // Where every receiver can read its senders' buffers in place, copying each block once straight to where it
     // belongs beats passing it along a ring or chain through FIFOs (measured: docs/notes/algorithms.md).
+    // Where some buffer may not go direct, its blocks travel as slices: the ring's copy count for AllGather and
+    // ReduceScatter, but a Broadcast root then fills every peer's FIFO itself, n - 1 copies on one rank against
+    // the chain's two per rank; up to kDirectBroadcastSlicedRanks ranks that costs at most 1.5 times the chain.
     const size_t perPeer = req.coll == Collective::Broadcast ? req.bytes : req.bytes / static_cast<size_t>(req.nRanks);
-    if (req.directMinBytes > 0 && perPeer >= req.directMinBytes && req.coll != Collective::AlltoAll &&
+    // (AllReduce's bytes is the whole buffer too: its blocks are bytes / n, as for the per-rank-count ones.)
+    const bool rootBound =
+        req.coll == Collective::Broadcast && !req.directAnyBuffer && req.nRanks > kDirectBroadcastSlicedRanks;
+    if (req.directMinBytes > 0 && perPeer >= req.directMinBytes && req.coll != Collective::AlltoAll && !rootBound &&
         usable(Algorithm::Direct, req, opts)) {
       return Algorithm::Direct;
     }

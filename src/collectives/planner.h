@@ -53,6 +53,8 @@ struct PlanRequest {
   // Every pair of ranks can send a message of at least this many bytes as a direct (single-copy) message; 0 when
   // some pair cannot. On one host, AllGather, ReduceScatter and Broadcast go Direct from there on.
   size_t directMinBytes = 0;
+  // ... and for any buffer (ranks are threads of one process, or CFX_SHM_DIRECT=1), not only ncclMemAlloc's.
+  bool directAnyBuffer = false;
 };
 
 // Which algorithms the user allows, per collective (NCCL_ALGO). Default-constructed: all of them.

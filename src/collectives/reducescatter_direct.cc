@@ -55,7 +55,7 @@ Task reduceScatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   strands.reserve(static_cast<size_t>(n));
   for (int s = 1; s < n; ++s) {
     const int q = mod(r + s, n);
-    strands.push_back(verbStrand(prims.sendPre(q, in + static_cast<size_t>(q) * blockBytes, args.count, args.op)));
+    strands.push_back(verbStrand(prims.sendPre(q, in + static_cast<size_t>(q) * blockBytes, args.count, args.op, /*ownStrand=*/true)));
   }
   strands.push_back(reduceOwnBlock(args, prims));
   co_return co_await prims::Parallel(std::move(strands));

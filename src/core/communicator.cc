@@ -319,15 +319,15 @@ Status Communicator::connect(const transport::UniqueId& id) {
   slices[static_cast<size_t>(rank_)] = slice;
   CFX_TRY(bootstrap_->allGather(slices.data(), sizeof(uint64_t)));
   sliceBytes_ = *std::min_element(slices.begin(), slices.end());
-  // Direct messages go only where every pair supports them, and a verb sends one only when its message is larger
-  // than a FIFO (prims.h); shm_->direct() is the same on every rank, so every rank plans alike.
+  // Direct messages go only where every pair supports them, from the agreed threshold on (the Direct algorithms
+  // send whole blocks from strands of their own, prims.h); shm_->direct() is the same on every rank, so every rank
+  // plans alike.
   bool allDirect = nRanks_ > 1;
   for (int i = 0; i < nRanks_ && allDirect; ++i) {
     for (int j = 0; j < nRanks_ && allDirect; ++j) allDirect = i == j || shm_->direct(i, j);
   }
-  directMinBytes_ = allDirect ? std::max(shm_->directThreshold(),
-                                         static_cast<size_t>(shmOptions.geometry.nSlots) * sliceBytes_ + 1)
-                              : 0;
+  directMinBytes_ = allDirect ? shm_->directThreshold() : 0;
+  directAnyBuffer_ = allDirect && shm_->directAnyBuffer();
   CFX_TRY(learnPlacement());
   learnTopology();
   CFX_TRY(startHealth());
@@ -453,7 +453,7 @@ coll::PlanRequest Communicator::planRequest(coll::Collective coll, size_t count,
     case coll::Collective::Reduce: break;
     default: bytes *= static_cast<size_t>(nRanks_);  // count is per rank: the largest buffer holds them all
   }
-  return coll::PlanRequest{coll, bytes, nRanks_, sliceBytes_, fabric(), directMinBytes_};
+  return coll::PlanRequest{coll, bytes, nRanks_, sliceBytes_, fabric(), directMinBytes_, directAnyBuffer_};
 }
 
 coll::Plan Communicator::plan(const coll::PlanRequest& req) const {

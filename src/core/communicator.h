@@ -175,6 +175,7 @@ class Communicator {
   std::vector<transport::PeerInfo> peers_;
   std::unique_ptr<transport::shm::ShmTransport> shm_;
   size_t directMinBytes_ = 0;  // coll::PlanRequest::directMinBytes
+  bool directAnyBuffer_ = false;  // coll::PlanRequest::directAnyBuffer
   std::unique_ptr<transport::tcp::TcpTransport> tcp_;
   std::unique_ptr<transport::ucx::UcxTransport> ucx_;
   transport::Endpoints endpoints_;

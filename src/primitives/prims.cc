@@ -279,7 +279,7 @@ void TransferAwaiter::await_suspend(Task::Handle h) {
 }
 
 TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t bytes,
-                            const ReduceOp* op, bool post) {
+                            const ReduceOp* op, bool post, bool ownStrand) {
   TransferAwaiter a;
   Transfer& t = a.t;
   t.kind = kind;
@@ -313,18 +313,20 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   if (stable && t.send) {
     const size_t threshold = t.send->directThreshold();
     const size_t fifoBytes = static_cast<size_t>(t.send->nSlots()) * sliceBytes_;
-    t.directOut = threshold > 0 && bytes >= threshold && bytes > fifoBytes &&
+    t.directOut = threshold > 0 && bytes >= threshold && (bytes > fifoBytes || ownStrand) &&
                   t.send->slotBytes() >= sizeof(transport::DirectRegion) &&
                   t.send->describeDirect(kind == Transfer::Kind::Send ? local : dst, bytes, &t.outRegion);
   }
   return a;
 }
 
-TransferAwaiter Prims::send(int peer, const void* src, size_t bytes) {
-  return make(Transfer::Kind::Send, -1, peer, src, nullptr, bytes, nullptr, false);
+TransferAwaiter Prims::send(int peer, const void* src, size_t bytes, bool ownStrand) {
+  return make(Transfer::Kind::Send, -1, peer, src, nullptr, bytes, nullptr, false, ownStrand);
 }
-TransferAwaiter Prims::sendPre(int peer, const void* local, size_t count, const ReduceOp& op) {
-  if (op.identityPre()) return make(Transfer::Kind::Send, -1, peer, local, nullptr, count * dataTypeSize(op.type), &op, false);
+TransferAwaiter Prims::sendPre(int peer, const void* local, size_t count, const ReduceOp& op, bool ownStrand) {
+  if (op.identityPre()) {
+    return make(Transfer::Kind::Send, -1, peer, local, nullptr, count * dataTypeSize(op.type), &op, false, ownStrand);
+  }
   return make(Transfer::Kind::SendPre, -1, peer, local, nullptr, count * dataTypeSize(op.type), &op, false);
 }
 TransferAwaiter Prims::recv(int peer, void* dst, size_t bytes) {

@@ -8,7 +8,8 @@
 // peer (mismatched calls across ranks) instead of reading garbage.
 //
 // Direct (single-copy) messages: when the connection supports it (SendEnd::directThreshold() > 0), the message is
-// at least that large and larger than one FIFO (nSlots x sliceBytes), and the sending verb's outgoing bytes sit in
+// at least that large and larger than one FIFO (nSlots x sliceBytes) or sent by a verb that runs as a strand of its
+// own (send/sendPre with ownStrand), and the sending verb's outgoing bytes sit in
 // stable memory (Send; RecvCopySend with a dst; RecvReduceCopySend, which forwards dst once it holds the whole
 // result), the sender posts ONE slot holding a DirectRegion of that memory, flagged in the tag, and its verb
 // finishes only once the receiver released that slot. Every receiving verb accepts either form: it reads a
@@ -125,8 +126,10 @@ class Prims {
   void setOpSeq(uint32_t seq) { opSeq_ = seq; }
   uint32_t opSeq() const { return opSeq_; }
 
-  TransferAwaiter send(int peer, const void* src, size_t bytes);
-  TransferAwaiter sendPre(int peer, const void* local, size_t count, const ReduceOp& op);
+  // `ownStrand`: the caller runs this send as a strand of its own (prims::Parallel) that nothing else of this rank
+  // waits behind, so it may go direct at any size from the connection's threshold, not only above a FIFO's worth.
+  TransferAwaiter send(int peer, const void* src, size_t bytes, bool ownStrand = false);
+  TransferAwaiter sendPre(int peer, const void* local, size_t count, const ReduceOp& op, bool ownStrand = false);
   TransferAwaiter recv(int peer, void* dst, size_t bytes);
   TransferAwaiter recvReduceSend(int from, int to, const void* local, size_t count, const ReduceOp& op);
   TransferAwaiter recvReduceCopy(int from, const void* local, void* dst, size_t count, const ReduceOp& op,
@@ -148,7 +151,7 @@ class Prims {
 
  private:
   TransferAwaiter make(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t bytes,
-                       const ReduceOp* op, bool post);
+                       const ReduceOp* op, bool post, bool ownStrand = false);
   transport::Endpoints* ep_;
   int channel_;
   int rank_;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Direct (single-copy) shared-memory transfers between processes, through the public API only: large messages
-// of every collective whose verbs may go direct (all-gather, reduce-scatter, broadcast, send/recv, all-to-all,
+// of every collective whose verbs may go direct (all-reduce, all-gather, reduce-scatter, broadcast, send/recv, all-to-all,
 // reduce, gather, scatter), with CFX_SHM_DIRECT on, off and auto, from plain and from ncclMemAlloc buffers (which
 // peers map and read in place), must give the same, correct bytes.
 #include "integration/multiproc.h"
@@ -63,6 +63,15 @@ void runAll(int nRanks, const char* direct, Buffers buffers = Buffers::Plain) {
       uint32_t expect = 0;
       for (int p = 0; p < n; ++p) expect += valueAt(p, static_cast<size_t>(r) * block + i);
       ASSERT_EQ(recv[i], expect) << "reduce-scatter at " << i;
+    }
+
+    ctx.note("all-reduce");
+    for (size_t i = 0; i < total; ++i) send[i] = valueAt(r, i);
+    ASSERT_TRUE(succeeded(ncclAllReduce(send, recv, total, ncclUint32, ncclSum, comm, nullptr)));
+    for (size_t i = 0; i < total; ++i) {
+      uint32_t expect = 0;
+      for (int p = 0; p < n; ++p) expect += valueAt(p, i);
+      ASSERT_EQ(recv[i], expect) << "all-reduce at " << i;
     }
 
     ctx.note("in-place all-gather");

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "transport/shm/shm_export.h"
 #include "transport/shm/shm_fifo.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_peer.h"
@@ -55,10 +56,12 @@ CFX_PARAM(std::string, shmDirect, "CFX_SHM_DIRECT", std::string("auto"),
           "pages). 0: never. A pair uses them only if neither rank sets 0 and the kernel lets each read the other's "
           "memory (Yama ptrace_scope, containers and PR_SET_DUMPABLE may forbid it).",
           cfx::param::oneOf({"auto", "0", "1"}));
-CFX_PARAM(int64_t, shmDirectThreshold, "CFX_SHM_DIRECT_THRESHOLD_BYTES", int64_t{1} << 20,
-          "Smallest message (bytes) sent single-copy when CFX_SHM_DIRECT is on; ranks use the largest value any "
-          "rank sets. Messages that fit in one FIFO (CFX_SHM_SLOTS x slice) always take the FIFO.",
-          cfx::param::inRange(int64_t{1}, int64_t{1} << 40));
+CFX_PARAM(int64_t, shmDirectThreshold, "CFX_SHM_DIRECT_THRESHOLD_BYTES", int64_t{0},
+          "Smallest message (bytes) sent single-copy; ranks use the largest value any rank sets. 0 (the default) "
+          "picks by CFX_SHM_DIRECT: 4096 for auto, where a receiver reads a mapped buffer with plain loads and one "
+          "copy beats the FIFO's two from 4 KiB on, and 1048576 for 1, where a read may be a process_vm_readv "
+          "system call.",
+          cfx::param::inRange(int64_t{0}, int64_t{1} << 40));
 
 // What every rank announces about its segment in the first allGather. Fixed size, no pointers.
 struct SegmentDescriptor {
@@ -68,8 +71,9 @@ struct SegmentDescriptor {
   int32_t nSlots;
   int32_t status;   // Errc of creating the segment; 0 when it exists
   uint8_t enabled;  // shm is not disabled on that rank
-  uint8_t direct;   // the rank offers direct transfers (CFX_SHM_DIRECT)
+  uint8_t direct;   // the rank offers direct transfers (CFX_SHM_DIRECT): 0 no, 1 auto, 2 for every buffer
   uint8_t reserved[6];
+  uint64_t processNonce;  // shm_export's: equal on two ranks <=> they are threads of one process
   uint64_t directThreshold;  // CFX_SHM_DIRECT_THRESHOLD_BYTES of that rank
   uint64_t probeAddress;     // a word in that process holding probeValue until create() returns there
   uint64_t probeValue;
@@ -165,7 +169,10 @@ SegmentDescriptor describe(const Context& ctx, const ShmSegment* own, const Stat
   d.nSlots = ctx.options.geometry.nSlots;
   d.status = static_cast<int32_t>(ownStatus.code());
   d.enabled = ctx.options.disabled ? 0 : 1;
-  d.direct = ctx.options.direct != ShmOptions::Direct::Off ? 1 : 0;
+  d.direct = ctx.options.direct == ShmOptions::Direct::Off      ? 0
+             : ctx.options.direct == ShmOptions::Direct::Always ? 2
+                                                                 : 1;
+  d.processNonce = processNonce();
   d.directThreshold = ctx.options.directThresholdBytes;
   d.probeAddress = reinterpret_cast<uintptr_t>(probeWord);
   d.probeValue = *probeWord;
@@ -365,7 +372,10 @@ ShmOptions ShmOptions::fromParams() {
   options.direct = direct == "0"   ? ShmOptions::Direct::Off
                    : direct == "1" ? ShmOptions::Direct::Always
                                    : ShmOptions::Direct::Exported;
-  options.directThresholdBytes = static_cast<size_t>(shmDirectThreshold.get());
+  const int64_t threshold = shmDirectThreshold.get();
+  options.directThresholdBytes = threshold > 0                                       ? static_cast<size_t>(threshold)
+                                 : options.direct == ShmOptions::Direct::Always ? kSyscallDirectThreshold
+                                                                                   : kMappedDirectThreshold;
   return options;
 }
 
@@ -389,12 +399,13 @@ bool PairMap::connects(int a, int b) const {
 }
 
 ShmTransport::ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs,
-                           PairMap directPairs, size_t directThreshold)
+                           PairMap directPairs, size_t directThreshold, bool directAnyBuffer)
     : own_(std::move(own)),
       peers_(std::move(peers)),
       pairs_(std::move(pairs)),
       directPairs_(std::move(directPairs)),
-      directThreshold_(directThreshold) {}
+      directThreshold_(directThreshold),
+      directAnyBuffer_(directAnyBuffer) {}
 
 bool ShmTransport::connects(int a, int b) const { return pairs_.connects(a, b); }
 
@@ -465,13 +476,22 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(Bootstrap& bootstrap,
     for (int b = a + 1; b < ctx.nRanks; ++b) anyDirect = anyDirect || (pairs.connects(a, b) && directPairs.connects(a, b));
   }
   if (!anyDirect) directThreshold = 0;
+  // Whether every sender posts any buffer as a direct message: all ranks are threads of one process, or all ask
+  // for direct transfers of every buffer. Otherwise buffers that peers cannot map go as slices.
+  bool allAlways = true;
+  bool oneProcess = true;
+  for (const SegmentDescriptor& d : all) {
+    allAlways = allAlways && d.direct == 2;
+    oneProcess = oneProcess && d.processNonce == all.front().processNonce;
+  }
+  const bool anyBuffer = directThreshold > 0 && (allAlways || oneProcess);
   std::vector<std::shared_ptr<ShmPeer>> kept =
       connectEnds(ctx, layout, own, mapped, pairs, directPairs, std::max<size_t>(directThreshold, 1), out);
   CFX_INFO(log::Sys::Init, "shm: rank %d: %s segment of %zu bytes, %zu same-host peers over shm, FIFOs of %d x %zu B%s",
            ctx.rank, own->name().empty() ? "anonymous" : "named", own->size(), kept.size(), options.geometry.nSlots,
            options.geometry.slotBytes, options.disabled ? " (shm disabled)" : "");
   return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(own), std::move(kept), std::move(pairs),
-                                                        std::move(directPairs), directThreshold));
+                                                        std::move(directPairs), directThreshold, anyBuffer));
 }
 
 }  // namespace cfx::transport::shm

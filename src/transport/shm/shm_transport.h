@@ -43,6 +43,12 @@ class PairMap {
   std::vector<uint8_t> rows_;
 };
 
+// Default direct thresholds (CFX_SHM_DIRECT_THRESHOLD_BYTES=0): where receivers read mapped memory with plain
+// loads, one copy beats the FIFO's two from about 4 KiB per message (2 ranks, all-gather, measured); where a read
+// may be a process_vm_readv call, only large messages repay the system call.
+inline constexpr size_t kMappedDirectThreshold = size_t{4} << 10;
+inline constexpr size_t kSyscallDirectThreshold = size_t{1} << 20;
+
 struct ShmOptions {
   // Slot geometry of every FIFO. Tests may use any slotBytes that is a positive multiple of 64 and any
   // nSlots >= 1; the knobs restrict users to 4 KiB..16 MiB and 2..64.
@@ -63,7 +69,7 @@ struct ShmOptions {
   Direct direct = Direct::Exported;
   // CFX_SHM_DIRECT_THRESHOLD_BYTES: smallest message a sender may post as a DirectRegion. Ranks agree on the
   // largest value any rank asks for, so both ends of every connection report the same directThreshold().
-  size_t directThresholdBytes = size_t{1} << 20;
+  size_t directThresholdBytes = kMappedDirectThreshold;
 
   // NCCL_SHM_DISABLE, CFX_SHM_SLOT_BYTES, CFX_SHM_SLOTS, CFX_SHM_DIRECT and CFX_SHM_DIRECT_THRESHOLD_BYTES, read
   // once per process.
@@ -98,6 +104,9 @@ class ShmTransport {
   bool direct(int a, int b) const;
   // The agreed threshold of direct transfers (the same on every rank); 0 when no pair uses them.
   size_t directThreshold() const { return directThreshold_; }
+  // Whether every direct pair sends any buffer direct (ranks that are threads of one process, or CFX_SHM_DIRECT=1
+  // on all), not only exported blocks; the same on every rank.
+  bool directAnyBuffer() const { return directAnyBuffer_; }
 
   // This rank's doorbell, in shared memory: shm peers ring it when they post into or release a FIFO of ours;
   // the other transports and the executor of this rank use it too. Valid until this object is destroyed.
@@ -113,13 +122,14 @@ class ShmTransport {
 
  private:
   ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs,
-               PairMap directPairs, size_t directThreshold);
+               PairMap directPairs, size_t directThreshold, bool directAnyBuffer);
 
   std::shared_ptr<ShmSegment> own_;
   std::vector<std::shared_ptr<ShmPeer>> peers_;  // connected peers only
   PairMap pairs_;
   PairMap directPairs_;  // row r, bit p: r offers direct transfers and could read p's memory
   size_t directThreshold_;
+  bool directAnyBuffer_;
 };
 
 }  // namespace cfx::transport::shm

@@ -69,11 +69,11 @@ TEST(BroadcastDirect, DeliversTheRootsDataForEveryShapeAndRoot) {
 // is read straight out of its sender's buffer; the results must not change, in place or not, and for
 // ReduceScatter with ops that scale the inputs first (avg of floats, premulsum), whose blocks travel as slices.
 TEST(DirectAlgorithms, ReadWholeBlocksStraightFromTheSendersBuffers) {
-  for (Collective coll : {Collective::AllGather, Collective::Broadcast, Collective::ReduceScatter}) {
+  for (Collective coll : {Collective::AllGather, Collective::Broadcast, Collective::ReduceScatter, Collective::AllReduce}) {
     for (int n : {2, 3, 5, 8}) {
       for (DataType type : {DataType::Float32, DataType::Int8, DataType::Float16}) {
         for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Avg, RedOpKind::PreMulSum}) {
-          if (coll != Collective::ReduceScatter && op != RedOpKind::Sum) continue;
+          if (coll != Collective::ReduceScatter && coll != Collective::AllReduce && op != RedOpKind::Sum) continue;
           for (bool inPlace : {false, true}) {
             CollCase c;
             c.coll = coll;
@@ -255,7 +255,7 @@ TEST(Collectives, EveryImplementedPairIsDispatched) {
       pairs += coll::hasAlgorithm(static_cast<Collective>(c), static_cast<Algorithm>(a)) ? 1 : 0;
     }
   }
-  EXPECT_EQ(pairs, 19);  // each has a sweep in this file or reducing_collectives_test.cc
+  EXPECT_EQ(pairs, 20);  // each has a sweep in this file or reducing_collectives_test.cc
 }
 
 }  // namespace

@@ -147,6 +147,38 @@ TEST(PlannerModel, OneHostKeepsTheRing) {
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("allreduce:hier")), Algorithm::Ring);
 }
 
+// One host where receivers read senders' buffers in place (directMinBytes): AllReduce (above one slice),
+// AllGather, ReduceScatter and Broadcast go Direct from the threshold per message on; a broadcast whose root may have to
+// slice (not every buffer goes direct) stays a chain beyond 4 ranks; NCCL_ALGO still decides.
+TEST(PlannerModel, OneHostWithDirectMessagesTakesTheDirectAlgorithms) {
+  const Machine m = machine(star(1, 4, 1000));
+  auto pick = [&](Collective coll, size_t bytes, size_t directMin, bool anyBuffer, const PlannerOptions& opts = {}) {
+    PlanRequest req = request(m, coll, bytes);
+    req.directMinBytes = directMin;
+    req.directAnyBuffer = anyBuffer;
+    return choosePlan(req, opts).algorithm;
+  };
+  constexpr size_t kMin = 4096;
+  // Per-rank-count collectives: bytes is the whole buffer, 4 ranks, so a block is bytes / 4.
+  EXPECT_EQ(pick(Collective::AllGather, 4 * kMin, kMin, false), Algorithm::Direct);
+  EXPECT_EQ(pick(Collective::AllGather, 4 * kMin - 4, kMin, false), Algorithm::Ring);
+  EXPECT_EQ(pick(Collective::ReduceScatter, k64MiB, kMin, false), Algorithm::Direct);
+  EXPECT_EQ(pick(Collective::AllGather, k64MiB, 0, false), Algorithm::Ring);  // some pair without direct messages
+  EXPECT_EQ(pick(Collective::Broadcast, kMin, kMin, false), Algorithm::Direct);
+  EXPECT_EQ(pick(Collective::Broadcast, kMin - 1, kMin, false), Algorithm::Chain);
+  EXPECT_EQ(pick(Collective::AllReduce, k64MiB, kMin, false), Algorithm::Direct);
+  EXPECT_EQ(pick(Collective::AllReduce, kSlice, kMin, false), Algorithm::Exchange);  // one slice: latency first
+  EXPECT_EQ(pick(Collective::AllGather, k64MiB, kMin, false, parse("allgather:ring")), Algorithm::Ring);
+  EXPECT_EQ(pick(Collective::AllGather, k64MiB, kMin, false, parse("^direct")), Algorithm::Ring);
+
+  const Machine eight = machine(star(1, 8, 1000));
+  PlanRequest bcast = request(eight, Collective::Broadcast, k64MiB);
+  bcast.directMinBytes = kMin;
+  EXPECT_EQ(choosePlan(bcast, {}).algorithm, Algorithm::Chain);
+  bcast.directAnyBuffer = true;
+  EXPECT_EQ(choosePlan(bcast, {}).algorithm, Algorithm::Direct);
+}
+
 TEST(PlannerModel, UnevenHostsNeverGoHierarchical) {
   std::string xml = "<system version=\"1\">\n";
   for (int h = 0; h < 2; ++h) xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);

@@ -92,6 +92,8 @@ TEST(AllReduceRabenseifner, MatchesClosedFormForEveryShape) {
 
 TEST(AllReduceBiRing, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::BiRing, noRoot); }
 
+TEST(AllReduceDirect, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::Direct, noRoot); }
+
 TEST(ReduceScatterDirect, MatchesClosedFormForEveryShape) {
   sweep(Collective::ReduceScatter, Algorithm::Direct, noRoot);
 }
