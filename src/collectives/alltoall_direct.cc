@@ -23,11 +23,13 @@
 // q, and every piece is sent (copied into the FIFO) before the piece arriving from q overwrites it.
 // Traffic per rank: (n - 1) * count elements in and out; latency n - 1 exchanges.
 //
-// Out of place, blocks larger than a piece go another way: every send and every receive is a strand of its own,
-// all at once (sends first, then the local copy, then the receives). Each strand has its own FIFO and none waits
-// for another of its rank, so whole blocks may travel as direct (single-copy) messages, which on one host a
-// receiver reads straight out of the sender's sendbuff. In place this is not possible: a peer could still be
-// reading block q of this rank's buffer when the block from q lands there.
+// Out of place, blocks larger than a piece, or any blocks on more than two ranks, go another way: every send and
+// every receive is a strand of its own, all at once (sends first, then the local copy, then the receives). Each
+// strand has its own FIFO and none waits for another of its rank, so whole blocks may travel as direct
+// (single-copy) messages, which on one host a receiver reads straight out of the sender's sendbuff; and a rank
+// waits for its peers once, not once per step, which is what small blocks on oversubscribed cores pay for (4
+// ranks on 2 cores: n - 1 steps each needing the partner on a core). In place this is not possible: a peer could
+// still be reading block q of this rank's buffer when the block from q lands there.
 #include <algorithm>
 
 #include "collectives/collective.h"
@@ -43,7 +45,7 @@ Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   char* out = static_cast<char*>(args.recvbuff);
   auto offset = [&](int b) { return static_cast<size_t>(b) * blockBytes; };
   const size_t pieceBytes = 2 * prims.sliceBytes();
-  if (in != out && blockBytes > pieceBytes) {
+  if (in != out && (blockBytes > pieceBytes || n > 2)) {
     std::vector<Task> strands;
     strands.reserve(2 * static_cast<size_t>(n) - 1);
     for (int s = 1; s < n; ++s) {
