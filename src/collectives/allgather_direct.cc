@@ -32,7 +32,7 @@ Task allGatherDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   std::vector<Task> strands;
   strands.reserve(2 * static_cast<size_t>(n) - 1);
   for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, blockBytes, /*ownStrand=*/true)));
-  strands.push_back(copyStrand(at(r), args.sendbuff, blockBytes));
+  strands.push_back(copyStrand(at(r), args.sendbuff, blockBytes, prims.opBytes()));
   for (int s = 1; s < n; ++s) {
     const int q = mod(r - s, n);
     strands.push_back(verbStrand(prims.recv(q, at(q), blockBytes)));

@@ -46,17 +46,23 @@ Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   auto offset = [&](int b) { return static_cast<size_t>(b) * blockBytes; };
   const size_t pieceBytes = 2 * prims.sliceBytes();
   if (in != out && (blockBytes > pieceBytes || n > 2)) {
+    // The receives land n - 1 blocks at once: they stream past the caches when the whole buffer is large, even
+    // where one block is not (4 ranks, 16 MiB: 83 % of the time in memmove with plain stores, 3.0 -> 1.9 ms
+    // streaming). The verbs take the size when made, so the communicator's Prims is left as it was.
+    const size_t opBytes = prims.opBytes();
+    prims.setOpBytes(std::max(opBytes, static_cast<size_t>(n) * blockBytes));
     std::vector<Task> strands;
     strands.reserve(2 * static_cast<size_t>(n) - 1);
     for (int s = 1; s < n; ++s) {
       const int q = mod(r + s, n);
       strands.push_back(verbStrand(prims.send(q, in + offset(q), blockBytes, /*ownStrand=*/true)));
     }
-    strands.push_back(copyStrand(out + offset(r), in + offset(r), blockBytes));
+    strands.push_back(copyStrand(out + offset(r), in + offset(r), blockBytes, prims.opBytes()));
     for (int s = 1; s < n; ++s) {
       const int q = mod(r - s, n);
       strands.push_back(verbStrand(prims.recv(q, out + offset(q), blockBytes)));
     }
+    prims.setOpBytes(opBytes);
     co_return co_await prims::Parallel(std::move(strands));
   }
   prims::Prims::copy(out + offset(r), in + offset(r), blockBytes);

@@ -27,7 +27,7 @@ Task broadcastDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   std::vector<Task> strands;
   strands.reserve(static_cast<size_t>(n));
   for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, bytes, /*ownStrand=*/true)));
-  strands.push_back(copyStrand(args.recvbuff, args.sendbuff, bytes));
+  strands.push_back(copyStrand(args.recvbuff, args.sendbuff, bytes, prims.opBytes()));
   co_return co_await prims::Parallel(std::move(strands));
 }
 

@@ -54,8 +54,8 @@ Task fail(Status status) { co_return status; }
 
 Task verbStrand(prims::TransferAwaiter verb) { co_return co_await verb; }
 
-Task copyStrand(void* dst, const void* src, size_t bytes) {
-  prims::Prims::copy(dst, src, bytes);
+Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes) {
+  prims::Prims::copy(dst, src, bytes, opBytes);
   co_return Status();
 }
 

@@ -118,9 +118,9 @@ Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 
 // Strands for prims::Parallel lists whose length is only known at run time: one verb, or one local copy
-// (Prims::copy) that runs when the strand starts, so the strands before it are already under way.
+// (Prims::copy, streaming by opBytes) that runs when the strand starts, so the strands before it are under way.
 Task verbStrand(prims::TransferAwaiter verb);
-Task copyStrand(void* dst, const void* src, size_t bytes);
+Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes);
 // How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it).
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
 

@@ -65,7 +65,7 @@ void Transfer::apply(const char* in, char* out, size_t n) {
   switch (kind) {
     case Kind::Send: std::memcpy(out, local + offset, n); break;
     case Kind::SendPre: prepareLocal(*op, out, local + offset, count, false); break;
-    case Kind::Recv: copyPiece(dst + offset, in, n, bytes); break;
+    case Kind::Recv: copyPiece(dst + offset, in, n, streamBytes); break;
     case Kind::RecvReduceSend: reduceLocal(*op, out, in, local + offset, count, false); break;
     case Kind::RecvReduceCopy: reduceLocal(*op, dst + offset, in, local + offset, count, post); break;
     case Kind::RecvReduceCopySend:
@@ -73,7 +73,7 @@ void Transfer::apply(const char* in, char* out, size_t n) {
       if (out) std::memcpy(out, dst + offset, n);
       break;
     case Kind::RecvCopySend:
-      if (dst) copyPiece(dst + offset, in, n, bytes);
+      if (dst) copyPiece(dst + offset, in, n, streamBytes);
       if (out) std::memcpy(out, in, n);
       break;
     case Kind::RecvCombineSend: combinePartials(*op, out, in, local + offset, count, false); break;
@@ -292,6 +292,7 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   t.op = op;
   t.post = post;
   t.tag = makeTag(opSeq_, bytes);
+  t.streamBytes = std::max(bytes, opBytes_);
   if (t.needsRecv()) {
     t.recv = ep_->recv[channel_][from].get();
     if (!t.recv) {
@@ -357,12 +358,12 @@ TransferAwaiter Prims::recvCombineCopy(int from, const void* partial, void* dst,
   return a;
 }
 
-void Prims::copy(void* dst, const void* src, size_t bytes) {
+void Prims::copy(void* dst, const void* src, size_t bytes, size_t opBytes) {
   if (dst == src || bytes == 0) return;
   const auto d = reinterpret_cast<uintptr_t>(dst);
   const auto s = reinterpret_cast<uintptr_t>(src);
   if (d + bytes <= s || s + bytes <= d) {
-    copyPiece(dst, src, bytes, bytes);
+    copyPiece(dst, src, bytes, std::max(bytes, opBytes));
   } else {
     std::memmove(dst, src, bytes);
   }

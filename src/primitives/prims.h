@@ -68,6 +68,7 @@ struct Transfer {
   bool partialFirst = false;  // RecvCombineCopy: `local` is the left operand (exchange algorithms fix the order)
   uint64_t tag = 0;
   size_t offset = 0;  // bytes of the message processed (received and/or sent) so far
+  size_t streamBytes = 0;  // the larger of bytes and the operation's size: what copyPiece() decides by
   Status error;
   // Direct messages (see the file comment).
   bool directOut = false;         // this verb posts one DirectRegion instead of slices (decided in Prims::make)
@@ -125,6 +126,10 @@ class Prims {
   // Every message sent or received from now on is stamped with this operation number.
   void setOpSeq(uint32_t seq) { opSeq_ = seq; }
   uint32_t opSeq() const { return opSeq_; }
+  // The operation's largest buffer, in bytes: copies of its messages stream past the caches (copy.h) when the
+  // operation as a whole is that large, even where each message is smaller (blocks of many ranks).
+  void setOpBytes(size_t bytes) { opBytes_ = bytes; }
+  size_t opBytes() const { return opBytes_; }
 
   // `ownStrand`: the caller runs this send as a strand of its own (prims::Parallel) that nothing else of this rank
   // waits behind, so it may go direct at any size from the connection's threshold, not only above a FIFO's worth.
@@ -144,8 +149,8 @@ class Prims {
   TransferAwaiter recvCombineCopy(int from, const void* partial, void* dst, size_t count, const ReduceOp& op,
                                   bool post, bool partialFirst = false);
 
-  // Local, synchronous helpers (no peer involved).
-  static void copy(void* dst, const void* src, size_t bytes);
+  // Local, synchronous helpers (no peer involved). `opBytes` as setOpBytes(): the size that decides streaming.
+  static void copy(void* dst, const void* src, size_t bytes, size_t opBytes = 0);
   // dst = post?(pre(local)): a rank's contribution when it is the only one (nRanks == 1) or starts a chain.
   static void prepare(void* dst, const void* local, size_t count, const ReduceOp& op, bool post);
 
@@ -158,6 +163,7 @@ class Prims {
   int nRanks_;
   size_t sliceBytes_;
   uint32_t opSeq_ = 0;
+  size_t opBytes_ = 0;
 };
 
 }  // namespace cfx::prims
