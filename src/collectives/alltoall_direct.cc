@@ -23,19 +23,25 @@
 // q, and every piece is sent (copied into the FIFO) before the piece arriving from q overwrites it.
 // Traffic per rank: (n - 1) * count elements in and out; latency n - 1 exchanges.
 //
-// Out of place, blocks larger than a piece, or any blocks on more than two ranks, go another way: every send and
-// every receive is a strand of its own, all at once (sends first, then the local copy, then the receives). Each
-// strand has its own FIFO and none waits for another of its rank, so whole blocks may travel as direct
-// (single-copy) messages, which on one host a receiver reads straight out of the sender's sendbuff; and a rank
-// waits for its peers once, not once per step, which is what small blocks on oversubscribed cores pay for (4
-// ranks on 2 cores: n - 1 steps each needing the partner on a core). In place this is not possible: a peer could
-// still be reading block q of this rank's buffer when the block from q lands there.
+// Out of place, blocks larger than a piece or of 4 KiB and more, or any blocks on more than two ranks, go another
+// way: every send and every receive is a strand of its own, all at once (sends first, then the local copy, then
+// the receives). Each strand has its own FIFO and none waits for another of its rank, so whole blocks may travel
+// as direct (single-copy) messages, which on one host a receiver reads straight out of the sender's sendbuff; and
+// a rank waits for its peers once, not once per step, which is what small blocks on oversubscribed cores pay for
+// (4 ranks on 2 cores: n - 1 steps each needing the partner on a core). In place this is not possible: a peer
+// could still be reading block q of this rank's buffer when the block from q lands there.
 #include <algorithm>
 
 #include "collectives/collective.h"
 #include "primitives/parallel.h"
 
 namespace cfx::coll {
+
+namespace {
+// Two ranks take the strands from this block size on, where a block may go direct (one copy instead of the FIFO's
+// two); below it one exchange costs less than setting up 2n - 1 strands.
+constexpr size_t kStrandsMinBlockBytes = size_t{4} << 10;
+}  // namespace
 
 Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
@@ -45,7 +51,7 @@ Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   char* out = static_cast<char*>(args.recvbuff);
   auto offset = [&](int b) { return static_cast<size_t>(b) * blockBytes; };
   const size_t pieceBytes = 2 * prims.sliceBytes();
-  if (in != out && (blockBytes > pieceBytes || n > 2)) {
+  if (in != out && (blockBytes > pieceBytes || n > 2 || blockBytes >= kStrandsMinBlockBytes)) {
     // The receives land n - 1 blocks at once: they stream past the caches when the whole buffer is large, even
     // where one block is not (4 ranks, 16 MiB: 83 % of the time in memmove with plain stores, 3.0 -> 1.9 ms
     // streaming). The verbs take the size when made, so the communicator's Prims is left as it was.
