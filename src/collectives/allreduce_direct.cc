@@ -36,22 +36,6 @@ struct Blocks {
   size_t size(int b) const { return std::min(count, begin(b) + per) - begin(b); }
 };
 
-Task reduceBlock(const CollArgs& args, Blocks blocks, prims::Prims& prims) {
-  const int n = prims.nRanks();
-  const int r = prims.rank();
-  const size_t elt = dataTypeSize(args.type);
-  const size_t at = blocks.begin(r) * elt;
-  const size_t count = blocks.size(r);
-  const char* own = static_cast<const char*>(args.sendbuff) + at;
-  char* out = static_cast<char*>(args.recvbuff) + at;
-  CFX_CO_TRY(co_await prims.recvReduceCopy(mod(r + 1, n), own, out, count, args.op, /*post=*/n == 2));
-  for (int s = 2; s < n; ++s) {
-    CFX_CO_TRY(co_await prims.recvCombineCopy(mod(r + s, n), out, out, count, args.op, /*post=*/s == n - 1,
-                                              /*partialFirst=*/true));
-  }
-  co_return Status();
-}
-
 }  // namespace
 
 Task allReduceDirect(const CollArgs& args, Plan, prims::Prims& prims) {
@@ -72,7 +56,8 @@ Task allReduceDirect(const CollArgs& args, Plan, prims::Prims& prims) {
     const int q = mod(r + s, n);
     reduce.push_back(verbStrand(prims.sendPre(q, in + blocks.begin(q) * elt, blocks.size(q), args.op, /*ownStrand=*/true)));
   }
-  reduce.push_back(reduceBlock(args, blocks, prims));
+  reduce.push_back(reduceFromPeers(in + blocks.begin(r) * elt, out + blocks.begin(r) * elt, blocks.size(r), args.op,
+                                   prims));
   CFX_CO_TRY(co_await prims::Parallel(std::move(reduce)));
 
   std::vector<Task> gather;

@@ -59,6 +59,17 @@ Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes) {
   co_return Status();
 }
 
+Task reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims) {
+  const int n = prims.nRanks();
+  const int r = prims.rank();
+  CFX_CO_TRY(co_await prims.recvReduceCopy(mod(r + 1, n), own, out, count, op, /*post=*/n == 2));
+  for (int s = 2; s < n; ++s) {
+    CFX_CO_TRY(co_await prims.recvCombineCopy(mod(r + s, n), out, out, count, op, /*post=*/s == n - 1,
+                                              /*partialFirst=*/true));
+  }
+  co_return Status();
+}
+
 const char* collectiveName(Collective c) {
   switch (c) {
     case Collective::AllReduce: return "AllReduce";

@@ -121,6 +121,9 @@ Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 // (Prims::copy, streaming by opBytes) that runs when the strand starts, so the strands before it are under way.
 Task verbStrand(prims::TransferAwaiter verb);
 Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes);
+// The owner's side of a direct reduction: out = own (+) what ranks r + 1, r + 2, ..., r - 1 send it, in that fixed
+// order, post-op on the last peer (recvReduceCopy, then recvCombineCopy). `op` must outlive the Task.
+Task reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims);
 // How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it).
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
 

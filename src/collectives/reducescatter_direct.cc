@@ -24,24 +24,6 @@
 
 namespace cfx::coll {
 
-namespace {
-
-Task reduceOwnBlock(const CollArgs& args, prims::Prims& prims) {
-  const int n = prims.nRanks();
-  const int r = prims.rank();
-  const size_t blockBytes = args.count * dataTypeSize(args.type);
-  const char* own = static_cast<const char*>(args.sendbuff) + static_cast<size_t>(r) * blockBytes;
-  char* out = static_cast<char*>(args.recvbuff);
-  CFX_CO_TRY(co_await prims.recvReduceCopy(mod(r + 1, n), own, out, args.count, args.op, /*post=*/n == 2));
-  for (int s = 2; s < n; ++s) {
-    CFX_CO_TRY(co_await prims.recvCombineCopy(mod(r + s, n), out, out, args.count, args.op, /*post=*/s == n - 1,
-                                              /*partialFirst=*/true));
-  }
-  co_return Status();
-}
-
-}  // namespace
-
 Task reduceScatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
@@ -57,7 +39,8 @@ Task reduceScatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
     const int q = mod(r + s, n);
     strands.push_back(verbStrand(prims.sendPre(q, in + static_cast<size_t>(q) * blockBytes, args.count, args.op, /*ownStrand=*/true)));
   }
-  strands.push_back(reduceOwnBlock(args, prims));
+  strands.push_back(reduceFromPeers(in + static_cast<size_t>(r) * blockBytes, static_cast<char*>(args.recvbuff),
+                                    args.count, args.op, prims));
   co_return co_await prims::Parallel(std::move(strands));
 }
 
