@@ -133,7 +133,11 @@ typedef struct {
   int ctx;
 } ncclWaitSignalDesc_t;
 
-/* Growing a communicator (2.29). Return ncclInvalidUsage; *uniqueId and *newcomm are left untouched. */
+/* Growing a communicator (2.29), with NCCL's semantics. One existing rank gets an id with ncclCommGetUniqueId and
+ * hands it to the new ranks out of band. Existing ranks call ncclCommGrow(comm, nRanks, id or NULL, -1, ...): the
+ * rank that made the id passes it, the others NULL, and they keep their ranks. New ranks call
+ * ncclCommGrow(NULL, nRanks, &id, rank, ...) with rank in [old size, nRanks). An id is single-use and one is
+ * outstanding per communicator at a time; a NULL config inherits the parent's. */
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,

@@ -184,6 +184,80 @@ CFX_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
 }
 CFX_NCCL_ALIAS(ncclCommSplit)
 
+CFX_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return api::call("ncclCommGetUniqueId", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (uniqueId == nullptr) return Status::error(Errc::InvalidArgument, "uniqueId is NULL");
+    if (c->asyncError() == Errc::InProgress || c->finalized() || c->revoked()) {
+      return Status::error(Errc::InvalidUsage, "communicator is initializing, finalized or revoked: it cannot grow");
+    }
+    CFX_TRY_ASSIGN(transport::UniqueId id, c->newGrowId(core::CommOptions::fromParams().bootstrap.options));
+    std::memset(uniqueId, 0, sizeof(*uniqueId));
+    id.encode(reinterpret_cast<uint8_t*>(uniqueId->internal));
+    return Status();
+  });
+}
+CFX_NCCL_ALIAS(ncclCommGetUniqueId)
+
+CFX_API ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                   ncclComm_t* newcomm, ncclConfig_t* config) {
+  return api::call("ncclCommGrow", [&]() -> Status {
+    if (newcomm == nullptr) return Status::error(Errc::InvalidArgument, "newcomm is NULL");
+    if (comm == nullptr) {
+      // A joining rank: it knows only the id, so it joins as any rank of a fresh communicator would.
+      if (uniqueId == nullptr) {
+        return Status::error(Errc::InvalidArgument, "a joining rank (comm NULL) must pass the unique id of the grow");
+      }
+      return api::initRank(newcomm, nRanks, *uniqueId, rank, config);
+    }
+    CFX_TRY_ASSIGN(core::Communicator * parent, api::checkComm(comm));
+    if (parent->asyncError() == Errc::InProgress || parent->finalized()) {
+      return Status::error(Errc::InvalidUsage, "parent communicator is initializing or finalized");
+    }
+    if (nRanks <= parent->nRanks()) {
+      return Status::error(Errc::InvalidArgument, strprintf("ncclCommGrow: nRanks %d must exceed the parent's %d ranks",
+                                                            nRanks, parent->nRanks()));
+    }
+    if (rank != -1 && rank != parent->rank()) {
+      return Status::error(Errc::InvalidArgument,
+                           strprintf("ncclCommGrow: an existing rank passes rank -1 (it keeps rank %d), got %d",
+                                     parent->rank(), rank));
+    }
+    std::optional<transport::UniqueId> given;
+    if (uniqueId != nullptr) {
+      CFX_TRY_ASSIGN(given, transport::UniqueId::decode(reinterpret_cast<const uint8_t*>(uniqueId->internal)));
+    }
+    CFX_TRY_ASSIGN(core::CommConfig cfg, api::parseConfig(config, &parent->config()));
+    const core::CommOptions options = core::CommOptions::fromParams();
+    const int myRank = parent->rank();
+    auto resolve = [parent, nRanks, given]() -> Result<transport::UniqueId> {
+      return core::agreeGrowId(*parent, nRanks, given ? &*given : nullptr);
+    };
+    *newcomm = nullptr;
+    if (!cfg.blocking) {
+      core::Communicator* c = core::Communicator::createPending(myRank, nRanks, cfg).release();
+      core::registerComm(c);
+      *newcomm = api::toHandle(c);
+      return core::submitInit([c, resolve, options]() -> Status {
+        c->startAsyncInit(resolve, options);
+        return Status::error(Errc::InProgress, "non-blocking grow started");
+      });
+    }
+    return core::submitInit([newcomm, myRank, nRanks, cfg, options, resolve, comm]() -> Status {
+      log::setThreadRank(myRank);
+      CFX_TRY_ASSIGN(transport::UniqueId id, resolve());
+      CFX_TRY_ASSIGN(auto child, core::Communicator::create(id, myRank, nRanks, cfg, options));
+      core::Communicator* c = child.release();
+      core::registerComm(c);
+      CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d - Init COMPLETE (grow of %p)", static_cast<void*>(c),
+               c->rank(), c->nRanks(), static_cast<void*>(comm));
+      *newcomm = api::toHandle(c);
+      return Status();
+    });
+  });
+}
+CFX_NCCL_ALIAS(ncclCommGrow)
+
 CFX_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                                      ncclConfig_t* config, int shrinkFlags) {
   return api::call("ncclCommShrink", [&]() -> Status {

@@ -97,13 +97,7 @@ CFX_NCCL_ALIAS(ncclLLA2ACreateRequirement)
 
 // ---- NCCL 2.29 ----------------------------------------------------------------------------------------------
 
-CFX_API ncclResult_t pncclCommGetUniqueId(ncclComm_t, ncclUniqueId*) { return notSupported("ncclCommGetUniqueId"); }
-CFX_NCCL_ALIAS(ncclCommGetUniqueId)
-
-CFX_API ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*) {
-  return notSupported("ncclCommGrow");
-}
-CFX_NCCL_ALIAS(ncclCommGrow)
+// ncclCommGetUniqueId and ncclCommGrow are implemented (comm_api.cc).
 
 CFX_API ncclResult_t pncclCommSuspend(ncclComm_t, int) { return notSupported("ncclCommSuspend"); }
 CFX_NCCL_ALIAS(ncclCommSuspend)

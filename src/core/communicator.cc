@@ -235,10 +235,42 @@ Status Communicator::finishInit(const transport::UniqueId& id, const CommOptions
 }
 
 void Communicator::startAsyncInit(const transport::UniqueId& id, const CommOptions& options) {
-  initThread_ = std::thread([this, id, options] {
+  startAsyncInit([id]() -> Result<transport::UniqueId> { return id; }, options);
+}
+
+void Communicator::startAsyncInit(std::function<Result<transport::UniqueId>()> resolve, const CommOptions& options) {
+  initThread_ = std::thread([this, resolve = std::move(resolve), options] {
     pthread_setname_np(pthread_self(), "cfx-init");
-    (void)finishInit(id, options);
+    log::setThreadRank(rank_);
+    Result<transport::UniqueId> id = resolve();
+    if (!id.ok()) {
+      setAsyncError(id.status());
+      return;
+    }
+    (void)finishInit(*id, options);
   });
+}
+
+Result<transport::UniqueId> Communicator::newGrowId(const transport::BootstrapOptions& options) {
+  std::lock_guard<std::mutex> lock(growMutex_);
+  if (growId_) {
+    return Status::error(Errc::InvalidUsage,
+                         "this communicator already handed out a grow id that no ncclCommGrow has consumed; grow with "
+                         "it first (an id is single-use, and one is outstanding at a time)");
+  }
+  CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(options));
+  growId_.emplace();
+  id.encode(growId_->data());
+  return id;
+}
+
+bool Communicator::takeGrowId(const transport::UniqueId& id) {
+  std::array<uint8_t, transport::UniqueId::kBytes> wire{};
+  id.encode(wire.data());
+  std::lock_guard<std::mutex> lock(growMutex_);
+  if (!growId_ || *growId_ != wire) return false;
+  growId_.reset();
+  return true;
 }
 
 Status Communicator::connect(const transport::UniqueId& id) {

@@ -8,6 +8,7 @@
 // error and the progress thread are safe to touch from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -77,6 +78,9 @@ class Communicator {
   Status finishInit(const transport::UniqueId& id, const CommOptions& options);
   // Runs finishInit on a background thread (non-blocking communicators); joined by the destructor.
   void startAsyncInit(const transport::UniqueId& id, const CommOptions& options);
+  // As above, where the id itself must first be learnt on that thread (a grow learns it from the parent's ranks,
+  // which may still be on their way into the call). A failure of `resolve` fails the communicator.
+  void startAsyncInit(std::function<Result<transport::UniqueId>()> resolve, const CommOptions& options);
 
   int rank() const { return rank_; }
   int nRanks() const { return nRanks_; }
@@ -152,6 +156,13 @@ class Communicator {
   // Split/shrink bookkeeping so every child gets a distinct bootstrap tag.
   uint32_t nextSplitCount() { return ++splitCount_; }
 
+  // ncclCommGetUniqueId: a fresh id (its bootstrap root runs in this process) for the next ncclCommGrow. Only one
+  // may be outstanding, as in NCCL: InvalidUsage while an earlier one is not consumed.
+  Result<transport::UniqueId> newGrowId(const transport::BootstrapOptions& options);
+  // ncclCommGrow on the rank that passes the id: true, and the id is consumed, when it is this rank's outstanding
+  // grow id. Any other id is refused, so a stale or foreign id cannot form a communicator with the wrong ranks.
+  bool takeGrowId(const transport::UniqueId& id);
+
  private:
   Communicator(int rank, int nRanks, const CommConfig& config);
   Status connect(const transport::UniqueId& id);
@@ -192,6 +203,8 @@ class Communicator {
   std::vector<uint32_t> recvSeq_;
   uint64_t opCount_ = 0;
   uint32_t splitCount_ = 0;
+  std::mutex growMutex_;
+  std::optional<std::array<uint8_t, transport::UniqueId::kBytes>> growId_;  // encoded; set by newGrowId
 
   std::atomic<Errc> asyncError_{Errc::Ok};
   mutable std::mutex errorMutex_;
@@ -204,8 +217,8 @@ class Communicator {
   // thread aborting while the user's thread is blocked in a collective is the normal PyTorch pattern).
   std::atomic<int> inlineActive_{0};
   std::atomic<bool> revoked_{false};
-  std::atomic<int> revokedBy_{-1};
-  std::atomic<bool> revokedHere_{false};  // ncclCommRevoke was called on this rank  // the rank whose revoke notice reached us; -1 when revoked here or not at all
+  std::atomic<int> revokedBy_{-1};  // the rank whose revoke notice reached us; -1 when revoked here or not at all
+  std::atomic<bool> revokedHere_{false};  // ncclCommRevoke was called on this rank
   bool finalized_ = false;
 
   std::vector<std::optional<UserRedOp>> redOps_;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Split and shrink (core layer). Both reduce to "the members agree on a list, the first member creates a fresh
-// unique id and sends it to the others over the parent's bootstrap, and everyone joins a new communicator".
+// Split, shrink and grow (core layer). Split and shrink reduce to "the members agree on a list, the first member
+// creates a fresh unique id and sends it to the others over the parent's bootstrap, and everyone joins a new
+// communicator"; grow is the same with the id made beforehand (ncclCommGetUniqueId) and known to the new ranks.
 #include "core/lifecycle.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/log.h"
 
@@ -77,6 +79,58 @@ Result<std::unique_ptr<Communicator>> shrinkComm(Communicator& parent, std::vect
     if (!std::binary_search(exclude.begin(), exclude.end(), r)) members.push_back(r);
   }
   return formChild(parent, members, kShrinkTagBase | parent.nextSplitCount(), config, options);
+}
+
+Result<transport::UniqueId> agreeGrowId(Communicator& parent, int nRanks, const transport::UniqueId* given) {
+  enum : uint8_t { kNoId = 0, kValidId = 1, kForeignId = 2 };
+  struct Entry {
+    int32_t nRanks;
+    uint8_t id;  // kNoId, kValidId, kForeignId
+    uint8_t wire[transport::UniqueId::kBytes];
+  };
+  std::vector<Entry> all(static_cast<size_t>(parent.nRanks()));
+  Entry& mine = all[static_cast<size_t>(parent.rank())];
+  std::memset(&mine, 0, sizeof(mine));
+  mine.nRanks = nRanks;
+  if (given != nullptr) {
+    // Consumed here, before any rank can join: a second grow with the same id is refused even if this one fails.
+    mine.id = parent.takeGrowId(*given) ? kValidId : kForeignId;
+    given->encode(mine.wire);
+  }
+  CFX_TRY(parent.bootstrap().allGather(all.data(), sizeof(Entry)));
+
+  int holder = -1;
+  for (int r = 0; r < parent.nRanks(); ++r) {
+    const Entry& e = all[static_cast<size_t>(r)];
+    if (e.nRanks != nRanks) {
+      return Status::error(Errc::InvalidUsage, strprintf("ncclCommGrow: rank %d asks for %d ranks and rank %d for %d: "
+                                                         "every rank must pass the same nRanks",
+                                                         parent.rank(), nRanks, r, e.nRanks));
+    }
+    if (e.id == kForeignId) {
+      return Status::error(Errc::InvalidUsage,
+                           strprintf("ncclCommGrow: rank %d passed a unique id that ncclCommGetUniqueId on this "
+                                     "communicator did not hand out, or one an earlier grow already used",
+                                     r));
+    }
+    if (e.id == kValidId) {
+      if (holder >= 0) {
+        return Status::error(Errc::InvalidUsage,
+                             strprintf("ncclCommGrow: ranks %d and %d both passed a unique id; exactly one existing "
+                                       "rank (the one that called ncclCommGetUniqueId) passes it, the others NULL",
+                                       holder, r));
+      }
+      holder = r;
+    }
+  }
+  if (holder < 0) {
+    return Status::error(Errc::InvalidUsage,
+                         "ncclCommGrow: no existing rank passed the unique id; the rank that called "
+                         "ncclCommGetUniqueId must pass it");
+  }
+  CFX_INFO(log::Sys::Init, "grow: rank %d of %d joins a communicator of %d ranks (id from rank %d)", parent.rank(),
+           parent.nRanks(), nRanks, holder);
+  return transport::UniqueId::decode(all[static_cast<size_t>(holder)].wire);
 }
 
 }  // namespace cfx::core

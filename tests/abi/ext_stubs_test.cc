@@ -31,8 +31,6 @@ std::vector<StubCase> resultStubs() {
       {"ncclGinBarrierCreateRequirement",
        [team] { return ncclGinBarrierCreateRequirement(nullptr, team, 1, nullptr, nullptr); }},
       {"ncclLLA2ACreateRequirement", [] { return ncclLLA2ACreateRequirement(1, 1, nullptr, nullptr); }},
-      {"ncclCommGetUniqueId", [] { return ncclCommGetUniqueId(nullptr, nullptr); }},
-      {"ncclCommGrow", [] { return ncclCommGrow(nullptr, 2, nullptr, 0, nullptr, nullptr); }},
       {"ncclCommSuspend", [] { return ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM); }},
       {"ncclCommResume", [] { return ncclCommResume(nullptr); }},
       {"ncclCommMemStats", [] { return ncclCommMemStats(nullptr, ncclStatGpuMemTotal, nullptr); }},

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator creation (blocking, nonblocking, grouped, InitAll, scalable, NCCL_COMM_ID), queries, split, shrink,
-// finalize, destroy and abort through the public C API, with ranks as forked processes (integration layer).
+// grow, finalize, destroy and abort through the public C API, with ranks as forked processes (integration layer).
 #include "integration/multiproc.h"
 #include "integration/nccl_checks.h"
 
@@ -13,9 +13,12 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include "conflux_nccl_ext.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -325,6 +328,160 @@ TEST(CommShrinkTest, HealthyShrinkRenumbersTheSurvivors) {
     // The excluded ranks never call shrink; everyone keeps the parent until the survivors are done with it.
     ctx.barrier();
     EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+// The ranks of a 3-rank communicator: ranks 0..2 of the job. Collective over the whole job.
+ncclComm_t initFirstThree(RankContext& ctx) {
+  const ncclUniqueId id = ctx.newUniqueId();
+  if (ctx.rank() >= 3) return nullptr;
+  ncclComm_t comm = nullptr;
+  EXPECT_TRUE(succeeded(ncclCommInitRank(&comm, 3, id, ctx.rank())));
+  return comm;
+}
+
+// ncclCommGetUniqueId on rank 0, handed to everyone through the test's own channel (the "out of band" of NCCL).
+ncclUniqueId growIdFromRankZero(RankContext& ctx, ncclComm_t comm) {
+  ncclUniqueId id{};
+  if (ctx.rank() == 0) {
+    EXPECT_TRUE(succeeded(ncclCommGetUniqueId(comm, &id)));
+  }
+  const std::string bytes =
+      ctx.broadcast(0, std::string_view(reinterpret_cast<const char*>(&id), ctx.rank() == 0 ? sizeof(id) : 0));
+  EXPECT_EQ(bytes.size(), sizeof(id));
+  std::memcpy(&id, bytes.data(), std::min(bytes.size(), sizeof(id)));
+  return id;
+}
+
+TEST(CommGrowTest, ThreeRanksGrowToFiveAndKeepTheirNumbers) {
+  runRanks(5, [](RankContext& ctx) {
+    const int me = ctx.rank();
+    ncclComm_t comm = initFirstThree(ctx);
+    if (me < 3) {
+      ASSERT_NE(comm, nullptr);
+      expectAllReduceSum(comm, me + 1, 1 + 2 + 3);
+    }
+    const ncclUniqueId growId = growIdFromRankZero(ctx, comm);
+    ncclComm_t grown = nullptr;
+    if (me < 3) {
+      ASSERT_TRUE(succeeded(ncclCommGrow(comm, 5, me == 0 ? &growId : nullptr, -1, &grown, nullptr)));
+    } else {
+      ASSERT_TRUE(succeeded(ncclCommGrow(nullptr, 5, &growId, me, &grown, nullptr)));
+    }
+    ASSERT_NE(grown, nullptr);
+    int count = -1, rank = -1;
+    EXPECT_TRUE(succeeded(ncclCommCount(grown, &count)));
+    EXPECT_TRUE(succeeded(ncclCommUserRank(grown, &rank)));
+    EXPECT_EQ(count, 5);
+    EXPECT_EQ(rank, me) << "existing ranks keep their numbers, new ones take the rank they asked for";
+    expectAllReduceSum(grown, me + 1, 1 + 2 + 3 + 4 + 5);
+    if (me < 3) {
+      expectAllReduceSum(comm, 1, 3);  // the parent is untouched and still works
+      // The id was consumed, so rank 0 may ask for another.
+      if (me == 0) {
+        ncclUniqueId next{};
+        EXPECT_TRUE(succeeded(ncclCommGetUniqueId(comm, &next)));
+      }
+    }
+    EXPECT_TRUE(succeeded(ncclCommDestroy(grown)));
+    if (comm != nullptr) {
+      EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+    }
+  });
+}
+
+TEST(CommGrowTest, MisuseFailsOnEveryRankAndLeavesTheParentWorking) {
+  runRanks(3, [](RankContext& ctx) {
+    const int me = ctx.rank();
+    ncclComm_t comm = initFirstThree(ctx);
+    ASSERT_NE(comm, nullptr);
+    ncclComm_t grown = nullptr;
+    ncclUniqueId growId = growIdFromRankZero(ctx, comm);
+    if (me == 0) {
+      ncclUniqueId second{};
+      EXPECT_EQ(ncclCommGetUniqueId(comm, &second), ncclInvalidUsage) << "one grow id is outstanding at a time";
+      EXPECT_EQ(ncclCommGetUniqueId(comm, nullptr), ncclInvalidArgument);
+    }
+    EXPECT_EQ(ncclCommGrow(comm, 3, &growId, -1, &grown, nullptr), ncclInvalidArgument) << "nRanks must grow";
+    EXPECT_EQ(ncclCommGrow(comm, 5, nullptr, -1, nullptr, nullptr), ncclInvalidArgument) << "newcomm NULL";
+    EXPECT_EQ(ncclCommGrow(comm, 5, nullptr, me + 1, &grown, nullptr), ncclInvalidArgument) << "existing ranks keep theirs";
+    EXPECT_EQ(ncclCommGrow(nullptr, 5, nullptr, 4, &grown, nullptr), ncclInvalidArgument) << "a new rank needs the id";
+
+    // Nobody passes the id: every rank fails, and the id stays outstanding.
+    EXPECT_EQ(ncclCommGrow(comm, 5, nullptr, -1, &grown, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("no existing rank passed"), std::string::npos)
+        << ncclGetLastError(comm);
+    // Two ranks pass it (only rank 0 made it): every rank fails and names rank 1.
+    EXPECT_EQ(ncclCommGrow(comm, 5, me <= 1 ? &growId : nullptr, -1, &grown, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("rank 1 passed a unique id"), std::string::npos)
+        << ncclGetLastError(comm);
+    // That attempt consumed rank 0's id: using it again is refused everywhere.
+    EXPECT_EQ(ncclCommGrow(comm, 5, me == 0 ? &growId : nullptr, -1, &grown, nullptr), ncclInvalidUsage);
+    // Different sizes: refused everywhere.
+    growId = growIdFromRankZero(ctx, comm);
+    EXPECT_EQ(ncclCommGrow(comm, me == 2 ? 6 : 5, me == 0 ? &growId : nullptr, -1, &grown, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("same nRanks"), std::string::npos) << ncclGetLastError(comm);
+    EXPECT_EQ(grown, nullptr);
+    expectAllReduceSum(comm, me + 1, 6);
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
+TEST(CommGrowTest, NonBlockingGrowCompletesThroughAsyncErrorPolling) {
+  runRanks(4, [](RankContext& ctx) {
+    const int me = ctx.rank();
+    ncclComm_t comm = initFirstThree(ctx);
+    const ncclUniqueId growId = growIdFromRankZero(ctx, comm);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t grown = nullptr;
+    const ncclResult_t rc = me < 3 ? ncclCommGrow(comm, 4, me == 0 ? &growId : nullptr, -1, &grown, &config)
+                                   : ncclCommGrow(nullptr, 4, &growId, me, &grown, &config);
+    ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+    ASSERT_NE(grown, nullptr) << "a non-blocking grow hands out the communicator at once";
+    ASSERT_EQ(waitWhileInProgress(grown), ncclSuccess);
+    std::vector<int32_t> send(999, me + 1), recv(999, -1);
+    const ncclResult_t arc = ncclAllReduce(send.data(), recv.data(), send.size(), ncclInt32, ncclSum, grown, nullptr);
+    ASSERT_TRUE(arc == ncclSuccess || arc == ncclInProgress) << resultName(arc);
+    ASSERT_EQ(waitWhileInProgress(grown), ncclSuccess);
+    EXPECT_EQ(recv, std::vector<int32_t>(999, 1 + 2 + 3 + 4));
+    EXPECT_TRUE(succeeded(ncclCommDestroy(grown)));
+    if (comm != nullptr) {
+      EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+    }
+  });
+}
+
+TEST(CommGrowTest, OneThreadGrowsEveryRankInAGroup) {
+  runRanks(1, [](RankContext&) {
+    ncclComm_t comms[2] = {};
+    ASSERT_TRUE(succeeded(ncclCommInitAll(comms, 2, nullptr)));
+    ncclUniqueId growId{};
+    ASSERT_TRUE(succeeded(ncclCommGetUniqueId(comms[0], &growId)));
+    ncclComm_t grown[4] = {};
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    for (int r = 0; r < 4; ++r) {
+      const bool existing = r < 2;
+      ASSERT_TRUE(succeeded(ncclCommGrow(existing ? comms[r] : nullptr, 4, r == 0 || !existing ? &growId : nullptr,
+                                         existing ? -1 : r, &grown[r], nullptr)));
+    }
+    ASSERT_TRUE(succeeded(ncclGroupEnd()));
+    std::vector<std::vector<int64_t>> send(4, std::vector<int64_t>(5003)), recv = send;
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_NE(grown[r], nullptr);
+      for (size_t i = 0; i < send[r].size(); ++i) send[r][i] = static_cast<int64_t>(i) * (r + 1);
+    }
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_TRUE(succeeded(
+          ncclAllReduce(send[r].data(), recv[r].data(), send[r].size(), ncclInt64, ncclSum, grown[r], nullptr)));
+    }
+    ASSERT_TRUE(succeeded(ncclGroupEnd()));
+    for (int r = 0; r < 4; ++r) {
+      for (size_t i = 0; i < recv[r].size(); ++i) ASSERT_EQ(recv[r][i], static_cast<int64_t>(i) * 10) << "rank " << r;
+    }
+    for (auto* c : grown) EXPECT_TRUE(succeeded(ncclCommDestroy(c)));
+    for (auto* c : comms) EXPECT_TRUE(succeeded(ncclCommDestroy(c)));
   });
 }
 
