@@ -11,9 +11,10 @@ BUILD ?= build
 # Open MPI, gfortran and mpi4py serve the MPI interposer's tests; UCX the ucx transport; clang 16's libFuzzer the
 # wire fuzzers; iperf3 the raw-TCP baselines of the namespace test bed; hipcc the AMD build of the device kernels
 # (the CUDA build uses the toolkit's nvcc when /usr/local/cuda has one).
+# libxxhash-dev gives the 128-bit state hashes, compiled in from its header.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
                 iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py python3-numpy \
-                libucx-dev ucx-utils clang-16 libclang-rt-16-dev iperf3 hipcc
+                libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc clean
