@@ -164,6 +164,45 @@ typedef struct {
 ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failures, int maxFailures, int* nFailures);
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Shared state
+ *
+ * After peers join, leave or miss an update, cfxSharedStateSync makes every rank hold the same bytes again, as
+ * PCCL's shared-state synchronisation does: each rank hashes its state (XXH3-128 over the entries' bytes in
+ * order), the ranks compare digests, and the ranks whose digest differs from the one most ranks hold receive the
+ * majority's bytes from the ranks that hold them (the sending is shared among those). Nothing moves when all agree.
+ * A tie between digests goes to the one held by the lowest rank. Afterwards every rank's entries are bit-identical.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  void* buffer;            /* host memory; overwritten on a rank that is out of date */
+  size_t count;            /* elements */
+  ncclDataType_t datatype;
+} cfxStateEntry;
+
+typedef struct {
+  unsigned long long hash[2]; /* low and high 64 bits of the digest every rank now holds */
+  int replaced;               /* 1 when this rank was out of date and its entries were overwritten */
+  int sourceRank;             /* the rank it received from, or -1 */
+  int nOutdated;              /* how many ranks were brought up to date */
+  size_t bytesReceived;       /* by this rank */
+} cfxStateSyncInfo;
+
+/* Collective over every rank of comm, called outside ncclGroupStart/End with the same number of entries, counts
+ * and datatypes on every rank (the layout is checked). info may be NULL.
+ * Returns:
+ *   ncclSuccess          every rank holds the same bytes; info says what happened here.
+ *   ncclInvalidArgument  comm is not live, nEntries < 0, entries is NULL while nEntries > 0, a buffer is NULL with a
+ *                        non-zero count, or a datatype is invalid.
+ *   ncclInvalidUsage     called inside a group, a buffer is device memory (not supported yet: stage the state in
+ *                        host memory), or the ranks' layouts differ (then on every rank, before anything is written).
+ *   ncclRemoteError      a peer failed, or bytes that arrived do not hash to the majority's digest (then on every
+ *                        rank, naming the receiver). */
+ncclResult_t cfxSharedStateSync(ncclComm_t comm, const cfxStateEntry* entries, int nEntries, cfxStateSyncInfo* info);
+
+/* The digest cfxSharedStateSync compares, computed locally (no communication): hash[0] low, hash[1] high. */
+ncclResult_t cfxStateHash(const cfxStateEntry* entries, int nEntries, unsigned long long hash[2]);
+
+/* ---------------------------------------------------------------------------------------------------------
  * Topology and plans
  *
  * The planner picks each collective's algorithm from an alpha-beta cost model of where the ranks run: which ranks
