@@ -41,7 +41,7 @@ void reportFailureTrail(const char* file, int line) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kDone = INT64_MAX;  // heartbeat value of a thread that has finished
+constexpr int64_t kDone = INT64_MAX;  // progress value of a thread that has finished
 
 [[noreturn]] void exitNow(TestResult result) {
   fflush(stdout);
@@ -67,13 +67,21 @@ class Watchdog {
 
  private:
   void loop() {
+    std::vector<int64_t> seen(ctx_->progress->size(), -1);
+    std::vector<int64_t> since(seen.size(), Clock::now().time_since_epoch().count());
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
       int64_t now = Clock::now().time_since_epoch().count();
-      for (std::atomic<int64_t>& hb : *ctx_->heartbeatNs) {
-        // Relaxed: pairs with Rank::beat(); a timestamp, nothing else is published through it.
-        int64_t last = hb.load(std::memory_order_relaxed);
-        if (last != kDone && now - last > timeoutNs_) fire();
+      for (size_t t = 0; t < seen.size(); ++t) {
+        // Relaxed: pairs with Rank::beat(); a count, nothing else is published through it.
+        const int64_t count = (*ctx_->progress)[t].load(std::memory_order_relaxed);
+        if (count == kDone) continue;
+        if (count != seen[t]) {
+          seen[t] = count;
+          since[t] = now;
+        } else if (now - since[t] > timeoutNs_) {
+          fire();
+        }
       }
     }
   }
@@ -136,9 +144,9 @@ int runBenchmark(int argc, char** argv, const Collective& collective) {
   report.jsonPreamble(argc, argv, ctx.ncclVersion);
   ctx.report = &report;
 
-  std::vector<std::atomic<int64_t>> heartbeat(options.nThreads);
-  for (auto& hb : heartbeat) hb.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-  ctx.heartbeatNs = &heartbeat;
+  std::vector<std::atomic<int64_t>> progress(options.nThreads);
+  for (auto& p : progress) p.store(0, std::memory_order_relaxed);
+  ctx.progress = &progress;
   ctx.comms.assign(options.nThreads, nullptr);
   Watchdog watchdog(&ctx, options.timeoutSec);
 
@@ -161,7 +169,7 @@ int runBenchmark(int argc, char** argv, const Collective& collective) {
     TestResult r = runRank(&ctx, t, &outcomes[t]);
     if (r != TestResult::Success) fail(r, __FILE__, __LINE__);
     // Relaxed: the watchdog only needs to stop watching this thread.
-    heartbeat[t].store(kDone, std::memory_order_relaxed);
+    progress[t].store(kDone, std::memory_order_relaxed);
   };
   std::vector<std::thread> threads;
   for (int t = 1; t < options.nThreads; ++t) threads.emplace_back(rankMain, t);

@@ -18,7 +18,7 @@
 namespace cfx::perf {
 
 // Process-wide state, written before the rank threads start and read-only afterwards (except comms[t], which
-// thread t fills itself with -p 1, and heartbeat[t], which only thread t writes).
+// thread t fills itself with -p 1, and progress[t], which only thread t writes).
 struct ProcessContext {
   const Options* options;
   const World* world;
@@ -28,7 +28,7 @@ struct ProcessContext {
   ncclUniqueId id;
   int ncclVersion;
   std::vector<ncclComm_t> comms;                   // one per thread
-  std::vector<std::atomic<int64_t>>* heartbeatNs;  // steady-clock ns of each thread's last progress
+  std::vector<std::atomic<int64_t>>* progress;  // per thread: a count of steps taken, bumped as it goes
   long long rssAtStart;
 };
 
