@@ -187,6 +187,7 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
     : rank_(rank), nRanks_(nRanks), config_(config) {
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);
   recvSeq_.assign(static_cast<size_t>(nRanks), 0);
+  for (std::atomic<uint64_t>& p : lastPlan_) p.store(kNoPlan, std::memory_order_relaxed);
   // NCCL binds a communicator to the calling thread's current device. Read it here, on the caller's thread (a
   // non-blocking init connects on another); a thread without a CUDA context makes a host communicator (-1).
   if (const cuda::Driver* d = cuda::driver()) {
@@ -462,6 +463,7 @@ void Communicator::learnTopology() {
   for (const transport::PeerInfo& p : peers_) hostIds.push_back(p.hostHash);
   layout_ = coll::Layout::fromHostIds(hostIds);
   fabric_.reset();
+  for (std::atomic<uint64_t>& p : lastPlan_) p.store(kNoPlan, std::memory_order_relaxed);
   Result<topo::TopologyView> view = planningView();
   if (!view.ok()) {
     CFX_WARN("rank %d: topology unusable for planning (%s); ops are planned without the cost model", rank_,
@@ -489,7 +491,22 @@ coll::PlanRequest Communicator::planRequest(coll::Collective coll, size_t count,
 }
 
 coll::Plan Communicator::plan(const coll::PlanRequest& req) const {
-  coll::Plan plan = coll::choosePlan(req, options_.planner);
+  // The plan is a pure function of the request, and the requests of one communicator differ only in collective
+  // and size (planRequest), while programs repeat the same op thousands of times: planning each anew was a tenth
+  // of a 2-rank 4 KiB all-to-all. So the last plan per collective is kept. Relaxed: two threads racing here both
+  // store a correct plan.
+  coll::Plan plan;
+  std::atomic<uint64_t>& slot = lastPlan_[static_cast<size_t>(req.coll)];
+  const bool cacheable = req.bytes < (uint64_t{1} << 56) && req.nRanks == nRanks_ && req.fabric == fabric() &&
+                         req.sliceBytes == sliceBytes_ && req.directMinBytes == directMinBytes_ &&
+                         req.directAnyBuffer == directAnyBuffer_;
+  const uint64_t cached = slot.load(std::memory_order_relaxed);
+  if (cacheable && cached != kNoPlan && cached >> 8 == req.bytes) {
+    plan.algorithm = static_cast<coll::Algorithm>(cached & 0xff);
+  } else {
+    plan = coll::choosePlan(req, options_.planner);
+    if (cacheable) slot.store((uint64_t{req.bytes} << 8) | static_cast<uint64_t>(plan.algorithm), std::memory_order_relaxed);
+  }
   plan.layout = &layout_;
   return plan;
 }

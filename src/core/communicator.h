@@ -203,6 +203,9 @@ class Communicator {
   std::vector<uint32_t> recvSeq_;
   uint64_t opCount_ = 0;
   uint32_t splitCount_ = 0;
+  // The last plan per collective, as (bytes << 8) | algorithm, kNoPlan when none: see plan().
+  static constexpr uint64_t kNoPlan = ~uint64_t{0};
+  mutable std::array<std::atomic<uint64_t>, coll::kNumCollectives> lastPlan_;
   std::mutex growMutex_;
   std::optional<std::array<uint8_t, transport::UniqueId::kBytes>> growId_;  // encoded; set by newGrowId
 
