@@ -312,6 +312,7 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   const bool stable =
       kind == Transfer::Kind::Send || (kind == Transfer::Kind::RecvCopySend && dst) || kind == Transfer::Kind::RecvReduceCopySend;
   if (stable && t.send) {
+    t.outRegion = transport::DirectRegion{};
     const size_t threshold = t.send->directThreshold();
     const size_t fifoBytes = static_cast<size_t>(t.send->nSlots()) * sliceBytes_;
     t.directOut = threshold > 0 && bytes >= threshold && (bytes > fifoBytes || ownStrand) &&

@@ -75,9 +75,17 @@ struct Transfer {
   bool directPosted = false;      // ... and has posted it; it finishes once the receiver released it
   bool inChecked = false;         // the first incoming slot was examined
   bool directIn = false;          // the incoming message is a DirectRegion, held in `region`
-  transport::DirectRegion region;
   const char* mapped = nullptr;   // ... readable in place here (RecvEnd::mapDirect), else read with readDirect
-  transport::DirectRegion outRegion;  // what a directOut verb posts
+  // The two regions are left uninitialised (anonymous unions) until a direct message fills them: most verbs never
+  // use one, and zeroing both in every verb (a rep stos of 128 bytes) was a tenth of a 2-rank 4 KiB all-to-all.
+  union {
+    transport::DirectRegion region;  // written by checkFirstSlot before anything reads it
+  };
+  union {
+    transport::DirectRegion outRegion;  // what a directOut verb posts; reset by Prims::make before describeDirect
+  };
+
+  Transfer() {}  // NOLINT(modernize-use-equals-default): `= default` would be deleted by the unions above
 
   bool needsRecv() const { return kind != Kind::Send && kind != Kind::SendPre; }
   bool needsSend() const {
