@@ -348,7 +348,13 @@ void PeerFailureTest::runShrinkAfterKill(int flags, bool revokeFirst) {
     }
     const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
     reportObserved(ctx, o);
-    EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+    if (revokeFirst && o.rc == ncclInvalidUsage) {
+      // A survivor that reaches the all-reduce only after a faster one revoked the communicator is refused the
+      // new op, naming the revoker, as NCCL refuses ops on a revoked communicator (seen under load in CI).
+      EXPECT_NE(o.text.find("revoked by rank"), std::string::npos) << o.text;
+    } else {
+      EXPECT_EQ(o.rc, ncclRemoteError) << o.text;
+    }
     if (revokeFirst) {
       ASSERT_TRUE(succeeded(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT)));
       std::vector<float> small(16, 1.0f);
