@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "faulttol/health_wire.h"
+#include "faulttol/member_wire.h"
 #include "fuzz_common.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_stripe.h"
@@ -308,6 +309,42 @@ void healthDatagrams() {
   healthDatagram("failure_idle", nRanks, h, wire::encodeFailure(f));
 }
 
+// Membership frames: a Challenge-Hello-Ready-Epoch-Id conversation as one stream (mode 0), and each frame alone
+// without its MAC for the target to sign (mode 1).
+void memberFrames() {
+  namespace member = cfx::ft::member;
+  const cfx::transport::Secret key = cfx::fuzz::fixedSecret();
+  std::vector<member::Message> talk(5);
+  talk[0].kind = member::Kind::Challenge;
+  talk[0].challenge.fill(0x11);
+  talk[1].kind = member::Kind::Hello;
+  talk[1].hello.nonce.fill(0x22);
+  talk[1].hello.uuid.fill(0x33);
+  talk[1].hello.epoch = 4;
+  talk[1].hello.rank = 2;
+  talk[1].hello.nRanks = 5;
+  talk[2].kind = member::Kind::Ready;
+  talk[2].epoch = 4;
+  talk[3].kind = member::Kind::Epoch;
+  talk[3].note = {5, 1, 6, true, 1, 0};
+  talk[4].kind = member::Kind::Id;
+  talk[4].epoch = 5;
+  talk[4].id.fill(0x44);
+  Bytes stream{0};
+  for (size_t i = 0; i < talk.size(); ++i) {
+    cfx::Result<Bytes> frame = member::seal(talk[i], i, key);
+    if (!frame.ok()) {
+      ++g_failures;
+      return;
+    }
+    append(stream, *frame);
+    Bytes toSign{1};
+    append(toSign, frame->data(), frame->size() - member::kMacBytes);
+    write("member_frame", std::string(member::kindName(talk[i].kind)) + "_to_sign", toSign);
+  }
+  write("member_frame", "conversation", stream);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -326,6 +363,7 @@ int main(int argc, char** argv) {
   bootHandshakes();
   tcpHandshakes();
   healthDatagrams();
+  memberFrames();
   tcpStripes();
   ucxHellos();
   return g_failures == 0 ? 0 : 1;
