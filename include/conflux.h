@@ -203,6 +203,55 @@ ncclResult_t cfxSharedStateSync(ncclComm_t comm, const cfxStateEntry* entries, i
 ncclResult_t cfxStateHash(const cfxStateEntry* entries, int nEntries, unsigned long long hash[2]);
 
 /* ---------------------------------------------------------------------------------------------------------
+ * Dynamic membership
+ *
+ * Peers join and leave a running group, as in PCCL. One process runs a master (cfxMasterStart) and hands its id
+ * to the peers out of band, like an ncclUniqueId. A peer joins (cfxMemberJoin) and is admitted at the next epoch
+ * boundary: every member calls cfxMemberUpdate between steps (every member of the epoch must call it), and the
+ * master decides the boundary once every member of the epoch is ready, has gone (left, died, or lost its
+ * connection), or, connected but silent (stopped, hung), has missed CFX_MEMBER_ROUND_TIMEOUT_MS. Members keep
+ * their order; joiners follow in the order they asked. If the members are the same, the communicator stays and
+ * nothing is rebuilt; otherwise the old communicator is aborted and a new one is formed for the new epoch. A
+ * member whose collective failed (a peer died mid-operation) simply calls cfxMemberUpdate: the boundary excludes
+ * the dead peer. After a change, cfxSharedStateSync on the new communicator brings joiners and stragglers the
+ * majority's state. A master that restarts on the same id (cfxMasterStart with restartFrom) learns the epoch from
+ * the members as they reconnect; the job goes on without rebuilding.
+ *
+ * Every frame between master and members is authenticated with the id's secret and numbered, so strangers,
+ * replays and frames from other sessions are refused.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct cfxMaster* cfxMaster_t;
+typedef struct cfxMember* cfxMember_t;
+
+typedef struct {
+  unsigned long long epoch; /* grows at every boundary that changed the members */
+  int rank;                 /* this member's rank in the epoch's communicator */
+  int nRanks;
+  int changed;              /* 1 when a new communicator was formed at this boundary */
+  int joined;               /* members admitted at this boundary */
+  int left;                 /* members gone since the previous epoch */
+} cfxEpochInfo;
+
+/* Starts a master in this process, listening on the bootstrap interface (NCCL_SOCKET_IFNAME), and writes its id.
+ * restartFrom: NULL for a new master, or the id of a master that died, to take its place (same address and
+ * secret). Returns ncclInvalidArgument for NULL masterId or master, ncclSystemError if it cannot listen. */
+ncclResult_t cfxMasterStart(const ncclUniqueId* restartFrom, ncclUniqueId* masterId, cfxMaster_t* master);
+/* Stops the master and frees it; members see it gone and reconnect to a restarted one at their next update. */
+ncclResult_t cfxMasterStop(cfxMaster_t master);
+
+/* Connects to the master; the member is admitted at its first cfxMemberUpdate. config (may be NULL) applies to
+ * every epoch's communicator and must be blocking. ncclRemoteError when the master cannot be reached or does not
+ * prove it holds the id's secret. */
+ncclResult_t cfxMemberJoin(const ncclUniqueId* masterId, ncclConfig_t* config, cfxMember_t* member);
+/* The epoch boundary. Blocks until the master decides it, then writes the epoch's communicator to *comm. The
+ * communicator belongs to the member: do not destroy it; it stays valid until the next cfxMemberUpdate or
+ * cfxMemberLeave. info may be NULL. On an error the member has no communicator; call cfxMemberUpdate again. */
+ncclResult_t cfxMemberUpdate(cfxMember_t member, ncclComm_t* comm, cfxEpochInfo* info);
+/* Leaves the group: tells the master, aborts the member's communicator and frees the member. */
+ncclResult_t cfxMemberLeave(cfxMember_t member);
+
+/* ---------------------------------------------------------------------------------------------------------
  * Topology and plans
  *
  * The planner picks each collective's algorithm from an alpha-beta cost model of where the ranks run: which ranks

@@ -169,6 +169,11 @@ Result<UniqueId> UniqueId::decode(const uint8_t in[kBytes]) {
 
 // ---- creating ids -------------------------------------------------------------------------------------------
 
+Result<sockaddr_storage> listenAddress(const BootstrapOptions& options) {
+  CFX_TRY_ASSIGN(const net::Interface itf, pickInterface(options, nullptr));
+  return itf.addr;
+}
+
 Result<UniqueId> createUniqueId(const BootstrapOptions& options) {
   CFX_TRY_ASSIGN(const net::Interface itf, pickInterface(options, nullptr));
   CFX_TRY_ASSIGN(net::Listener listener, net::Listener::listen(itf.addr));

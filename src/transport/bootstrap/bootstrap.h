@@ -81,6 +81,8 @@ BootstrapParams readBootstrapParams();
 // ncclGetUniqueId: picks an interface, opens a root listener served by a background thread in this process
 // (it serves exactly one communicator and then exits, or gives up after options.timeout), and returns the id.
 Result<UniqueId> createUniqueId(const BootstrapOptions& options);
+// Where a listener of this process that ranks must reach binds: the bootstrap interface's address, port 0.
+Result<sockaddr_storage> listenAddress(const BootstrapOptions& options);
 
 // NCCL_COMM_ID / launcher mode: an id every rank can build locally from "host:port" or "[v6]:port". With
 // `startRoot`, the rank that calls Bootstrap::init with rank 0 starts the root listener on that address itself

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+// Dynamic membership, the member's side (core layer): see membership.h.
+#include "core/membership.h"
+
+#include <algorithm>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "transport/bootstrap/bootstrap.h"
+
+namespace cfx::core {
+
+namespace {
+using ft::member::Kind;
+using ft::member::Message;
+}  // namespace
+
+Member::Member(const sockaddr_storage& master, std::vector<uint8_t> secret, const CommConfig& config,
+               const CommOptions& options)
+    : master_(master), secret_(std::move(secret)), config_(config), options_(options) {}
+
+Result<std::unique_ptr<Member>> Member::join(const sockaddr_storage& master, std::vector<uint8_t> secret,
+                                             const CommConfig& config, const CommOptions& options) {
+  std::unique_ptr<Member> m(new Member(master, std::move(secret), config, options));
+  CFX_TRY(crypto::randomBytes(m->uuid_));
+  CFX_TRY(m->connect(Deadline(options.bootstrap.options.timeout)));
+  return m;
+}
+
+Member::~Member() {
+  if (sock_.valid()) {
+    Message leave;
+    leave.kind = Kind::Leave;
+    (void)send(leave, Deadline(std::chrono::milliseconds(500)));
+  }
+  dropComm();
+}
+
+Status Member::connect(const Deadline& deadline) {
+  sock_.close();
+  reader_ = ft::member::FrameReader();
+  net::ConnectOptions co;
+  co.retries = options_.bootstrap.options.connectRetries;
+  co.retrySleep = options_.bootstrap.options.retrySleep;
+  CFX_TRY_ASSIGN(sock_, net::Socket::connect(master_, co, deadline, nullptr));
+  // The master speaks first: a Challenge keyed with the job's secret proves it is the real master.
+  recvCounter_ = 0;
+  sendCounter_ = 0;
+  key_ = crypto::Digest{};
+  Result<Message> challenge = [&]() -> Result<Message> {
+    for (;;) {
+      CFX_TRY_ASSIGN(std::optional<ft::member::Frame> f, reader_.next());
+      if (f) return ft::member::open(*f, secret_, 0);
+      uint8_t buf[512];
+      CFX_TRY(sock_.waitReadable(deadline, nullptr));
+      CFX_TRY_ASSIGN(size_t n, sock_.recvSome(buf, sizeof(buf)));
+      reader_.feed(std::span<const uint8_t>(buf, n));
+    }
+  }();
+  if (!challenge.ok() || challenge->kind != Kind::Challenge) {
+    sock_.close();
+    return Status::error(Errc::RemoteError,
+                         strprintf("membership master %s did not answer as a master with this job's secret%s%s",
+                                   net::addressToString(master_).c_str(), challenge.ok() ? "" : ": ",
+                                   challenge.ok() ? "" : challenge.status().message().c_str()));
+  }
+  recvCounter_ = 1;
+  Message hello;
+  hello.kind = Kind::Hello;
+  CFX_TRY(crypto::randomBytes(hello.hello.nonce));
+  hello.hello.uuid = uuid_;
+  hello.hello.epoch = epoch_;
+  hello.hello.rank = epoch_ == 0 ? -1 : rank_;
+  hello.hello.nRanks = epoch_ == 0 ? 0 : nRanks_;
+  key_ = ft::member::sessionKey(secret_, challenge->challenge, hello.hello.nonce);
+  return send(hello, deadline);
+}
+
+Status Member::send(const Message& m, const Deadline& deadline) {
+  CFX_TRY_ASSIGN(std::vector<uint8_t> frame, ft::member::seal(m, sendCounter_, key_));
+  ++sendCounter_;
+  return sock_.sendAll(frame.data(), frame.size(), deadline, nullptr);
+}
+
+Result<Message> Member::receive(const Deadline& deadline) {
+  for (;;) {
+    CFX_TRY_ASSIGN(std::optional<ft::member::Frame> f, reader_.next());
+    if (f) {
+      CFX_TRY_ASSIGN(Message m, ft::member::open(*f, key_, recvCounter_));
+      ++recvCounter_;
+      return m;
+    }
+    uint8_t buf[512];
+    CFX_TRY(sock_.waitReadable(deadline, nullptr));
+    CFX_TRY_ASSIGN(size_t n, sock_.recvSome(buf, sizeof(buf)));
+    reader_.feed(std::span<const uint8_t>(buf, n));
+  }
+}
+
+Result<ft::member::EpochNote> Member::awaitBoundary(const Deadline& deadline) {
+  // Two tries: a master that restarted between two boundaries is reached again and told where we stand.
+  Status last;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!sock_.valid()) {
+      if (Status st = connect(deadline); !st.ok()) return st;
+    }
+    Message ready;
+    ready.kind = Kind::Ready;
+    ready.epoch = epoch_;
+    Status st = send(ready, deadline);
+    Result<Message> m = st.ok() ? receive(deadline) : Result<Message>(st);
+    if (m.ok() && m->kind == Kind::Epoch) return m->note;
+    if (m.ok() && m->kind == Kind::Kicked) {
+      sock_.close();
+      return Status::error(Errc::RemoteError,
+                           strprintf("the membership master removed this member (%s)",
+                                     m->reason == static_cast<uint32_t>(ft::member::KickReason::NotReady)
+                                         ? "it was not ready within the master's round timeout"
+                                         : m->reason == static_cast<uint32_t>(ft::member::KickReason::Replaced)
+                                               ? "another connection took its identity"
+                                               : "a protocol error"));
+    }
+    last = m.ok() ? Status::error(Errc::RemoteError, strprintf("membership master sent %s at an epoch boundary",
+                                                               ft::member::kindName(m->kind)))
+                  : m.status();
+    sock_.close();
+    if (last.code() == Errc::Timeout) break;
+    CFX_INFO(log::Sys::Init, "member: lost the membership master (%s); reconnecting", last.message().c_str());
+  }
+  return Status::error(last.code(), "cfxMemberUpdate: " + last.message());
+}
+
+Status Member::formComm(const ft::member::EpochNote& note, const Deadline& deadline) {
+  uint8_t wire[transport::UniqueId::kBytes] = {};
+  if (note.rank == 0) {
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::createUniqueId(options_.bootstrap.options));
+    id.encode(wire);
+    Message m;
+    m.kind = Kind::Id;
+    m.epoch = note.epoch;
+    std::copy(std::begin(wire), std::end(wire), m.id.begin());
+    CFX_TRY(send(m, deadline));
+  } else {
+    CFX_TRY_ASSIGN(Message m, receive(deadline));
+    if (m.kind != Kind::Id || m.epoch != note.epoch) {
+      return Status::error(Errc::RemoteError, strprintf("membership master sent %s instead of epoch %llu's id",
+                                                        ft::member::kindName(m.kind),
+                                                        static_cast<unsigned long long>(note.epoch)));
+    }
+    if (std::all_of(m.id.begin(), m.id.end(), [](uint8_t b) { return b == 0; })) {
+      return Status::error(Errc::RemoteError, strprintf("rank 0 of epoch %llu left before it handed out the epoch's id; "
+                                                        "call cfxMemberUpdate again",
+                                                        static_cast<unsigned long long>(note.epoch)));
+    }
+    std::copy(m.id.begin(), m.id.end(), std::begin(wire));
+  }
+  CFX_TRY_ASSIGN(transport::UniqueId id, transport::UniqueId::decode(wire));
+  CFX_TRY_ASSIGN(std::unique_ptr<Communicator> c, Communicator::create(id, note.rank, note.nRanks, config_, options_));
+  comm_ = c.release();
+  registerComm(comm_);
+  return Status();
+}
+
+Result<EpochInfo> Member::update() {
+  const Deadline deadline(options_.bootstrap.options.timeout);
+  CFX_TRY_ASSIGN(ft::member::EpochNote note, awaitBoundary(deadline));
+  EpochInfo info;
+  info.epoch = note.epoch;
+  info.rank = note.rank;
+  info.nRanks = note.nRanks;
+  info.changed = note.changed;
+  info.joined = static_cast<int>(note.joined);
+  info.left = static_cast<int>(note.left);
+  epoch_ = note.epoch;
+  rank_ = note.rank;
+  nRanks_ = note.nRanks;
+  if (!note.changed && comm_ != nullptr) return info;
+  if (!note.changed) {
+    // Unchanged members, but this one lost its communicator (an earlier update failed after the boundary): it
+    // cannot form one alone. Say so; the others notice at their next collective and all meet at the next boundary.
+    return Status::error(Errc::RemoteError, "cfxMemberUpdate: this member has no communicator for the unchanged "
+                                            "epoch (an earlier update failed); call cfxMemberUpdate again");
+  }
+  dropComm();
+  CFX_INFO(log::Sys::Init, "member: epoch %llu, rank %d of %d (%d joined, %d left)",
+           static_cast<unsigned long long>(epoch_), rank_, nRanks_, info.joined, info.left);
+  if (Status st = formComm(note, deadline); !st.ok()) return Status::error(st.code(), "cfxMemberUpdate: " + st.message());
+  return info;
+}
+
+void Member::dropComm() {
+  if (comm_ == nullptr) return;
+  if (isLiveComm(comm_)) {
+    comm_->abort();
+    unregisterComm(comm_);
+    delete comm_;
+  }
+  comm_ = nullptr;
+}
+
+}  // namespace cfx::core

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// Dynamic membership, the member's side (core layer): cfxMemberJoin, cfxMemberUpdate, cfxMemberLeave. The master's
+// side, and what decides an epoch, is faulttol/member_master.h.
+//
+// A member holds one connection to the master and, once admitted, the communicator of its current epoch. At an
+// epoch boundary (update) it says Ready and waits for the master's decision. When the members are the same, the
+// communicator stays and nothing is rebuilt. When they changed, the member aborts the old communicator (which
+// never hangs, even with dead peers), and the new epoch's rank 0 creates a unique id that the master relays to
+// the others, from which all form the new communicator. If the connection to the master breaks (a restarted
+// master), update reconnects once, saying which epoch and rank it holds, and the new master continues the epoch.
+//
+// Threading: one thread at a time per Member.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/socket.h"
+#include "common/status.h"
+#include "core/communicator.h"
+#include "faulttol/member_wire.h"
+
+namespace cfx::core {
+
+struct EpochInfo {
+  uint64_t epoch = 0;
+  int rank = -1;
+  int nRanks = 0;
+  bool changed = false;  // a new communicator was formed
+  int joined = 0;
+  int left = 0;
+};
+
+class Member {
+ public:
+  // Connects to the master and says Hello; the member is admitted at its first update().
+  static Result<std::unique_ptr<Member>> join(const sockaddr_storage& master, std::vector<uint8_t> secret,
+                                              const CommConfig& config, const CommOptions& options);
+  ~Member();  // tells the master it leaves (best effort) and aborts its communicator
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  // The epoch boundary: blocks until the master decides it (every member of the epoch is Ready, gone, or past
+  // the master's round timeout), then forms the new communicator if the members changed. A failure leaves the
+  // member without a communicator; it may call update() again.
+  Result<EpochInfo> update();
+  Communicator* comm() const { return comm_; }
+
+ private:
+  Member(const sockaddr_storage& master, std::vector<uint8_t> secret, const CommConfig& config,
+         const CommOptions& options);
+  Status connect(const Deadline& deadline);
+  Status send(const ft::member::Message& m, const Deadline& deadline);
+  Result<ft::member::Message> receive(const Deadline& deadline);
+  Result<ft::member::EpochNote> awaitBoundary(const Deadline& deadline);
+  Status formComm(const ft::member::EpochNote& note, const Deadline& deadline);
+  void dropComm();
+
+  sockaddr_storage master_{};
+  std::vector<uint8_t> secret_;
+  CommConfig config_;
+  CommOptions options_;
+  net::Socket sock_;
+  ft::member::FrameReader reader_;
+  crypto::Digest key_{};
+  uint64_t sendCounter_ = 0;
+  uint64_t recvCounter_ = 0;
+  ft::member::Nonce uuid_{};
+  uint64_t epoch_ = 0;  // 0 until admitted
+  int rank_ = -1;
+  int nRanks_ = 0;
+  Communicator* comm_ = nullptr;  // registered; owned
+};
+
+}  // namespace cfx::core
