@@ -239,6 +239,9 @@ typedef struct {
 ncclResult_t cfxMasterStart(const ncclUniqueId* restartFrom, ncclUniqueId* masterId, cfxMaster_t* master);
 /* Stops the master and frees it; members see it gone and reconnect to a restarted one at their next update. */
 ncclResult_t cfxMasterStop(cfxMaster_t master);
+/* The master's current epoch (it grows by one at every boundary that changed the members; 0 before the first)
+ * and how many members it has. Any thread, any time. */
+ncclResult_t cfxMasterGetEpoch(cfxMaster_t master, unsigned long long* epoch, int* members);
 
 /* Connects to the master; the member is admitted at its first cfxMemberUpdate. config (may be NULL) applies to
  * every epoch's communicator and must be blocking. ncclRemoteError when the master cannot be reached or does not

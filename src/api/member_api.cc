@@ -61,6 +61,18 @@ CFX_API ncclResult_t cfxMasterStop(cfxMaster_t master) {
   });
 }
 
+CFX_API ncclResult_t cfxMasterGetEpoch(cfxMaster_t master, unsigned long long* epoch, int* members) {
+  return api::call("cfxMasterGetEpoch", [&]() -> Status {
+    if (master == nullptr || epoch == nullptr || members == nullptr) {
+      return Status::error(Errc::InvalidArgument, "master, epoch or members is NULL");
+    }
+    const ft::MembershipMaster::Snapshot snap = master->master->snapshot();
+    *epoch = snap.epoch;
+    *members = snap.members;
+    return Status();
+  });
+}
+
 CFX_API ncclResult_t cfxMemberJoin(const ncclUniqueId* masterId, ncclConfig_t* config, cfxMember_t* member) {
   return api::call("cfxMemberJoin", [&]() -> Status {
     if (member == nullptr) return Status::error(Errc::InvalidArgument, "member is NULL");
