@@ -47,16 +47,7 @@ Status Member::connect(const Deadline& deadline) {
   recvCounter_ = 0;
   sendCounter_ = 0;
   key_ = crypto::Digest{};
-  Result<Message> challenge = [&]() -> Result<Message> {
-    for (;;) {
-      CFX_TRY_ASSIGN(std::optional<ft::member::Frame> f, reader_.next());
-      if (f) return ft::member::open(*f, secret_, 0);
-      uint8_t buf[512];
-      CFX_TRY(sock_.waitReadable(deadline, nullptr));
-      CFX_TRY_ASSIGN(size_t n, sock_.recvSome(buf, sizeof(buf)));
-      reader_.feed(std::span<const uint8_t>(buf, n));
-    }
-  }();
+  Result<Message> challenge = receive(deadline, secret_);
   if (!challenge.ok() || challenge->kind != Kind::Challenge) {
     sock_.close();
     return Status::error(Errc::RemoteError,
@@ -64,7 +55,6 @@ Status Member::connect(const Deadline& deadline) {
                                    net::addressToString(master_).c_str(), challenge.ok() ? "" : ": ",
                                    challenge.ok() ? "" : challenge.status().message().c_str()));
   }
-  recvCounter_ = 1;
   Message hello;
   hello.kind = Kind::Hello;
   CFX_TRY(crypto::randomBytes(hello.hello.nonce));
@@ -82,11 +72,11 @@ Status Member::send(const Message& m, const Deadline& deadline) {
   return sock_.sendAll(frame.data(), frame.size(), deadline, nullptr);
 }
 
-Result<Message> Member::receive(const Deadline& deadline) {
+Result<Message> Member::receive(const Deadline& deadline, std::span<const uint8_t> key) {
   for (;;) {
     CFX_TRY_ASSIGN(std::optional<ft::member::Frame> f, reader_.next());
     if (f) {
-      CFX_TRY_ASSIGN(Message m, ft::member::open(*f, key_, recvCounter_));
+      CFX_TRY_ASSIGN(Message m, ft::member::open(*f, key, recvCounter_));
       ++recvCounter_;
       return m;
     }
@@ -108,7 +98,7 @@ Result<ft::member::EpochNote> Member::awaitBoundary(const Deadline& deadline) {
     ready.kind = Kind::Ready;
     ready.epoch = epoch_;
     Status st = send(ready, deadline);
-    Result<Message> m = st.ok() ? receive(deadline) : Result<Message>(st);
+    Result<Message> m = st.ok() ? receive(deadline, key_) : Result<Message>(st);
     if (m.ok() && m->kind == Kind::Epoch) return m->note;
     if (m.ok() && m->kind == Kind::Kicked) {
       sock_.close();
@@ -141,7 +131,7 @@ Status Member::formComm(const ft::member::EpochNote& note, const Deadline& deadl
     std::copy(std::begin(wire), std::end(wire), m.id.begin());
     CFX_TRY(send(m, deadline));
   } else {
-    CFX_TRY_ASSIGN(Message m, receive(deadline));
+    CFX_TRY_ASSIGN(Message m, receive(deadline, key_));
     if (m.kind != Kind::Id || m.epoch != note.epoch) {
       return Status::error(Errc::RemoteError, strprintf("membership master sent %s instead of epoch %llu's id",
                                                         ft::member::kindName(m.kind),

@@ -54,7 +54,8 @@ class Member {
          const CommOptions& options);
   Status connect(const Deadline& deadline);
   Status send(const ft::member::Message& m, const Deadline& deadline);
-  Result<ft::member::Message> receive(const Deadline& deadline);
+  // The next frame, keyed with `key` (the secret for the master's Challenge, then the session key) and numbered.
+  Result<ft::member::Message> receive(const Deadline& deadline, std::span<const uint8_t> key);
   Result<ft::member::EpochNote> awaitBoundary(const Deadline& deadline);
   Status formComm(const ft::member::EpochNote& note, const Deadline& deadline);
   void dropComm();
