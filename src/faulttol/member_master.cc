@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "common/crypto.h"
 #include "common/log.h"
@@ -65,6 +64,8 @@ struct MembershipMaster::Impl {
     bool ready = false;    // said Ready for the current boundary (a joiner: waits to be admitted)
     uint64_t joinOrder = 0;
     bool closed = false;
+    // A joiner that said Ready and waits for a boundary to admit it.
+    bool waitingToJoin() const { return !closed && !inEpoch && ready; }
   };
 
   net::Listener listener;
@@ -329,7 +330,7 @@ void MembershipMaster::Impl::maybeDecide(Clock::time_point now) {
     if (c->ready) ++ready;
   }
   bool joinerWaiting = false;
-  for (auto& c : conns) joinerWaiting = joinerWaiting || (!c->closed && !c->inEpoch && c->ready);
+  for (auto& c : conns) joinerWaiting = joinerWaiting || c->waitingToJoin();
   if (adopted && slotsMissing && now - startedAt < options.restartGrace) return;  // members may still reconnect
   if (live == 0) {
     roundOpen = false;
@@ -360,7 +361,7 @@ void MembershipMaster::Impl::decide(bool timedOut) {
   }
   std::vector<Conn*> joiners;
   for (auto& c : conns) {
-    if (!c->closed && !c->inEpoch && c->ready) joiners.push_back(c.get());
+    if (c->waitingToJoin()) joiners.push_back(c.get());
   }
   std::sort(joiners.begin(), joiners.end(), [](const Conn* a, const Conn* b) { return a->joinOrder < b->joinOrder; });
   for (Conn* j : joiners) {
@@ -400,7 +401,7 @@ void MembershipMaster::Impl::publish() {
   Snapshot s;
   s.epoch = epoch;
   s.members = static_cast<int>(members.size());
-  for (auto& c : conns) s.waitingJoiners += (!c->closed && !c->inEpoch && c->ready) ? 1 : 0;
+  for (auto& c : conns) s.waitingJoiners += c->waitingToJoin() ? 1 : 0;
   s.boundaries = boundaries;
   std::lock_guard<std::mutex> lock(snapMutex);
   snap = s;
