@@ -2,7 +2,9 @@
 // POSIX shared-memory segments with RAII ownership and actionable errors (transport layer, shm transport).
 #include "transport/shm/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -10,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/log.h"
 
@@ -93,6 +96,14 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
   }
   // From here on the name exists: the object below owns it, so every error path removes it again.
   std::unique_ptr<ShmSegment> segment(new ShmSegment(name, MappedRegion(), /*linked=*/true));
+  // Marks the name as alive (see sweepStale). Blocking: a sweep that opened the name in the gap since shm_open
+  // holds the lock only for a moment and leaves young names alone.
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    return Status::error(Errc::SystemError,
+                         strprintf("flock of shared-memory segment %s failed: %s", name.c_str(), std::strerror(err)));
+  }
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
     const int err = errno;
     return Status::error(Errc::SystemError,
@@ -110,6 +121,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
                                                       bytes, name.c_str(), std::strerror(rc), devShmHint().c_str()));
   }
   CFX_TRY_ASSIGN(segment->region_, MappedRegion::map(fd.get(), bytes, name));
+  segment->owner_ = std::move(fd);
   return segment;
 }
 
@@ -143,12 +155,49 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::open(const std::string& name, si
 Status ShmSegment::unlink() {
   if (!linked_) return Status();
   linked_ = false;
-  if (::shm_unlink(name_.c_str()) != 0) {
-    const int err = errno;
+  const int rc = ::shm_unlink(name_.c_str());
+  const int err = errno;
+  owner_.reset();  // after the unlink, so no sweep ever sees the name unlocked while it is ours
+  if (rc != 0) {
     return Status::error(Errc::SystemError, strprintf("shm_unlink(%s) failed: %s; remove it from /dev/shm by hand",
                                                       name_.c_str(), std::strerror(err)));
   }
   return Status();
+}
+
+int ShmSegment::sweepStale(const std::string& prefix, std::chrono::milliseconds grace) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  const std::string head = prefix + "-";
+  std::vector<std::string> candidates;
+  while (const dirent* e = ::readdir(dir)) {
+    if (std::strncmp(e->d_name, head.c_str(), head.size()) == 0) candidates.emplace_back(e->d_name);
+  }
+  ::closedir(dir);
+  int removed = 0;
+  for (const std::string& entry : candidates) {
+    const std::string name = "/" + entry;
+    UniqueFd fd(::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0));
+    if (!fd) continue;  // gone already, or not ours to open
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its creator is alive
+    struct stat held {};
+    if (::fstat(fd.get(), &held) != 0) continue;
+    const auto changed = std::chrono::seconds(held.st_ctim.tv_sec) + std::chrono::nanoseconds(held.st_ctim.tv_nsec);
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    if (now - changed < grace) continue;
+    // Only the file we locked: a name that now points elsewhere was removed and created again meanwhile.
+    struct stat named {};
+    if (::stat(("/dev/shm/" + entry).c_str(), &named) != 0 || named.st_ino != held.st_ino ||
+        named.st_dev != held.st_dev) {
+      continue;
+    }
+    if (::shm_unlink(name.c_str()) == 0) {
+      ++removed;
+      CFX_INFO(log::Sys::Shm, "shm: removed stale segment %s (%lld bytes), left behind by a process that died",
+               name.c_str(), static_cast<long long>(held.st_size));
+    }
+  }
+  return removed;
 }
 
 }  // namespace cfx::transport::shm

@@ -3,6 +3,7 @@
 // shm transport). Knows nothing about what the segment holds; shm_layout.h describes that.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -63,6 +64,9 @@ class MappedRegion {
 // Lifetime: the mapping lives as long as this object; the name is removed by unlink() or, at the latest, by the
 // destructor of the creating object, so an error path never leaves an entry in /dev/shm. Once unlinked, the
 // memory stays valid in every process that mapped it, whatever happens to the creator.
+// A creator killed while its name exists cannot remove it, so the creator holds an exclusive flock on the segment
+// for as long as the name is its own: a name nobody holds the lock on is stale, and sweepStale() removes it. The
+// lock (unlike a pid in the name) also tells the truth across pid namespaces that share /dev/shm.
 // Threading: not synchronised; data() may be used from any thread.
 class ShmSegment {
  public:
@@ -82,6 +86,12 @@ class ShmSegment {
   // Removes the name from /dev/shm. Idempotent; a no-op for anonymous or opened segments.
   Status unlink();
 
+  // Removes every "<prefix>-*" segment in /dev/shm whose creator died before removing it: no process holds its
+  // lock and it is older than `grace` (a creator takes the lock a few instructions after creating the name; the
+  // grace keeps a sweep from taking a name in that gap). Returns how many it removed; never fails (a segment it
+  // cannot inspect is left alone).
+  static int sweepStale(const std::string& prefix, std::chrono::milliseconds grace = std::chrono::seconds(2));
+
   void* data() const { return region_.data(); }
   size_t size() const { return region_.size(); }
   const std::string& name() const { return name_; }  // "" when anonymous
@@ -93,7 +103,8 @@ class ShmSegment {
 
   std::string name_;
   MappedRegion region_;
-  bool linked_;  // this object created the name and has not removed it yet
+  bool linked_;    // this object created the name and has not removed it yet
+  UniqueFd owner_;  // holds the flock that marks the name as alive; closed when the name is removed
 };
 
 // The user-facing hint appended to errors about /dev/shm (free space, docker's --shm-size, NCCL_SHM_DISABLE).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -36,10 +37,24 @@ std::optional<std::string> validSlotBytes(const int64_t& v) {
   return std::nullopt;
 }
 
+std::optional<std::string> validSegmentPrefix(const std::string& v) {
+  if (v.empty() || v.size() > 32) return "must be 1 to 32 characters";
+  for (char c : v) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return "may hold only letters, digits and '_'";
+  }
+  return std::nullopt;
+}
+
 CFX_PARAM(bool, shmDisable, "NCCL_SHM_DISABLE", false,
           "Set to 1 to stop ranks on the same host from talking through shared memory (/dev/shm); they use the "
           "network transport instead. Use it when /dev/shm is too small or not shared between the ranks' "
           "containers.");
+CFX_PARAM(std::string, shmPrefix, "CFX_SHM_PREFIX", std::string("cfx"),
+          "Prefix of the shared-memory segments' names in /dev/shm (<prefix>-<pid>-<rank>-<random>; letters, digits "
+          "and '_', up to 32). Each communicator removes, under its own prefix, the names that processes killed "
+          "during setup left behind; jobs that share /dev/shm but must not touch each other's names (or tests "
+          "that count them) set different prefixes.",
+          validSegmentPrefix);
 CFX_PARAM(int64_t, shmSlotBytes, "CFX_SHM_SLOT_BYTES", int64_t{131072},
           "Bytes per slot of every FIFO (a multiple of 64, 4 KiB to 16 MiB). Larger slots mean fewer steps for "
           "large messages; each rank needs 2 x CFX_SHM_SLOTS x this many bytes of /dev/shm per same-host peer.",
@@ -149,6 +164,8 @@ Result<std::shared_ptr<ShmSegment>> createOwnSegment(const Context& ctx, const S
   const bool named = std::find(ctx.local.begin(), ctx.local.end(), true) != ctx.local.end();
   std::unique_ptr<ShmSegment> segment;
   if (named) {
+    // Segments of killed processes would otherwise stay in /dev/shm (and in its memory) until reboot.
+    ShmSegment::sweepStale(ctx.options.segmentPrefix);
     CFX_TRY_ASSIGN(
         segment, ShmSegment::create(newSegmentName(ctx.options.segmentPrefix, ctx.self, ctx.rank), layout.totalBytes));
   } else {
@@ -366,6 +383,7 @@ std::vector<std::shared_ptr<ShmPeer>> connectEnds(const Context& ctx, const Segm
 ShmOptions ShmOptions::fromParams() {
   ShmOptions options;
   options.disabled = shmDisable.get();
+  options.segmentPrefix = shmPrefix.get();
   options.geometry.slotBytes = static_cast<size_t>(shmSlotBytes.get());
   options.geometry.nSlots = shmSlots.get();
   const std::string direct = shmDirect.get();

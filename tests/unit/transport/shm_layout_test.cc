@@ -221,6 +221,33 @@ TEST(ShmSegment, FullDevShmIsASystemErrorWithSizeAndHintAndLeavesNothingBehind) 
   EXPECT_TRUE(devShmEntries(prefix).empty());
 }
 
+TEST(ShmSegment, SweepRemovesOnlyTheSegmentsOfDeadCreators) {
+  const std::string prefix = testPrefix();
+  auto alive = ShmSegment::create("/" + prefix + "-alive", 4096);
+  ASSERT_TRUE(alive.ok()) << alive.status().message();
+  // A creator killed while its name exists, as SIGKILL during communicator setup leaves it.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto orphan = ShmSegment::create("/" + prefix + "-orphan", 4096);
+    if (!orphan.ok()) ::_exit(1);
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child could not create its segment";
+  ASSERT_EQ(devShmEntries(prefix).size(), 2u);
+
+  // Young stale names are left alone: their creator may be between creating the name and locking it.
+  EXPECT_EQ(ShmSegment::sweepStale(prefix, std::chrono::hours(1)), 0);
+  EXPECT_EQ(devShmEntries(prefix).size(), 2u);
+
+  EXPECT_EQ(ShmSegment::sweepStale(prefix, std::chrono::milliseconds(0)), 1);
+  EXPECT_EQ(devShmEntries(prefix), std::vector<std::string>{prefix + "-alive"});
+  EXPECT_TRUE(alive.value()->linked());
+  EXPECT_TRUE(alive.value()->unlink().ok());
+  EXPECT_TRUE(devShmEntries(prefix).empty());
+}
+
 TEST(ShmSegment, AnonymousSegmentIsZeroFilledAndHasNoName) {
   auto segment = ShmSegment::createAnonymous(3 * 4096);
   ASSERT_TRUE(segment.ok());
