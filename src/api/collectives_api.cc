@@ -39,6 +39,7 @@ void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sen
 Status submitCollective(const CollCall& c) {
   CFX_TRY_ASSIGN(core::Communicator * comm, checkComm(c.comm));
   log::setThreadRank(comm->rank());
+  bool submitted = false;
   Status st = [&]() -> Status {
     CFX_TRY(checkDataType(c.type));
     if (c.root >= 0 || c.coll == coll::Collective::Broadcast || c.coll == coll::Collective::Reduce ||
@@ -68,8 +69,15 @@ Status submitCollective(const CollCall& c) {
     }
     CFX_INFO(log::Sys::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
              "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
+    submitted = true;
     return core::submit(op);
   }();
+  // A membership communicator's members wait for every member's outcome of each collective: a call refused here
+  // is this member's outcome, and the revoke ends the others' transfers, which would wait for this rank's data.
+  if (!st.ok() && !submitted && comm->agreesOutcomes() && core::groupDepth() == 0) {
+    (void)comm->revoke();
+    st = comm->agreeOutcome(st);
+  }
   if (!st.ok()) core::noteGroupError(st);
   return st;
 }

@@ -136,6 +136,12 @@ class Communicator {
   coll::PlanRequest planRequest(coll::Collective coll, size_t count, DataType type) const;
   coll::Plan plan(const coll::PlanRequest& req) const;
   uint32_t nextCollSeq() { return ++collSeq_; }
+  // All-or-nothing collectives (membership communicators, core/membership.h): given how one launch that holds a
+  // collective ended on this rank, returns how it ends on every member. Unset, each rank's own outcome stands.
+  using OutcomeAgreement = std::function<Status(const Status& local)>;
+  void setOutcomeAgreement(OutcomeAgreement agreement) { agreement_ = std::move(agreement); }
+  bool agreesOutcomes() const { return static_cast<bool>(agreement_); }
+  Status agreeOutcome(const Status& local) const { return agreement_(local); }
   uint32_t nextSendSeq(int peer) { return ++sendSeq_[static_cast<size_t>(peer)]; }
   uint32_t nextRecvSeq(int peer) { return ++recvSeq_[static_cast<size_t>(peer)]; }
   uint64_t nextOpCount() { return opCount_++; }
@@ -199,6 +205,7 @@ class Communicator {
   int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)
 
   uint32_t collSeq_ = 0;
+  OutcomeAgreement agreement_;
   std::vector<uint32_t> sendSeq_;
   std::vector<uint32_t> recvSeq_;
   uint64_t opCount_ = 0;

@@ -451,7 +451,7 @@ Status launchDevice(const std::vector<Communicator*>& comms, std::map<Communicat
   return first;
 }
 
-Status launch(const std::vector<Op>& ops) {
+Status launchOps(const std::vector<Op>& ops) {
   if (ops.empty()) return Status();
   // Partition by communicator, keeping call order within each.
   std::vector<Communicator*> comms;
@@ -496,6 +496,64 @@ Status launch(const std::vector<Op>& ops) {
     if (!st.ok() && first.ok()) first = st;
   }
   return first;
+}
+
+// The inputs of a launch that its outputs overlap (in-place ops), copied before it runs: a launch that fails on
+// any member of a membership communicator fails on all of them and gives the caller its inputs back to retry.
+class InputBackup {
+ public:
+  explicit InputBackup(const std::vector<Op>& ops) {
+    std::vector<OpRange> ranges;
+    for (const Op& op : ops) opRanges(op, &ranges);
+    for (const OpRange& in : ranges) {
+      if (!in.in) continue;
+      const auto* lo = static_cast<const uint8_t*>(in.p);
+      const bool overwritten = std::any_of(ranges.begin(), ranges.end(), [&](const OpRange& out) {
+        const auto* outLo = static_cast<const uint8_t*>(out.p);
+        return out.out && lo < outLo + out.bytes && outLo < lo + in.bytes;
+      });
+      if (overwritten) saved_.push_back({const_cast<uint8_t*>(lo), std::vector<uint8_t>(lo, lo + in.bytes)});
+    }
+  }
+  void restore() const {
+    for (const auto& [p, bytes] : saved_) std::memcpy(p, bytes.data(), bytes.size());
+  }
+
+ private:
+  std::vector<std::pair<uint8_t*, std::vector<uint8_t>>> saved_;
+};
+
+// Every launch: on membership communicators (Communicator::agreesOutcomes), one that holds a collective ends the
+// same way on every member of the epoch; it runs on the calling thread with host buffers only, since the
+// agreement (a round trip to the membership master) must follow the data.
+Status launch(const std::vector<Op>& ops) {
+  std::vector<Communicator*> agreeing;
+  for (const Op& op : ops) {
+    if (op.kind == Op::Kind::Coll && op.comm->agreesOutcomes() &&
+        std::find(agreeing.begin(), agreeing.end(), op.comm) == agreeing.end()) {
+      agreeing.push_back(op.comm);
+    }
+  }
+  if (agreeing.empty()) return launchOps(ops);
+  for (const Op& op : ops) {
+    if (op.comm->agreesOutcomes() && (findHostStream(op.stream) != nullptr || touchesDevice(op))) {
+      Status st = Status::error(Errc::InvalidUsage,
+                                "collectives on a membership communicator (cfxMemberUpdate) take host buffers and no "
+                                "cfx host stream: every member agrees on each one's outcome before it returns");
+      CFX_WARN("%s", st.message().c_str());
+      for (Communicator* comm : agreeing) (void)comm->agreeOutcome(st);
+      return st;
+    }
+  }
+  const InputBackup backup(ops);
+  const Status local = launchOps(ops);
+  Status agreed;
+  for (Communicator* comm : agreeing) {
+    Status st = comm->agreeOutcome(local);
+    if (!st.ok() && agreed.ok()) agreed = std::move(st);
+  }
+  if (!agreed.ok()) backup.restore();
+  return agreed;
 }
 
 // One collective outside a group on the calling thread: the loop every benchmark and most training steps run.
@@ -626,7 +684,8 @@ Status submit(const Op& op) {
     group.ops.push_back(op);
     return Status();
   }
-  if (op.kind == Op::Kind::Coll && !findHostStream(op.stream) && !touchesDevice(op) && !op.comm->hasQueuedWork()) {
+  if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
+      !op.comm->hasQueuedWork()) {
     return launchCollective(op);
   }
   return launch({op});

@@ -6,6 +6,7 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/param.h"
 #include "transport/bootstrap/bootstrap.h"
 
 namespace cfx::core {
@@ -13,7 +14,20 @@ namespace cfx::core {
 namespace {
 using ft::member::Kind;
 using ft::member::Message;
+
+std::string kickText(uint32_t reason) {
+  return reason == static_cast<uint32_t>(ft::member::KickReason::NotReady)
+             ? "it was not ready within the master's round timeout"
+             : reason == static_cast<uint32_t>(ft::member::KickReason::Replaced) ? "another connection took its identity"
+                                                                                   : "a protocol error";
+}
+
 }  // namespace
+
+CFX_PARAM(bool, allOrNothingParam, "CFX_MEMBER_ALL_OR_NOTHING", true,
+          "Membership communicators (cfxMemberUpdate): every collective either succeeds on every member of the epoch "
+          "or fails on all of them (in-place inputs restored), at the cost of one round trip to the membership master "
+          "per collective. 0: each member's own outcome stands, as with any NCCL communicator.");
 
 Member::Member(const sockaddr_storage& master, std::vector<uint8_t> secret, const CommConfig& config,
                const CommOptions& options)
@@ -62,6 +76,8 @@ Status Member::connect(const Deadline& deadline) {
   hello.hello.epoch = epoch_;
   hello.hello.rank = epoch_ == 0 ? -1 : rank_;
   hello.hello.nRanks = epoch_ == 0 ? 0 : nRanks_;
+  hello.hello.verdictSeq = epoch_ == 0 ? 0 : verdictSeq_;
+  hello.hello.verdictOk = epoch_ != 0 && verdictOk_;
   key_ = ft::member::sessionKey(secret_, challenge->challenge, hello.hello.nonce);
   return send(hello, deadline);
 }
@@ -97,18 +113,15 @@ Result<ft::member::EpochNote> Member::awaitBoundary(const Deadline& deadline) {
     Message ready;
     ready.kind = Kind::Ready;
     ready.epoch = epoch_;
+    // A communicator that broke (a failed collective, a revoke) cannot carry the next epoch even if nobody left.
+    ready.rebuild = epoch_ != 0 && (comm_ == nullptr || !isLiveComm(comm_) || !comm_->checkUsable().ok());
     Status st = send(ready, deadline);
     Result<Message> m = st.ok() ? receive(deadline, key_) : Result<Message>(st);
     if (m.ok() && m->kind == Kind::Epoch) return m->note;
     if (m.ok() && m->kind == Kind::Kicked) {
       sock_.close();
       return Status::error(Errc::RemoteError,
-                           strprintf("the membership master removed this member (%s)",
-                                     m->reason == static_cast<uint32_t>(ft::member::KickReason::NotReady)
-                                         ? "it was not ready within the master's round timeout"
-                                         : m->reason == static_cast<uint32_t>(ft::member::KickReason::Replaced)
-                                               ? "another connection took its identity"
-                                               : "a protocol error"));
+                           strprintf("the membership master removed this member (%s)", kickText(m->reason).c_str()));
     }
     last = m.ok() ? Status::error(Errc::RemoteError, strprintf("membership master sent %s at an epoch boundary",
                                                                ft::member::kindName(m->kind)))
@@ -118,6 +131,63 @@ Result<ft::member::EpochNote> Member::awaitBoundary(const Deadline& deadline) {
     CFX_INFO(log::Sys::Init, "member: lost the membership master (%s); reconnecting", last.message().c_str());
   }
   return Status::error(last.code(), "cfxMemberUpdate: " + last.message());
+}
+
+Status Member::agree(const Status& local) {
+  const uint64_t seq = ++voteSeq_;
+  const Deadline deadline(options_.bootstrap.options.timeout);
+  Message outcome;
+  outcome.kind = Kind::Outcome;
+  outcome.vote.epoch = epoch_;
+  outcome.vote.seq = seq;
+  outcome.vote.ok = local.ok();
+  // Two tries, as at a boundary: a restarted master hears the vote again, and the last verdict through the Hello.
+  Status last;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!sock_.valid()) {
+      if (Status st = connect(deadline); !st.ok()) {
+        last = st;
+        break;
+      }
+    }
+    Status st = send(outcome, deadline);
+    Result<Message> m = st.ok() ? receive(deadline, key_) : Result<Message>(st);
+    if (m.ok() && m->kind == Kind::Verdict && m->vote.epoch == epoch_ && m->vote.seq == seq) {
+      verdictSeq_ = seq;
+      verdictOk_ = m->vote.ok;
+      if (m->vote.ok) return local;
+      // Our own failure, or one that names no member (a vanished one, which our own error names better), stands.
+      if (!local.ok() && (m->vote.failedRank == rank_ || m->vote.failedRank < 0)) return local;
+      const std::string who = m->vote.failedRank >= 0 ? strprintf("member rank %d", m->vote.failedRank)
+                                                      : std::string("a member that vanished or stayed silent");
+      return Status::error(Errc::RemoteError,
+                           strprintf("collective #%llu of membership epoch %llu failed on %s, so it fails on every "
+                                     "member (all-or-nothing); in-place inputs are restored: call cfxMemberUpdate "
+                                     "and retry the step%s%s",
+                                     static_cast<unsigned long long>(seq), static_cast<unsigned long long>(epoch_),
+                                     who.c_str(), local.ok() ? "" : ". Here: ", local.ok() ? "" : local.message().c_str()));
+    }
+    if (m.ok() && m->kind == Kind::Kicked) {
+      sock_.close();
+      last = Status::error(Errc::RemoteError,
+                           strprintf("the membership master removed this member (%s)", kickText(m->reason).c_str()));
+      break;
+    }
+    last = m.ok() ? Status::error(Errc::RemoteError, strprintf("membership master sent %s instead of a verdict",
+                                                               ft::member::kindName(m->kind)))
+                  : m.status();
+    sock_.close();
+    if (last.code() == Errc::Timeout) break;
+    CFX_INFO(log::Sys::Init, "member: lost the membership master awaiting a verdict (%s); reconnecting",
+             last.message().c_str());
+  }
+  // Without a verdict this member cannot know how the others ended; it reports failure, and the next boundary
+  // (whose shared-state sync settles any difference) brings the members together again.
+  return Status::error(last.code() == Errc::Timeout ? Errc::Timeout : Errc::RemoteError,
+                       strprintf("no verdict for collective #%llu of membership epoch %llu (%s)%s%s",
+                                 static_cast<unsigned long long>(seq), static_cast<unsigned long long>(epoch_),
+                                 last.message().c_str(), local.ok() ? "" : "; here it failed with: ",
+                                 local.ok() ? "" : local.message().c_str()));
 }
 
 Status Member::formComm(const ft::member::EpochNote& note, const Deadline& deadline) {
@@ -148,6 +218,10 @@ Status Member::formComm(const ft::member::EpochNote& note, const Deadline& deadl
   CFX_TRY_ASSIGN(std::unique_ptr<Communicator> c, Communicator::create(id, note.rank, note.nRanks, config_, options_));
   comm_ = c.release();
   registerComm(comm_);
+  voteSeq_ = 0;
+  verdictSeq_ = 0;
+  verdictOk_ = false;
+  if (allOrNothingParam.get()) comm_->setOutcomeAgreement([this](const Status& local) { return agree(local); });
   return Status();
 }
 

@@ -9,6 +9,13 @@
 // the others, from which all form the new communicator. If the connection to the master breaks (a restarted
 // master), update reconnects once, saying which epoch and rank it holds, and the new master continues the epoch.
 //
+// All-or-nothing collectives (CFX_MEMBER_ALL_OR_NOTHING, on by default): after each launch that holds a collective
+// on the epoch's communicator, the member tells the master how it ended here (Outcome) and returns what the master
+// decides for every member (Verdict): success only if every member of the epoch succeeded, failure as soon as one
+// failed or vanished without saying. A member that succeeded but is told the op failed returns ncclRemoteError
+// naming the member that failed, with in-place inputs restored (core/group.cc), so every survivor retries the same
+// step from the same bytes. The cost is one round trip to the master per collective.
+//
 // Threading: one thread at a time per Member.
 #pragma once
 
@@ -57,6 +64,8 @@ class Member {
   // The next frame, keyed with `key` (the secret for the master's Challenge, then the session key) and numbered.
   Result<ft::member::Message> receive(const Deadline& deadline, std::span<const uint8_t> key);
   Result<ft::member::EpochNote> awaitBoundary(const Deadline& deadline);
+  // The communicator's OutcomeAgreement: `local` is how the launch ended here; returns how it ends everywhere.
+  Status agree(const Status& local);
   Status formComm(const ft::member::EpochNote& note, const Deadline& deadline);
   void dropComm();
 
@@ -74,6 +83,9 @@ class Member {
   int rank_ = -1;
   int nRanks_ = 0;
   Communicator* comm_ = nullptr;  // registered; owned
+  uint64_t voteSeq_ = 0;          // collectives voted on with comm_ (the master numbers them the same way)
+  uint64_t verdictSeq_ = 0;       // the last verdict received for comm_, told to a restarted master
+  bool verdictOk_ = false;
 };
 
 }  // namespace cfx::core

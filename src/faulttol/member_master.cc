@@ -62,6 +62,7 @@ struct MembershipMaster::Impl {
     Clock::time_point since;
     bool inEpoch = false;  // a member of the current epoch (else a joiner)
     bool ready = false;    // said Ready for the current boundary (a joiner: waits to be admitted)
+    bool rebuild = false;  // with Ready: its communicator broke
     uint64_t joinOrder = 0;
     bool closed = false;
     // A joiner that said Ready and waits for a boundary to admit it.
@@ -85,6 +86,18 @@ struct MembershipMaster::Impl {
   Nonce idFrom{};
   uint64_t joinCounter = 0;
   uint64_t boundaries = 0;
+  // All-or-nothing verdicts for the current epoch's communicator: each member's last report, by rank.
+  struct Report {
+    uint64_t seq = 0;
+    bool ok = false;
+  };
+  std::vector<Report> reports;
+  uint64_t decidedSeq = 0;  // the last collective decided
+  bool decidedOk = false;
+  int32_t decidedFailedRank = -1;
+  bool voteOpen = false;  // collective decidedSeq + 1 has at least one report
+  Clock::time_point voteStart;
+  uint64_t verdicts = 0;
 
   mutable std::mutex snapMutex;
   Snapshot snap;
@@ -99,6 +112,11 @@ struct MembershipMaster::Impl {
   Conn* find(const Nonce& uuid);
   void maybeDecide(Clock::time_point now);
   void decide(bool timedOut);
+  void resetVotes();
+  void report(Conn& c, const member::Vote& v);
+  void maybeDecideVote(Clock::time_point now);
+  void sendVerdict(Conn& c);
+  bool slotMayReturn(Clock::time_point now) const;
   void publish();
 };
 
@@ -154,6 +172,7 @@ void MembershipMaster::Impl::loop() {
       if (!c->greeted && !c->closed && now - c->since > options.handshakeTimeout) close(*c, "no Hello in time");
     }
     conns.erase(std::remove_if(conns.begin(), conns.end(), [](const auto& c) { return c->closed; }), conns.end());
+    maybeDecideVote(now);
     maybeDecide(now);
     publish();
   }
@@ -236,6 +255,7 @@ void MembershipMaster::Impl::greet(Conn& c, const member::Frame& f) {
     // A restarted master learns the epoch from its members (the highest one reported wins).
     epoch = h.epoch;
     members.assign(static_cast<size_t>(h.nRanks), kNoMember);
+    resetVotes();
     adopted = true;
     for (auto& other : conns) other->inEpoch = false;
     CFX_INFO(log::Sys::Init, "membership master: continuing epoch %llu of %d members, learnt from reconnecting members",
@@ -246,6 +266,13 @@ void MembershipMaster::Impl::greet(Conn& c, const member::Frame& f) {
       (members[slot] == kNoMember || members[slot] == c.uuid)) {
     members[slot] = c.uuid;
     c.inEpoch = true;
+    if (adopted && h.verdictSeq > decidedSeq) {
+      // A verdict the previous master sent before it went: whoever still waits for it gets the same one.
+      decidedSeq = h.verdictSeq;
+      decidedOk = h.verdictOk;
+      decidedFailedRank = -1;
+      voteOpen = false;
+    }
   }
   CFX_INFO(log::Sys::Init, "membership master: %s %s from %s", c.inEpoch ? "member" : "joiner", idText(c.uuid).c_str(),
            c.sock.peerName().c_str());
@@ -262,6 +289,7 @@ void MembershipMaster::Impl::handle(Conn& c, const Message& m) {
         return close(c, "Ready for an epoch it is not in");
       }
       c.ready = true;
+      c.rebuild = m.rebuild;
       if (!c.inEpoch && c.joinOrder == 0) c.joinOrder = ++joinCounter;
       if (c.inEpoch && !roundOpen) {
         roundOpen = true;
@@ -276,6 +304,7 @@ void MembershipMaster::Impl::handle(Conn& c, const Message& m) {
       }
       return;
     }
+    case Kind::Outcome: return report(c, m.vote);
     case Kind::Leave: return close(c, "left");
     default: return close(c, "a frame only the master sends");
   }
@@ -344,10 +373,12 @@ void MembershipMaster::Impl::maybeDecide(Clock::time_point now) {
 void MembershipMaster::Impl::decide(bool timedOut) {
   std::vector<Nonce> next;
   uint32_t left = 0, joined = 0;
+  bool rebuild = false;
   for (const Nonce& uuid : members) {
     Conn* c = uuid == kNoMember ? nullptr : find(uuid);
     if (c != nullptr && c->ready) {
       next.push_back(uuid);
+      rebuild = rebuild || c->rebuild;
       continue;
     }
     ++left;
@@ -368,9 +399,10 @@ void MembershipMaster::Impl::decide(bool timedOut) {
     next.push_back(j->uuid);
     ++joined;
   }
-  const bool changed = next != members;
+  const bool changed = next != members || rebuild;
   if (changed) ++epoch;
   members = next;
+  if (changed) resetVotes();  // a new communicator numbers its collectives from 1
   adopted = false;
   roundOpen = false;
   ++boundaries;
@@ -386,6 +418,7 @@ void MembershipMaster::Impl::decide(bool timedOut) {
     if (c == nullptr) continue;
     c->inEpoch = true;
     c->ready = false;
+    c->rebuild = false;
     c->joinOrder = 0;
     note.note.rank = static_cast<int32_t>(r);
     (void)send(*c, note);
@@ -395,6 +428,94 @@ void MembershipMaster::Impl::decide(bool timedOut) {
   CFX_INFO(log::Sys::Init, "membership master: boundary %llu -> epoch %llu, %zu members (%u joined, %u left)%s",
            static_cast<unsigned long long>(boundaries), static_cast<unsigned long long>(epoch), members.size(), joined,
            left, changed ? "" : ", unchanged");
+}
+
+void MembershipMaster::Impl::resetVotes() {
+  reports.assign(members.size(), Report{});
+  decidedSeq = 0;
+  decidedOk = false;
+  decidedFailedRank = -1;
+  voteOpen = false;
+}
+
+void MembershipMaster::Impl::report(Conn& c, const member::Vote& v) {
+  const auto it = std::find(members.begin(), members.end(), c.uuid);
+  // A restarted master learns where the epoch's collectives stand from the first report: a member reports #seq only
+  // once it was told the verdict of #seq - 1.
+  if (adopted && !voteOpen && c.inEpoch && v.epoch == epoch && v.seq > decidedSeq + 1) {
+    decidedSeq = v.seq - 1;
+    decidedOk = true;
+    decidedFailedRank = -1;
+  }
+  if (!c.inEpoch || v.epoch != epoch || it == members.end() || (v.seq != decidedSeq && v.seq != decidedSeq + 1)) {
+    Message kicked;
+    kicked.kind = Kind::Kicked;
+    kicked.reason = static_cast<uint32_t>(member::KickReason::Protocol);
+    (void)send(c, kicked);
+    return close(c, "an Outcome for a collective that is not being decided");
+  }
+  if (v.seq == decidedSeq) return sendVerdict(c);  // decided without it (a late or repeated report)
+  reports[static_cast<size_t>(it - members.begin())] = Report{v.seq, v.ok};
+  if (!voteOpen) {
+    voteOpen = true;
+    voteStart = Clock::now();
+  }
+  maybeDecideVote(Clock::now());
+}
+
+bool MembershipMaster::Impl::slotMayReturn(Clock::time_point now) const {
+  return adopted && now - startedAt < options.restartGrace;
+}
+
+void MembershipMaster::Impl::maybeDecideVote(Clock::time_point now) {
+  if (!voteOpen) return;
+  const uint64_t seq = decidedSeq + 1;
+  bool failed = false, everyone = true;
+  int32_t failedRank = -1;
+  for (size_t r = 0; r < members.size() && !failed; ++r) {
+    const Report& rep = reports[r];
+    if (rep.seq == seq) {
+      if (!rep.ok) {
+        failed = true;
+        failedRank = static_cast<int32_t>(r);
+      }
+      continue;
+    }
+    const bool connected = members[r] != kNoMember && find(members[r]) != nullptr;
+    if (connected || slotMayReturn(now)) {
+      everyone = false;
+    } else {
+      failed = true;  // gone before it said how the collective ended
+      failedRank = static_cast<int32_t>(r);
+    }
+  }
+  if (!failed && !everyone) {
+    if (now - voteStart <= options.roundTimeout) return;
+    failed = true;  // someone stayed silent: stopped, or it never ran the collective
+  }
+  decidedSeq = seq;
+  decidedOk = !failed;
+  decidedFailedRank = failed ? failedRank : -1;
+  voteOpen = false;
+  ++verdicts;
+  if (failed) {
+    CFX_INFO(log::Sys::Init, "membership master: epoch %llu collective #%llu fails everywhere (member rank %d)",
+             static_cast<unsigned long long>(epoch), static_cast<unsigned long long>(seq), failedRank);
+  }
+  for (size_t r = 0; r < members.size(); ++r) {
+    if (reports[r].seq != seq) continue;
+    if (Conn* c = find(members[r])) sendVerdict(*c);
+  }
+}
+
+void MembershipMaster::Impl::sendVerdict(Conn& c) {
+  Message verdict;
+  verdict.kind = Kind::Verdict;
+  verdict.vote.epoch = epoch;
+  verdict.vote.seq = decidedSeq;
+  verdict.vote.ok = decidedOk;
+  verdict.vote.failedRank = decidedOk ? -1 : decidedFailedRank;
+  (void)send(c, verdict);
 }
 
 void MembershipMaster::Impl::publish() {

@@ -10,9 +10,16 @@
 // rebuilt; otherwise the epoch number grows, every member learns its new rank, and the new rank 0 hands the
 // master a fresh unique id to relay, from which the members form the epoch's communicator.
 //
+// All-or-nothing collectives: after each collective on the epoch's communicator every member reports how it ended
+// (Outcome #seq). The master decides failure as soon as one member failed, or vanished without reporting, or stayed
+// silent for `roundTimeout` after the first report; success once every member reported success (a member that
+// reported success and then died still counts: its part was done). It sends the Verdict to everyone who reported,
+// and to later reporters of that seq.
+//
 // The master holds no state a restart could lose for good: a restarted master (same address and secret) learns
-// the epoch, the size and each member's rank from the members as they reconnect, and continues that epoch; it
-// waits up to `restartGrace` for the missing ones before a boundary may exclude them.
+// the epoch, the size, each member's rank and the last verdict from the members as they reconnect, and continues
+// that epoch (members waiting for a verdict report again); it waits up to `restartGrace` for the missing ones
+// before a boundary or a verdict may exclude them.
 //
 // Threading: one thread serves every connection with poll(); the public calls are thread-safe.
 #pragma once

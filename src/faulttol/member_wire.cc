@@ -16,17 +16,19 @@ constexpr std::string_view kSessionLabel = "cfx-member-session";
 size_t payloadBytesOf(Kind k) {
   switch (k) {
     case Kind::Challenge: return kNonceBytes;
-    case Kind::Hello: return 2 * kNonceBytes + 16;
-    case Kind::Ready: return 8;
+    case Kind::Hello: return 2 * kNonceBytes + 28;
+    case Kind::Ready: return 12;
     case Kind::Epoch: return 28;
     case Kind::Id: return 8 + kIdBytes;
     case Kind::Leave: return 0;
     case Kind::Kicked: return 4;
+    case Kind::Outcome: return 24;
+    case Kind::Verdict: return 24;
   }
   return SIZE_MAX;
 }
 
-bool knownKind(uint16_t k) { return k >= static_cast<uint16_t>(Kind::Challenge) && k <= static_cast<uint16_t>(Kind::Kicked); }
+bool knownKind(uint16_t k) { return k >= static_cast<uint16_t>(Kind::Challenge) && k <= static_cast<uint16_t>(Kind::Verdict); }
 
 Status bad(const char* what) { return Status::error(Errc::InvalidUsage, strprintf("membership frame: %s", what)); }
 
@@ -43,6 +45,8 @@ const char* kindName(Kind k) {
     case Kind::Id: return "Id";
     case Kind::Leave: return "Leave";
     case Kind::Kicked: return "Kicked";
+    case Kind::Outcome: return "Outcome";
+    case Kind::Verdict: return "Verdict";
   }
   return "unknown";
 }
@@ -64,8 +68,17 @@ Result<std::vector<uint8_t>> seal(const Message& m, uint64_t counter, std::span<
       p.u64(m.hello.epoch);
       p.u32(static_cast<uint32_t>(m.hello.rank));
       p.u32(static_cast<uint32_t>(m.hello.nRanks));
+      p.u64(m.hello.verdictSeq);
+      p.u8(m.hello.verdictOk ? 1 : 0);
+      p.u8(0);
+      p.u16(0);
       break;
-    case Kind::Ready: p.u64(m.epoch); break;
+    case Kind::Ready:
+      p.u64(m.epoch);
+      p.u8(m.rebuild ? 1 : 0);
+      p.u8(0);
+      p.u16(0);
+      break;
     case Kind::Epoch:
       p.u64(m.note.epoch);
       p.u32(static_cast<uint32_t>(m.note.rank));
@@ -82,6 +95,15 @@ Result<std::vector<uint8_t>> seal(const Message& m, uint64_t counter, std::span<
       break;
     case Kind::Leave: break;
     case Kind::Kicked: p.u32(m.reason); break;
+    case Kind::Outcome:
+    case Kind::Verdict:
+      p.u64(m.vote.epoch);
+      p.u64(m.vote.seq);
+      p.u8(m.vote.ok ? 1 : 0);
+      p.u8(0);
+      p.u16(0);
+      p.u32(m.kind == Kind::Verdict ? static_cast<uint32_t>(m.vote.failedRank) : 0);
+      break;
   }
   std::vector<uint8_t> frame;
   wire::Out h(frame);
@@ -148,8 +170,26 @@ Result<Message> open(const Frame& f, std::span<const uint8_t> key, uint64_t expe
       if (m.hello.epoch == 0 ? (m.hello.rank != -1 || m.hello.nRanks != 0) : !validRank(m.hello.rank, m.hello.nRanks)) {
         return bad("Hello with an impossible rank");
       }
+      m.hello.verdictSeq = p.u64();
+      {
+        const uint8_t ok = p.u8();
+        const uint8_t pad0 = p.u8();
+        const uint16_t pad1 = p.u16();
+        if (ok > 1 || pad0 != 0 || pad1 != 0 || (m.hello.epoch == 0 && (m.hello.verdictSeq != 0 || ok != 0))) {
+          return bad("Hello with an impossible verdict");
+        }
+        m.hello.verdictOk = ok == 1;
+      }
       break;
-    case Kind::Ready: m.epoch = p.u64(); break;
+    case Kind::Ready: {
+      m.epoch = p.u64();
+      const uint8_t rebuild = p.u8();
+      const uint8_t pad0 = p.u8();
+      const uint16_t pad1 = p.u16();
+      if (rebuild > 1 || pad0 != 0 || pad1 != 0 || (m.epoch == 0 && rebuild != 0)) return bad("Ready with impossible fields");
+      m.rebuild = rebuild == 1;
+      break;
+    }
     case Kind::Epoch: {
       m.note.epoch = p.u64();
       m.note.rank = static_cast<int32_t>(p.u32());
@@ -173,6 +213,24 @@ Result<Message> open(const Frame& f, std::span<const uint8_t> key, uint64_t expe
       break;
     case Kind::Leave: break;
     case Kind::Kicked: m.reason = p.u32(); break;
+    case Kind::Outcome:
+    case Kind::Verdict: {
+      m.vote.epoch = p.u64();
+      m.vote.seq = p.u64();
+      const uint8_t ok = p.u8();
+      const uint8_t pad0 = p.u8();
+      const uint16_t pad1 = p.u16();
+      m.vote.failedRank = static_cast<int32_t>(p.u32());
+      const bool rankOk = f.kind == Kind::Outcome ? m.vote.failedRank == 0
+                                                  : m.vote.failedRank >= -1 && m.vote.failedRank < kMaxRanks;
+      if (m.vote.epoch == 0 || m.vote.seq == 0 || ok > 1 || pad0 != 0 || pad1 != 0 || !rankOk ||
+          (ok == 1 && f.kind == Kind::Verdict && m.vote.failedRank != -1)) {
+        return bad("Outcome or Verdict with impossible fields");
+      }
+      m.vote.ok = ok == 1;
+      if (f.kind == Kind::Outcome) m.vote.failedRank = -1;
+      break;
+    }
   }
   if (p.bad() || p.left() != 0) return bad("payload does not match its kind");
   return m;

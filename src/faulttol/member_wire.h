@@ -15,12 +15,16 @@
 //
 // Payloads:
 //   Challenge  nonce[16]                                                master -> member
-//   Hello      nonce[16] | uuid[16] | epoch u64 | rank i32 | nRanks i32    member -> master (epoch 0: joining)
-//   Ready      epoch u64                                                member -> master: at an epoch boundary
+//   Hello      nonce[16] | uuid[16] | epoch u64 | rank i32 | nRanks i32 | verdictSeq u64 | verdictOk u8 | 0[3]
+//                                            member -> master (epoch 0: joining; verdict: the last one it was told)
+//   Ready      epoch u64 | rebuild u8 | 0[3]    member -> master: at an epoch boundary (rebuild: its communicator
+//                                                broke, so the next epoch needs a new one even with the same members)
 //   Epoch      epoch u64 | rank i32 | nRanks i32 | changed u8 | 0[3] | joined u32 | left u32    master -> member
 //   Id         epoch u64 | id[128]            member (rank 0 of a new epoch) -> master -> the other members
 //   Leave      (none)                                                   member -> master
 //   Kicked     reason u32                                               master -> member, then it closes
+//   Outcome    epoch u64 | seq u64 | ok u8 | 0[3] | 0 u32              member -> master: how collective #seq ended here
+//   Verdict    epoch u64 | seq u64 | ok u8 | 0[3] | failedRank i32      master -> member: how it ends everywhere
 #pragma once
 
 #include <array>
@@ -35,7 +39,7 @@
 namespace cfx::ft::member {
 
 inline constexpr uint32_t kMagic = 0x4346584d;  // "CFXM"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = 20;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kNonceBytes = 16;
@@ -43,7 +47,17 @@ inline constexpr size_t kIdBytes = 128;
 inline constexpr size_t kMaxPayloadBytes = 8 + kIdBytes;
 inline constexpr int kMaxRanks = 1 << 20;
 
-enum class Kind : uint16_t { Challenge = 1, Hello = 2, Ready = 3, Epoch = 4, Id = 5, Leave = 6, Kicked = 7 };
+enum class Kind : uint16_t {
+  Challenge = 1,
+  Hello = 2,
+  Ready = 3,
+  Epoch = 4,
+  Id = 5,
+  Leave = 6,
+  Kicked = 7,
+  Outcome = 8,
+  Verdict = 9,
+};
 const char* kindName(Kind k);
 
 enum class KickReason : uint32_t { NotReady = 1, Replaced = 2, Protocol = 3 };
@@ -56,6 +70,16 @@ struct Hello {
   uint64_t epoch = 0;  // the epoch it is in; 0 when joining
   int32_t rank = -1;   // its rank there
   int32_t nRanks = 0;
+  uint64_t verdictSeq = 0;  // the last collective of that epoch whose verdict it received (0: none)
+  bool verdictOk = false;
+};
+
+// One collective's outcome on a member (Outcome), or everywhere (Verdict).
+struct Vote {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;        // collectives of the epoch's communicator, from 1
+  bool ok = false;
+  int32_t failedRank = -1;  // Verdict: a member whose failure decided it, -1 when none is known (gone, timed out)
 };
 
 struct EpochNote {
@@ -72,9 +96,11 @@ struct Message {
   Nonce challenge{};  // Challenge
   Hello hello;        // Hello
   uint64_t epoch = 0;  // Ready, Id
+  bool rebuild = false;  // Ready
   EpochNote note;     // Epoch
   std::array<uint8_t, kIdBytes> id{};  // Id
   uint32_t reason = 0;  // Kicked
+  Vote vote;            // Outcome, Verdict
 };
 
 // The frame of `m` numbered `counter`, keyed with `key`.

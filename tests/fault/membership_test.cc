@@ -6,15 +6,19 @@
 #include "integration/nccl_checks.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <new>
 #include <vector>
 
 #include "conflux.h"
@@ -116,7 +120,8 @@ TEST(Membership, GroupFormsAdmitsJoinersAndLosesLeaversAndTheDead) {
     EXPECT_EQ(info.left, 1);
     EXPECT_EQ(sumOfJobRanks(comm, me), 1 + 2 + 3 + 4);
 
-    // Rank 3 dies; the others go on with three.
+    // Rank 3 dies; the others go on with three. Its all-reduce returned only once every member's had ended (all-or-
+    // nothing), so its death cannot touch theirs.
     if (me == 3) ctx.killSelf(SIGKILL);
     comm = updateUntil(member, 3, &info);
     ASSERT_NE(comm, nullptr);
@@ -138,6 +143,7 @@ TEST(Membership, ARestartedMasterContinuesTheEpochWithoutRebuilding) {
     cfxEpochInfo info{};
     ncclComm_t comm = updateUntil(member, 3, &info);
     ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(sumOfJobRanks(comm, me), 6);  // collective #1, decided by the first master
     ctx.barrier();
     if (me == 0) {
       // The master process "restarts": a new master on the same address and secret, knowing nothing.
@@ -154,6 +160,7 @@ TEST(Membership, ARestartedMasterContinuesTheEpochWithoutRebuilding) {
     EXPECT_EQ(next.epoch, info.epoch);
     EXPECT_EQ(next.rank, info.rank);
     EXPECT_EQ(after, comm);
+    EXPECT_EQ(sumOfJobRanks(after, me), 6);  // #2: the new master learnt #1's verdict from the members
     EXPECT_EQ(sumOfJobRanks(after, me), 6);
     EXPECT_TRUE(succeeded(cfxMemberLeave(member)));
     ctx.barrier();
@@ -195,6 +202,117 @@ TEST(Membership, AStoppedMemberIsDroppedAfterTheRoundTimeout) {
   });
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(result.ranks[r].exited && result.ranks[r].exitCode == 0) << result.ranks[r].describe();
   EXPECT_EQ(result.ranks[2].termSignal, SIGKILL);
+}
+
+// All-or-nothing: a member that refuses a collective (here: a bad datatype) makes it fail on every member, with the
+// failing member named and in-place inputs given back.
+TEST(Membership, ACollectiveThatFailsOnOneMemberFailsOnAllWithInputsRestored) {
+  runRanks(3, [](RankContext& ctx) {
+    const int me = ctx.rank();
+    cfxMaster_t master = nullptr;
+    const ncclUniqueId masterId = shareMaster(ctx, &master);
+    cfxMember_t member = nullptr;
+    ASSERT_TRUE(succeeded(cfxMemberJoin(&masterId, nullptr, &member)));
+    cfxEpochInfo info{};
+    ncclComm_t comm = updateUntil(member, 3, &info);
+    ASSERT_NE(comm, nullptr);
+    const int culprit = 1;  // epoch rank
+    std::vector<float> data(4099);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(me * 10000 + i);
+    const std::vector<float> input = data;
+    const ncclDataType_t type = info.rank == culprit ? static_cast<ncclDataType_t>(99) : ncclFloat;
+    const ncclResult_t rc = ncclAllReduce(data.data(), data.data(), data.size(), type, ncclSum, comm, nullptr);
+    if (info.rank == culprit) {
+      EXPECT_EQ(rc, ncclInvalidArgument);
+    } else {
+      EXPECT_EQ(rc, ncclRemoteError);
+      EXPECT_NE(std::string(ncclGetLastError(comm)).find("failed on member rank 1"), std::string::npos)
+          << ncclGetLastError(comm);
+      EXPECT_EQ(data, input) << "a failed in-place collective gives the input back";
+    }
+    // The refusal revoked the communicator (the others' transfers waited for the culprit's data); every member asks
+    // for a new one at the boundary, and the retried step succeeds everywhere.
+    cfxEpochInfo next{};
+    ASSERT_TRUE(succeeded(cfxMemberUpdate(member, &comm, &next))) << ncclGetLastError(nullptr);
+    EXPECT_EQ(next.changed, 1);
+    EXPECT_EQ(next.nRanks, 3);
+    EXPECT_EQ(next.left, 0);
+    EXPECT_EQ(sumOfJobRanks(comm, me), 1 + 2 + 3);
+    EXPECT_TRUE(succeeded(cfxMemberLeave(member)));
+    ctx.barrier();
+    if (me == 0) {
+      EXPECT_TRUE(succeeded(cfxMasterStop(master)));
+    }
+  });
+}
+
+// All-or-nothing: a member dies inside an all-reduce, at a different moment each round (before it sent anything,
+// mid-transfer, about when it finishes). Whatever each survivor's own transfers saw, all survivors end the same way:
+// all succeed with the right sum, or all fail with their in-place input given back.
+TEST(Membership, ADeathInsideACollectiveEndsItTheSameWayOnEverySurvivor) {
+  constexpr int kRanks = 5;
+  constexpr int kRounds = kRanks - 2;
+  // outcome[round][job rank]: 0 not there, 1 success with the right result, 2 failure with the input restored,
+  // 3 a wrong result or a failure that lost the input.
+  auto* outcome = static_cast<std::atomic<int>*>(
+      ::mmap(nullptr, sizeof(std::atomic<int>) * kRounds * kRanks, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+             -1, 0));
+  ASSERT_NE(outcome, MAP_FAILED);
+  for (int i = 0; i < kRounds * kRanks; ++i) new (&outcome[i]) std::atomic<int>(0);
+  RunOptions options;
+  options.failOnChildError = false;
+  options.env = {{"CFX_HEARTBEAT_MS", "100"}};
+  const RunResult result = runRanks(kRanks, options, [&](RankContext& ctx) {
+    const int me = ctx.rank();
+    cfxMaster_t master = nullptr;
+    const ncclUniqueId masterId = shareMaster(ctx, &master);
+    cfxMember_t member = nullptr;
+    ASSERT_TRUE(succeeded(cfxMemberJoin(&masterId, nullptr, &member)));
+    for (int round = 0; round < kRounds; ++round) {
+      const int n = kRanks - round;
+      cfxEpochInfo info{};
+      ncclComm_t comm = updateUntil(member, n, &info);
+      ASSERT_NE(comm, nullptr);
+      // Large enough that a transfer is under way when the victim dies; the victim is the job's highest live rank.
+      std::vector<float> data(1 << 18);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((me + 1) * (i % 13 + 1));
+      const std::vector<float> input = data;
+      if (me == n - 1) {
+        const auto after = std::chrono::microseconds(round * 700);
+        std::thread([after] {
+          std::this_thread::sleep_for(after);
+          ::raise(SIGKILL);
+        }).detach();
+      }
+      const ncclResult_t rc = ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, ncclSum, comm, nullptr);
+      if (me == n - 1) ctx.killSelf(SIGKILL);
+      int sumOfMembers = 0;
+      for (int r = 0; r < n; ++r) sumOfMembers += r + 1;
+      bool right = true;
+      for (size_t i = 0; i < data.size() && right; ++i) {
+        right = data[i] == static_cast<float>(sumOfMembers * static_cast<int>(i % 13 + 1));
+      }
+      outcome[round * kRanks + me].store(rc == ncclSuccess ? (right ? 1 : 3) : (data == input ? 2 : 3));
+    }
+    EXPECT_TRUE(succeeded(cfxMemberLeave(member)));
+    // Rank 0 holds the master: it stops it once every other survivor has left.
+    if (me == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      EXPECT_TRUE(succeeded(cfxMasterStop(master)));
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(result.ranks[r].exited && result.ranks[r].exitCode == 0) << result.ranks[r].describe();
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    const int survivors = kRanks - round - 1;
+    std::string seen;
+    for (int r = 0; r < survivors; ++r) seen += std::to_string(outcome[round * kRanks + r].load());
+    std::printf("round %d: survivors' outcomes %s (1 success, 2 failure with input restored)\n", round, seen.c_str());
+    EXPECT_TRUE(seen == std::string(survivors, '1') || seen == std::string(survivors, '2'))
+        << "round " << round << ": survivors ended differently: " << seen;
+  }
+  ::munmap(outcome, sizeof(std::atomic<int>) * kRounds * kRanks);
 }
 
 TEST(Membership, AGroupOfOneAndBadArguments) {

@@ -2,7 +2,8 @@
 // Membership soak (label fault): members join, leave, die (SIGKILL) and hang (SIGSTOP) at random while the group
 // runs steps of "boundary, shared-state sync when the members changed, checked all-reduce, state update", and the
 // test asserts what issue 5 asks of dynamic membership: no call stalls beyond the deadline, every completed
-// all-reduce is right, every member of an epoch holds bit-identical state after its sync, and nothing leaks
+// all-reduce is right, every all-reduce ends the same way on every member of its epoch that lived to see it end,
+// every member of an epoch holds bit-identical state after its sync, and nothing leaks
 // (every process reaped, no shared-memory segment left behind).
 //
 // Short form in `make test`: at least CFX_SOAK_CHANGES membership changes (default 100). Long form, by hand:
@@ -53,6 +54,13 @@ struct EpochRecord {
   std::atomic<uint64_t> ready;  // == epoch once the digest is stored
 };
 
+// How one all-reduce of one epoch ended, as its first member to finish saw it (key: epoch << 16 | op index + 1).
+struct OpRecord {
+  std::atomic<uint64_t> key;
+  std::atomic<int> outcome;  // 1 success, 2 failure
+};
+constexpr int kOpTable = 1 << 16;
+
 struct Shared {
   std::atomic<int> stop;
   std::atomic<int> wrongResults;
@@ -65,6 +73,8 @@ struct Shared {
   std::atomic<int> leaves, kills, stops;
   std::atomic<int> memberErrors;
   EpochRecord epochs[kEpochTable];
+  std::atomic<int> disagreements;  // an all-reduce that succeeded on one member of its epoch and failed on another
+  OpRecord ops[kOpTable];
 };
 
 int envInt(const char* name, int fallback) {
@@ -112,6 +122,23 @@ void recordParity(Shared& s, uint64_t epoch, const unsigned long long hash[2]) {
   if (r.hashLow.load() != hash[0] || r.hashHigh.load() != hash[1]) s.parityMismatches.fetch_add(1);
 }
 
+// Records how all-reduce #index of `epoch` ended here; a member of the same epoch that saw the other ending is an
+// all-or-nothing violation.
+void recordOutcome(Shared& s, uint64_t epoch, uint64_t index, bool ok) {
+  const uint64_t key = (epoch << 16 | (index & 0xffff)) + 1;
+  OpRecord& r = s.ops[(epoch * 131 + index) % kOpTable];
+  const int mine = ok ? 1 : 2;
+  uint64_t expected = 0;
+  if (r.key.compare_exchange_strong(expected, key)) {
+    r.outcome.store(mine);
+    return;
+  }
+  if (expected != key) return;  // the table wrapped
+  for (int i = 0; i < 100000 && r.outcome.load() == 0; ++i) std::this_thread::yield();
+  const int first = r.outcome.load();
+  if (first != 0 && first != mine) s.disagreements.fetch_add(1);
+}
+
 // One member's life, in a fresh process: join, run steps, then leave, die or hang. Never returns.
 [[noreturn]] void memberLife(const ncclUniqueId& master, Shared& s, unsigned seed) {
   std::mt19937_64 rng(seed);
@@ -125,6 +152,7 @@ void recordParity(Shared& s, uint64_t epoch, const unsigned long long hash[2]) {
   for (auto& w : state) w = rng();  // a newcomer's state is junk until its first sync
   std::vector<float> send(kCount, 1.0f), recv(kCount);
   const int steps = 5 + static_cast<int>(rng() % 30);
+  uint64_t opIndex = 0;  // all-reduces on this epoch's communicator
   for (int step = 0; step < steps && s.stop.load() == 0; ++step) {
     ncclComm_t comm = nullptr;
     cfxEpochInfo info{};
@@ -143,6 +171,7 @@ void recordParity(Shared& s, uint64_t epoch, const unsigned long long hash[2]) {
       s.memberErrors.fetch_add(1);
       continue;  // the next boundary sorts it out
     }
+    if (info.changed) opIndex = 0;
     if (info.changed) {
       cfxStateEntry entry{state.data(), state.size(), ncclUint64};
       cfxStateSyncInfo sync{};
@@ -164,6 +193,7 @@ void recordParity(Shared& s, uint64_t epoch, const unsigned long long hash[2]) {
     std::fill(recv.begin(), recv.end(), -1.0f);
     const ncclResult_t rc =
         timed(s, [&] { return ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat, ncclSum, comm, nullptr); });
+    recordOutcome(s, info.epoch, opIndex++, rc == ncclSuccess);
     if (rc != ncclSuccess) {
       s.failedOps.fetch_add(1);
       continue;
@@ -253,16 +283,18 @@ TEST(Soak, MembershipChurnKeepsResultsRightAndStateIdentical) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("soak: %.0f s, %llu membership changes (epochs), %d member lives (%d left, %d killed, %d stopped), "
               "%d good ops, %d failed ops (a peer died), %d syncs, %d member-side errors; %d wrong results, %d stalls "
-              "> %lld s, %d parity mismatches\n",
+              "> %lld s, %d parity mismatches, %d all-or-nothing violations\n",
               seconds, static_cast<unsigned long long>(changes), shared->lives.load(), shared->leaves.load(),
               shared->kills.load(), shared->stops.load(), shared->goodOps.load(), shared->failedOps.load(),
               shared->syncs.load(), shared->memberErrors.load(), shared->wrongResults.load(), shared->stalls.load(),
-              static_cast<long long>(kStallLimit.count()), shared->parityMismatches.load());
+              static_cast<long long>(kStallLimit.count()), shared->parityMismatches.load(),
+              shared->disagreements.load());
   EXPECT_TRUE(result.ok());
   EXPECT_GE(changes, static_cast<uint64_t>(wantChanges));
   EXPECT_EQ(shared->wrongResults.load(), 0);
   EXPECT_EQ(shared->stalls.load(), 0);
   EXPECT_EQ(shared->parityMismatches.load(), 0);
+  EXPECT_EQ(shared->disagreements.load(), 0) << "all-reduces that succeeded on some members and failed on others";
   EXPECT_GT(shared->goodOps.load(), 0);
   EXPECT_GT(shared->syncs.load(), 0);
   // Members killed while they set up a communicator leave their segment's name behind; the next communicator

@@ -309,12 +309,12 @@ void healthDatagrams() {
   healthDatagram("failure_idle", nRanks, h, wire::encodeFailure(f));
 }
 
-// Membership frames: a Challenge-Hello-Ready-Epoch-Id conversation as one stream (mode 0), and each frame alone
+// Membership frames: a Challenge-Hello-Ready-Epoch-Id-Outcome-Verdict conversation as one stream (mode 0), and each frame alone
 // without its MAC for the target to sign (mode 1).
 void memberFrames() {
   namespace member = cfx::ft::member;
   const cfx::transport::Secret key = cfx::fuzz::fixedSecret();
-  std::vector<member::Message> talk(5);
+  std::vector<member::Message> talk(7);
   talk[0].kind = member::Kind::Challenge;
   talk[0].challenge.fill(0x11);
   talk[1].kind = member::Kind::Hello;
@@ -323,6 +323,8 @@ void memberFrames() {
   talk[1].hello.epoch = 4;
   talk[1].hello.rank = 2;
   talk[1].hello.nRanks = 5;
+  talk[1].hello.verdictSeq = 12;
+  talk[1].hello.verdictOk = true;
   talk[2].kind = member::Kind::Ready;
   talk[2].epoch = 4;
   talk[3].kind = member::Kind::Epoch;
@@ -330,6 +332,10 @@ void memberFrames() {
   talk[4].kind = member::Kind::Id;
   talk[4].epoch = 5;
   talk[4].id.fill(0x44);
+  talk[5].kind = member::Kind::Outcome;
+  talk[5].vote = {5, 3, true, -1};
+  talk[6].kind = member::Kind::Verdict;
+  talk[6].vote = {5, 3, false, 2};
   Bytes stream{0};
   for (size_t i = 0; i < talk.size(); ++i) {
     cfx::Result<Bytes> frame = member::seal(talk[i], i, key);

@@ -25,7 +25,7 @@ using member::Message;
 std::vector<uint8_t> secretOf(uint8_t fill) { return std::vector<uint8_t>(32, fill); }
 
 std::vector<Message> everyKind() {
-  std::vector<Message> all(7);
+  std::vector<Message> all(9);
   all[0].kind = Kind::Challenge;
   all[0].challenge.fill(7);
   all[1].kind = Kind::Hello;
@@ -44,6 +44,12 @@ std::vector<Message> everyKind() {
   all[5].kind = Kind::Leave;
   all[6].kind = Kind::Kicked;
   all[6].reason = 1;
+  all[7].kind = Kind::Outcome;
+  all[7].vote = {10, 4, true, -1};
+  all[8].kind = Kind::Verdict;
+  all[8].vote = {10, 4, false, 2};
+  all[1].hello.verdictSeq = 7;
+  all[1].hello.verdictOk = true;
   return all;
 }
 
@@ -66,6 +72,12 @@ TEST(MemberWire, EveryKindRoundTripsThroughAStreamCutAnywhere) {
     Result<Message> m = member::open(**f, key, got);
     ASSERT_TRUE(m.ok()) << m.status().message();
     EXPECT_EQ(m->kind, all[got].kind);
+    EXPECT_EQ(m->vote.epoch, all[got].vote.epoch);
+    EXPECT_EQ(m->vote.seq, all[got].vote.seq);
+    EXPECT_EQ(m->vote.ok, all[got].vote.ok);
+    EXPECT_EQ(m->vote.failedRank, all[got].vote.failedRank);
+    EXPECT_EQ(m->hello.verdictSeq, all[got].hello.verdictSeq);
+    EXPECT_EQ(m->hello.verdictOk, all[got].hello.verdictOk);
     ++got;
   }
   EXPECT_EQ(got, all.size());
