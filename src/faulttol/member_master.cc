@@ -26,6 +26,10 @@ using member::Nonce;
 
 constexpr Nonce kNoMember{};  // an epoch slot whose member has not reconnected to a restarted master
 constexpr auto kSendTimeout = std::chrono::seconds(2);
+// Connections that have not said an authentic Hello yet. Beyond this many, the oldest is dropped for each new one,
+// so a flood of idle connections costs the master at most this many descriptors and never locks members out
+// (a member says Hello within one round trip of its connect; a flooder's connections grow old first).
+constexpr int kMaxHandshakes = 64;
 
 std::string idText(const Nonce& uuid) {
   return strprintf("%02x%02x%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3]);
@@ -193,6 +197,16 @@ void MembershipMaster::Impl::acceptAll() {
     Result<std::vector<uint8_t>> frame = member::seal(challenge, c->sendCounter++, secret);
     if (!frame.ok() || !c->sock.sendAll(frame->data(), frame->size(), Deadline(kSendTimeout), nullptr).ok()) continue;
     conns.push_back(std::move(c));
+    int pending = 0;
+    for (auto& other : conns) pending += !other->greeted && !other->closed ? 1 : 0;
+    if (pending > kMaxHandshakes) {
+      for (auto& other : conns) {
+        if (!other->greeted && !other->closed) {
+          close(*other, "too many connections without a Hello: the oldest goes");
+          break;
+        }
+      }
+    }
   }
 }
 
@@ -522,7 +536,10 @@ void MembershipMaster::Impl::publish() {
   Snapshot s;
   s.epoch = epoch;
   s.members = static_cast<int>(members.size());
-  for (auto& c : conns) s.waitingJoiners += c->waitingToJoin() ? 1 : 0;
+  for (auto& c : conns) {
+    s.waitingJoiners += c->waitingToJoin() ? 1 : 0;
+    s.handshakes += !c->greeted && !c->closed ? 1 : 0;
+  }
   s.boundaries = boundaries;
   std::lock_guard<std::mutex> lock(snapMutex);
   snap = s;

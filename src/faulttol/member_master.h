@@ -61,6 +61,7 @@ class MembershipMaster {
     int members = 0;
     int waitingJoiners = 0;
     uint64_t boundaries = 0;  // decided so far
+    int handshakes = 0;       // connections that have not said an authentic Hello yet (at most 64 are kept)
   };
   Snapshot snapshot() const;
 

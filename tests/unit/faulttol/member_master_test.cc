@@ -231,5 +231,36 @@ TEST(MembershipMaster, DropsStrangersAndAdmitsAMemberThatSpeaksTheProtocol) {
   }
 }
 
+TEST(MembershipMaster, AFloodOfSilentConnectionsIsShedOldestFirstAndAMemberStillGetsIn) {
+  const std::vector<uint8_t> secret = secretOf(9);
+  Result<std::unique_ptr<MembershipMaster>> master = MembershipMaster::start(loopbackAnyPort(), secret, MasterOptions{});
+  ASSERT_TRUE(master.ok()) << master.status().message();
+  const sockaddr_storage at = (*master)->address();
+  std::vector<std::unique_ptr<RawClient>> flood;
+  for (int i = 0; i < 300; ++i) flood.push_back(std::make_unique<RawClient>(at));
+  // The master keeps at most 64 of them: the first ones it accepted are gone.
+  EXPECT_TRUE(flood.front()->closedByMaster());
+  // The snapshot is published every loop turn (20 ms): wait for one taken after the flood.
+  for (int i = 0; i < 200; ++i) {
+    const int h = (*master)->snapshot().handshakes;
+    if (h > 0 && h <= 64) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_LE((*master)->snapshot().handshakes, 64);
+  EXPECT_GT((*master)->snapshot().handshakes, 0);
+  // A member that speaks the protocol is admitted while the flood still holds its connections.
+  RawClient c(at);
+  const crypto::Digest key = c.hello(secret, 3);
+  Message ready;
+  ready.kind = Kind::Ready;
+  c.send(ready, 1, key);
+  Result<member::Frame> f = c.frame();
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  Result<Message> note = member::open(*f, key, 1);
+  ASSERT_TRUE(note.ok()) << note.status().message();
+  EXPECT_EQ(note->kind, Kind::Epoch);
+  EXPECT_EQ(note->note.nRanks, 1);
+}
+
 }  // namespace
 }  // namespace cfx::ft
