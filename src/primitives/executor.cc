@@ -218,6 +218,12 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
     if (allDone) return Status();
     if (options.abortFlag && options.abortFlag->load(std::memory_order_acquire)) {
       // Acquire pairs with the release store in Communicator::abort(): no verb is started after it.
+      // A survivor that failed first often shrinks (NCCL_SHRINK_ABORT) at once, and its revoke can overtake this
+      // rank's own detection: the failure it already gossiped is the cause to name, not the revoke.
+      if (options.health != nullptr) {
+        options.health->pollNow();
+        if (options.health->failedCount() > 0) return failedRanksError(works, *options.health);
+      }
       return Status::error(Errc::RemoteError, "operation aborted by ncclCommAbort/ncclCommRevoke on this communicator");
     }
     if (options.health && options.health->failedCount() > 0) return failedRanksError(works, *options.health);
