@@ -6,6 +6,8 @@
 //
 // Per trial, M members (default 4) loop "1 MiB all-reduce, then cfxMemberUpdate" as a training job would:
 //   boundary  the median time of an unchanged cfxMemberUpdate (every member ready -> the master's answer);
+//   4-byte all-reduce  its median on the epoch's communicator, slowest member: with all-or-nothing (the default)
+//             it includes the round trip to the master; CFX_MEMBER_ALL_OR_NOTHING=0 shows it without;
 //   admit     a joiner calls cfxMemberJoin and cfxMemberUpdate while the group runs: from its join to the moment
 //             every member (the joiner too) holds the epoch's new communicator;
 //   kill      a member is SIGKILLed in the middle of an all-reduce: from the kill to the next good all-reduce of
@@ -46,12 +48,13 @@ struct Shared {
   std::atomic<int64_t> killNs;
   std::atomic<int64_t> recoveredNs[kMaxRanks];
   std::atomic<int64_t> boundaryNs[kMaxRanks];  // median unchanged boundary, per member
+  std::atomic<int64_t> smallOpNs[kMaxRanks];   // median 4-byte all-reduce on the epoch's communicator, per member
   std::atomic<int> phase;                      // 1: the group runs, the joiner may join
 };
 
 struct Trial {
   bool ok = true;
-  double boundaryUs = 0, admitMs = 0, killMs = 0;
+  double boundaryUs = 0, smallOpUs = 0, admitMs = 0, killMs = 0;
 };
 
 double median(std::vector<double> v) {
@@ -103,6 +106,16 @@ Trial runTrial(int members) {
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
       }
       shared->boundaryNs[me].store(static_cast<int64_t>(median(us) * 1000));
+      // What all-or-nothing costs a latency-bound op (one round trip to the master each): compare with
+      // CFX_MEMBER_ALL_OR_NOTHING=0.
+      us.clear();
+      float one = 1.0f, sum = 0.0f;
+      for (int i = 0; i < 300; ++i) {
+        const auto t0 = Clock::now();
+        if (ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) return;
+        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+      shared->smallOpNs[me].store(static_cast<int64_t>(median(us) * 1000));
       if (me == 0) shared->phase.store(1);
       while (info.nRanks == members) {  // steps until the joiner is in
         if (!allReduceOk(comm, send, recv, members)) return;
@@ -136,6 +149,7 @@ Trial runTrial(int members) {
     if (shared->admittedNs[r].load() == 0) t.ok = false;
     t.admitMs = std::max(t.admitMs, static_cast<double>(shared->admittedNs[r].load() - shared->joinNs.load()) / 1e6);
     if (r < members) boundaries.push_back(static_cast<double>(shared->boundaryNs[r].load()) / 1e3);
+    if (r < members) t.smallOpUs = std::max(t.smallOpUs, static_cast<double>(shared->smallOpNs[r].load()) / 1e3);
     if (r == victim) continue;
     if (shared->recoveredNs[r].load() == 0) t.ok = false;
     t.killMs = std::max(t.killMs, static_cast<double>(shared->recoveredNs[r].load() - shared->killNs.load()) / 1e6);
@@ -166,24 +180,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "membership_bench: need 2 <= members < %d and trials >= 1\n", kMaxRanks);
     return 2;
   }
-  std::vector<double> boundary, admit, kill;
+  std::vector<double> boundary, smallOp, admit, kill;
   int failed = 0;
   for (int i = 0; i < trials; ++i) {
     const Trial t = runTrial(members);
-    std::printf("trial %d: %s boundary %.0f us, admit %.1f ms, kill -> next good all-reduce %.1f ms\n", i,
-                t.ok ? "ok  " : "FAIL", t.boundaryUs, t.admitMs, t.killMs);
+    std::printf("trial %d: %s boundary %.0f us, 4-byte all-reduce %.1f us, admit %.1f ms, kill -> next good "
+                "all-reduce %.1f ms\n",
+                i, t.ok ? "ok  " : "FAIL", t.boundaryUs, t.smallOpUs, t.admitMs, t.killMs);
     if (!t.ok) {
       ++failed;
       continue;
     }
     boundary.push_back(t.boundaryUs);
+    smallOp.push_back(t.smallOpUs);
     admit.push_back(t.admitMs);
     kill.push_back(t.killMs);
   }
   auto worst = [](const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); };
-  std::printf("%d members + 1 joiner, %d trials (%d failed): median/worst  boundary %.0f/%.0f us  admit %.1f/%.1f ms  "
-              "kill->good op %.1f/%.1f ms\n",
-              members, trials, failed, median(boundary), worst(boundary), median(admit), worst(admit), median(kill),
-              worst(kill));
+  std::printf("%d members + 1 joiner, %d trials (%d failed): median/worst  boundary %.0f/%.0f us  4-byte all-reduce "
+              "%.1f/%.1f us  admit %.1f/%.1f ms  kill->good op %.1f/%.1f ms\n",
+              members, trials, failed, median(boundary), worst(boundary), median(smallOp), worst(smallOp),
+              median(admit), worst(admit), median(kill), worst(kill));
   return failed == 0 ? 0 : 1;
 }
