@@ -37,6 +37,7 @@ constexpr Entry kTable[] = {
     {Collective::AllReduce, Algorithm::Direct, &allReduceDirect},
     {Collective::ReduceScatter, Algorithm::Direct, &reduceScatterDirect},
     {Collective::Broadcast, Algorithm::Direct, &broadcastDirect},
+    {Collective::AllReduce, Algorithm::Tree, &allReduceTree},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {
@@ -94,6 +95,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::BiRing: return "BiRing";
     case Algorithm::Hier: return "Hier";
     case Algorithm::Rabenseifner: return "Rabenseifner";
+    case Algorithm::Tree: return "Tree";
   }
   return "unknown";
 }

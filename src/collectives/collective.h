@@ -61,8 +61,9 @@ enum class Algorithm : uint8_t {
   BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
   Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
+  Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
 };
-inline constexpr int kNumAlgorithms = 8;
+inline constexpr int kNumAlgorithms = 9;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 // Where the ranks run, as far as algorithms care: which ranks share a host. The same on every rank (core/ builds
@@ -116,6 +117,9 @@ Task allGatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
+// The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
+int treeDepth(int nRanks);
 
 // Strands for prims::Parallel lists whose length is only known at run time: one verb, or one local copy
 // (Prims::copy, streaming by opBytes) that runs when the strand starts, so the strands before it are under way.

@@ -20,7 +20,8 @@ namespace {
 constexpr Algorithm kLatencyFamily[] = {Algorithm::Exchange, Algorithm::RecDouble};
 // Algorithms priced by the model, safest first: a later one must be clearly cheaper than the best before it.
 constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange, Algorithm::RecDouble, Algorithm::Ring,
-                                       Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Rabenseifner};
+                                       Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Rabenseifner,
+                                       Algorithm::Tree};
 // One always-applicable algorithm per remaining collective.
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
 // Direct broadcast where buffers may travel as slices: at most this many ranks (see pick()).
@@ -40,6 +41,7 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     // 1 Gbit/s links: 4-64 KiB took 1.5-2.3 times the ring's time, 256 KiB half of it).
     case Algorithm::BiRing: return req.nRanks >= 3 && req.bytes >= 2 * req.sliceBytes;
     case Algorithm::Hier: return req.fabric != nullptr && req.fabric->hier;
+    case Algorithm::Tree: return req.nRanks > 1;
     case Algorithm::Rabenseifner:
     case Algorithm::Ring:
     case Algorithm::Chain:
@@ -390,6 +392,19 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       // Ranks above 2^k fold in and get the result back: two messages of the whole buffer.
       if (req.nRanks != static_cast<int>(p)) us += 2 * (step(f.ring) + transferUs(f.ring, bytes));
       return us;
+    }
+    case Algorithm::Tree: {
+      if (req.nRanks == 1) return 0;
+      // Per segment (a slice of each half), up and down the deeper tree, one message per hop, store-and-forward.
+      // Tree edges join ranks far apart in rank order: priced on the slowest butterfly round's figures.
+      topo::LinkFigures hop = f.ring;
+      for (const topo::LinkFigures& b : f.butterfly) {
+        if (step(b) + transferUs(b, 1 << 20) > step(hop) + transferUs(hop, 1 << 20)) hop = b;
+      }
+      const double half = bytes / 2;
+      const double slice = static_cast<double>(std::max<size_t>(req.sliceBytes, 1));
+      const double segments = std::max(1.0, std::ceil(half / slice));
+      return segments * 2 * treeDepth(req.nRanks) * (step(hop) + transferUs(hop, half / segments));
     }
     default: return -1;
   }

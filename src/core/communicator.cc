@@ -40,7 +40,7 @@ CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");
 CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
-          "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, chain, direct, recdouble, exchange; ^ excludes; "
+          "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, tree, chain, direct, recdouble, exchange; ^ excludes; "
           "per-collective form allreduce:ring;broadcast:chain.");
 
 CFX_PARAM(std::string, protoParam, "NCCL_PROTO", "",

@@ -366,6 +366,7 @@ enum class Variant {
   Hier,        // NCCL_ALGO=allreduce:hier;allgather:hier, ranks on 2-rank "hosts" (NCCL_HOSTID): shm within, tcp between
   Hosts,       // ranks on 2-rank "hosts", the planner's own choices (hierarchical for the larger all-reduces)
   Rabenseifner,  // NCCL_ALGO=allreduce:rabenseifner: recursive halving and doubling, with folding off 2^k
+  Tree,          // NCCL_ALGO=Tree: the double binary tree, as NCCL users spell it
 };
 
 const char* variantName(Variant v) {
@@ -382,6 +383,7 @@ const char* variantName(Variant v) {
     case Variant::Hier: return "hier";
     case Variant::Hosts: return "hosts";
     case Variant::Rabenseifner: return "rabenseifner";
+    case Variant::Tree: return "tree";
   }
   return "?";
 }
@@ -428,6 +430,7 @@ std::vector<SweepParam> sweepParams() {
   for (int n : {4, 6, 8}) out.push_back({Coll::AllReduce, n, Variant::Hier, n == 4});
   for (int n : {4, 6}) out.push_back({Coll::AllGather, n, Variant::Hier, n == 4});
   for (int n : {2, 3, 6, 8}) out.push_back({Coll::AllReduce, n, Variant::Rabenseifner, n == 6});
+  for (int n : {5, 8}) out.push_back({Coll::AllReduce, n, Variant::Tree, n == 5});
   for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast}) out.push_back({c, 4, Variant::Hosts, c == Coll::AllReduce});
   if (ipv6LoopbackAvailable()) {
     out.push_back({Coll::AllReduce, 3, Variant::Tcp6, true});
@@ -461,6 +464,7 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
     case Variant::Hier: env.emplace_back("NCCL_ALGO", "allreduce:hier;allgather:hier"); break;
     case Variant::Hosts: break;
     case Variant::Rabenseifner: env.emplace_back("NCCL_ALGO", "allreduce:rabenseifner"); break;
+    case Variant::Tree: env.emplace_back("NCCL_ALGO", "Tree"); break;
   }
   return env;
 }

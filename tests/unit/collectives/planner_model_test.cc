@@ -226,6 +226,22 @@ TEST(PlannerModel, LongLinksTakeRabenseifnerForMidSizedAllReduce) {
   EXPECT_GT(ring / rab, 1.5);
 }
 
+TEST(PlannerModel, TreeIsPricedAsTwoDepthsOfHalfMessagesAndCanBeForced) {
+  std::string xml = star(6, 1, 1000);
+  xml.insert(xml.find('\n') + 1, "  <linkclass name=\"net\" lat=\"25000\"/>\n");
+  const Machine m = machine(xml);
+  // Six ranks: two trees of depth 3 (six hops of half the buffer) against recursive doubling's four rounds plus
+  // the fold (six hops of all of it).
+  const double tree = estimateUs(request(m, Collective::AllReduce, 64 * 1024), Algorithm::Tree);
+  const double recDouble = estimateUs(request(m, Collective::AllReduce, 64 * 1024), Algorithm::RecDouble);
+  EXPECT_GT(tree, 6 * 25000.0);
+  EXPECT_LT(tree, recDouble);
+  // Halves of many slices go segment by segment, a full climb and descent each: the ring wins there.
+  EXPECT_NE(choose(m, Collective::AllReduce, k64MiB), Algorithm::Tree);
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("Tree")), Algorithm::Tree);
+  EXPECT_EQ(choose(m, Collective::AllGather, k64MiB, parse("allreduce:tree")), Algorithm::Ring);
+}
+
 TEST(PlannerModel, ButterflyPartnersTwoHopsAwayShareTheRingsLinks) {
   const Machine m = machine(topo::testing::fourHostRing());
   // r <-> r ^ 2 crosses two links, which the r <-> r ^ 2 flows of the other pair cross too.

@@ -126,7 +126,8 @@ TEST(Planner, ParserRejectsBadSpecsWithAReason) {
     const char* mentions;
   };
   const Case cases[] = {
-      {"tree", "unknown algorithm \"tree\""},
+      {"collnet", "unknown algorithm \"collnet\""},
+      {"broadcast:tree", "Broadcast has no Tree algorithm"},
       {"ring,nvls", "unknown algorithm \"nvls\""},
       {"allreduce:ring;bcast:chain", "unknown collective \"bcast\""},
       {"broadcast:ring", "Broadcast has no Ring algorithm"},

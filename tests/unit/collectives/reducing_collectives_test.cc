@@ -90,6 +90,9 @@ TEST(AllReduceRabenseifner, MatchesClosedFormForEveryShape) {
   sweep(Collective::AllReduce, Algorithm::Rabenseifner, noRoot);
 }
 
+// Every shape, also halves spanning many slices (the tree walks them segment by segment).
+TEST(AllReduceTree, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::Tree, noRoot); }
+
 TEST(AllReduceBiRing, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::BiRing, noRoot); }
 
 TEST(AllReduceDirect, MatchesClosedFormForEveryShape) { sweep(Collective::AllReduce, Algorithm::Direct, noRoot); }
