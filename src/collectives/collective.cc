@@ -38,6 +38,7 @@ constexpr Entry kTable[] = {
     {Collective::ReduceScatter, Algorithm::Direct, &reduceScatterDirect},
     {Collective::Broadcast, Algorithm::Direct, &broadcastDirect},
     {Collective::AllReduce, Algorithm::Tree, &allReduceTree},
+    {Collective::Broadcast, Algorithm::Hier, &broadcastHier},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {

@@ -59,7 +59,8 @@ enum class Algorithm : uint8_t {
   RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
   Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
   BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
-  Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather)
+  Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather,
+              // Broadcast)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
   Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
 };
@@ -118,6 +119,7 @@ Task allReduceDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

@@ -40,7 +40,9 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     // slice: below that its steps are latency-bound, and a second strand only adds wake-ups (measured on a ring of
     // 1 Gbit/s links: 4-64 KiB took 1.5-2.3 times the ring's time, 256 KiB half of it).
     case Algorithm::BiRing: return req.nRanks >= 3 && req.bytes >= 2 * req.sliceBytes;
-    case Algorithm::Hier: return req.fabric != nullptr && req.fabric->hier;
+    // A broadcast's two levels need only several hosts; the reducing ones need the same ranks on every host.
+    case Algorithm::Hier:
+      return req.fabric != nullptr && (req.coll == Collective::Broadcast ? req.fabric->hosts > 1 : req.fabric->hier);
     case Algorithm::Tree: return req.nRanks > 1;
     case Algorithm::Rabenseifner:
     case Algorithm::Ring:
@@ -357,6 +359,15 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       // the faster.
       const double local = f.localRanks;
       const double hosts = f.hosts;
+      if (req.coll == Collective::Broadcast) {
+        // Pieces of two slices down a chain of hosts, then chains within hosts: a pipeline whose depth is
+        // (H - 1) + (L - 1) hops and whose slowest stage is a cross-host piece.
+        const double piece = std::min(bytes, 2.0 * static_cast<double>(std::max<size_t>(req.sliceBytes, 1)));
+        const double pieces = std::max(1.0, std::ceil(bytes / std::max(piece, 1.0)));
+        const double crossHop = step(f.cross) + transferUs(f.cross, piece);
+        const double hostHop = step(f.host) + transferUs(f.host, piece);
+        return (hosts - 1) * crossHop + (local - 1) * hostHop + (pieces - 1) * std::max(crossHop, hostHop);
+      }
       if (req.coll == Collective::AllGather) {
         // Cross: a ring of H over each rank's block; host: H rings of L, one per source host (allgather_hier.cc).
         const size_t block = req.bytes / static_cast<size_t>(req.nRanks);

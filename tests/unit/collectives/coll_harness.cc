@@ -374,7 +374,7 @@ std::vector<int> sweepRoots(int nRanks) {
 }
 
 void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                      const std::vector<size_t>& bigCounts) {
+                      const std::vector<size_t>& bigCounts, bool everyRoot) {
   const std::vector<std::vector<uint64_t>> layouts = {
       {0, 0, 1, 1},             {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1},
       {0, 0, 1, 1, 2, 2, 3, 3}, {5, 9, 5, 9, 5, 9}, {0, 0, 0, 1, 1},    {0, 1, 2},
@@ -384,23 +384,28 @@ void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const st
   for (const std::vector<uint64_t>& hosts : layouts) {
     const int n = static_cast<int>(hosts.size());
     for (DataType type : kSweepTypes) {
+      // Rooted sweeps are the data-moving ones, where a type is only its size: 4 bytes and 1 (odd sizes) suffice.
+      if (everyRoot && type != DataType::Float32 && type != DataType::Int8) continue;
       std::vector<size_t> counts = sweepCounts(n, type, 256);
       if (type == DataType::Float32 || type == DataType::Int8) counts.insert(counts.end(), bigCounts.begin(), bigCounts.end());
       for (RedOpKind op : ops) {
         for (size_t count : counts) {
           for (bool inPlace : {false, true}) {
-            CollCase c;
-            c.coll = coll;
-            c.algorithm = algorithm;
-            c.nRanks = n;
-            c.count = count;
-            c.type = type;
-            c.op = op;
-            c.inPlace = inPlace;
-            c.hosts = hosts;
-            c.misalign = kMisalign[index++ % std::size(kMisalign)];
-            runCase(c);
-            if (::testing::Test::HasFailure()) return;
+            for (int root : everyRoot ? sweepRoots(n) : std::vector<int>{0}) {
+              CollCase c;
+              c.coll = coll;
+              c.algorithm = algorithm;
+              c.nRanks = n;
+              c.count = count;
+              c.type = type;
+              c.op = op;
+              c.inPlace = inPlace;
+              c.root = root;
+              c.hosts = hosts;
+              c.misalign = kMisalign[index++ % std::size(kMisalign)];
+              runCase(c);
+              if (::testing::Test::HasFailure()) return;
+            }
           }
         }
       }

@@ -56,7 +56,7 @@ inline constexpr RedOpKind kSweepOps[] = {RedOpKind::Sum, RedOpKind::Prod, RedOp
 // sweep counts plus `bigCounts` for Float32 and Int8 (enough for pipelined segments), in and out of place. Stops
 // at the first failing case.
 void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                      const std::vector<size_t>& bigCounts);
+                      const std::vector<size_t>& bigCounts, bool everyRoot = false);
 
 // The roots a rooted sweep covers for n ranks: 0, n - 1 and the middle, without repeats.
 std::vector<int> sweepRoots(int nRanks);

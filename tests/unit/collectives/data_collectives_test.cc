@@ -59,6 +59,12 @@ TEST(AllGatherHier, AssemblesEveryRanksBlockOnEveryHostLayout) {
   sweepHostLayouts(Collective::AllGather, Algorithm::Hier, {RedOpKind::Sum}, {3001});
 }
 
+// Every host layout above (uneven hosts, interleaved ranks, one rank per host) and roots at both ends and the
+// middle, with messages of many pieces.
+TEST(BroadcastHier, DeliversTheRootsDataOnEveryHostLayoutAndRoot) {
+  sweepHostLayouts(Collective::Broadcast, Algorithm::Hier, {RedOpKind::Sum}, {70001}, /*everyRoot=*/true);
+}
+
 TEST(AllGatherDirect, AssemblesEveryRanksBlockForEveryShape) { sweep(Collective::AllGather, Algorithm::Direct, noRoot); }
 
 TEST(BroadcastDirect, DeliversTheRootsDataForEveryShapeAndRoot) {
@@ -255,7 +261,7 @@ TEST(Collectives, EveryImplementedPairIsDispatched) {
       pairs += coll::hasAlgorithm(static_cast<Collective>(c), static_cast<Algorithm>(a)) ? 1 : 0;
     }
   }
-  EXPECT_EQ(pairs, 21);  // each has a sweep in this file or reducing_collectives_test.cc
+  EXPECT_EQ(pairs, 22);  // each has a sweep in this file or reducing_collectives_test.cc
 }
 
 }  // namespace

@@ -253,9 +253,25 @@ TEST(PlannerModel, ButterflyPartnersTwoHopsAwayShareTheRingsLinks) {
 
 TEST(PlannerModel, ParserKnowsTheNewAlgorithms) {
   EXPECT_TRUE(parseAlgoSpec("allreduce:biring,hier,rabenseifner;allgather:biring;reducescatter:biring").ok());
-  Result<PlannerOptions> r = parseAlgoSpec("broadcast:hier");
+  Result<PlannerOptions> r = parseAlgoSpec("alltoall:hier");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("Broadcast has no Hier algorithm"), std::string::npos);
+  EXPECT_NE(r.status().message().find("AlltoAll has no Hier algorithm"), std::string::npos);
+}
+
+TEST(PlannerModel, BroadcastBetweenHostsGoesHierarchicalAlsoOnUnevenHosts) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  EXPECT_EQ(choose(m, Collective::Broadcast, k64MiB), Algorithm::Hier);
+  EXPECT_EQ(choose(m, Collective::Broadcast, 1024), Algorithm::Hier);
+  EXPECT_GT(estimateUs(request(m, Collective::Broadcast, k64MiB), Algorithm::Hier), 0);
+  EXPECT_EQ(choose(m, Collective::Broadcast, k64MiB, parse("broadcast:chain")), Algorithm::Chain);
+  std::string xml = "<system version=\"1\">\n";
+  for (int h = 0; h < 2; ++h) xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);
+  for (int r = 0; r < 5; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r < 3 ? 0 : 1);
+  const Machine uneven = machine(xml + "</system>\n");
+  EXPECT_EQ(choose(uneven, Collective::Broadcast, k64MiB), Algorithm::Hier);
+  // One host: the measured shared-memory rules, untouched.
+  const Machine one = machine(star(1, 4, 1000));
+  EXPECT_NE(choose(one, Collective::Broadcast, k64MiB), Algorithm::Hier);
 }
 
 }  // namespace
