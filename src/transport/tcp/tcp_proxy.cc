@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/thread_affinity.h"
 
 namespace cfx::transport::tcp {
 
@@ -78,6 +79,7 @@ bool TcpProxy::anyUnsent() const {
 void TcpProxy::run() {
   pthread_setname_np(pthread_self(), index_ == 0 ? "cfx-tcp-proxy" : strprintf("cfx-tcp-proxy%d", index_).c_str());
   log::setThreadRank(rank_);
+  releaseHelperThreadAffinity("tcp proxy");
   std::array<epoll_event, kMaxEvents> events{};
   bool busy = true;
   for (;;) {

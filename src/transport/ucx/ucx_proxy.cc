@@ -14,6 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/thread_affinity.h"
 #include "transport/ucx/ucx_hello.h"
 
 namespace cfx::transport::ucx {
@@ -568,6 +569,7 @@ bool UcxProxy::anyInFlight() const {
 
 void UcxProxy::run() {
   pthread_setname_np(pthread_self(), "cfx-ucx-proxy");
+  releaseHelperThreadAffinity("ucx proxy");
   log::setThreadRank(rank_);
   int idle = 0;
   auto lastActive = Deadline::Clock::now();
