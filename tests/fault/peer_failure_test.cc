@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <ostream>
 #include <regex>
@@ -250,6 +251,34 @@ void PeerFailureTest::expectNoLeftovers(int nRanks) const {
   }
 }
 
+// This process's open file descriptors, each with what it names (socket:[inode], pipe:[...], a path).
+std::map<int, std::string> openFds() {
+  std::map<int, std::string> fds;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      char target[256] = {};
+      const std::string path = std::string("/proc/self/fd/") + e->d_name;
+      const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+      fds[std::atoi(e->d_name)] = n > 0 ? std::string(target, static_cast<size_t>(n)) : "?";
+    }
+    ::closedir(dir);
+  }
+  fds.erase(-1);
+  return fds;
+}
+
+// A survivor's aborted communicator leaves no descriptor behind: every socket (data, bootstrap, health), eventfd,
+// epoll and shared-memory fd it opened is closed. The directory handle openFds() itself used is not counted.
+void expectNoFdsLeft(const std::map<int, std::string>& before, int rank) {
+  const std::map<int, std::string> after = openFds();
+  std::string extra;
+  for (const auto& [fd, what] : after) {
+    if (!before.count(fd) && what.find("/proc/") == std::string::npos) extra += " " + std::to_string(fd) + " -> " + what + ";";
+  }
+  EXPECT_TRUE(extra.empty()) << "rank " << rank << " still holds descriptors its communicator opened:" << extra;
+}
+
 // ---- scenarios (1) to (3): a victim fails right before a 16 MiB all-reduce --------------------------------------
 
 // Runs the all-reduce on every survivor and checks: ncclRemoteError (from the call or ncclCommGetAsyncError) within
@@ -259,6 +288,7 @@ RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming 
   const double boundMs = fault == Fault::Stop ? kFaultTimeoutMs + kHungMarginMs : kDetectBoundMs;
   const RunResult result = runRanks(nRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
     registerRank(ctx);
+    const std::map<int, std::string> fdsBefore = openFds();
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
     expectAllReduceSum(comm, 1, nRanks);  // connections are up and healthy before the fault
@@ -286,6 +316,7 @@ RunResult PeerFailureTest::runFault(Fault fault, int nRanks, int victim, Naming 
     const int64_t abortStart = nowNs();
     EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
     ctx.report("abortMs", std::to_string(static_cast<int>(msBetween(abortStart, nowNs()))));
+    expectNoFdsLeft(fdsBefore, ctx.rank());
   });
   if (fault == Fault::Leave) {
     EXPECT_TRUE(result.ranks[victim].exited && result.ranks[victim].exitCode == 0) << result.ranks[victim].describe();
