@@ -217,6 +217,19 @@ ncclResult_t cfxStateHash(const cfxStateEntry* entries, int nEntries, unsigned l
  * majority's state. A master that restarts on the same id (cfxMasterStart with restartFrom) learns the epoch from
  * the members as they reconnect; the job goes on without rebuilding.
  *
+ * All or nothing: every collective on an epoch's communicator returns success on every member, or an error on
+ * every member (CFX_MEMBER_ALL_OR_NOTHING=0 turns this off). Before it returns, each member reports to the master
+ * how the collective ended locally, and the master decides for all: success once every member of the epoch
+ * succeeded, failure as soon as one failed, vanished before reporting, or stayed silent for
+ * CFX_MEMBER_ROUND_TIMEOUT_MS. A member that succeeded locally but is told the collective failed returns
+ * ncclRemoteError naming the member that failed, and an in-place collective gives its input back, so every
+ * survivor can call cfxMemberUpdate and retry the same step from the same bytes. The cost is one round trip to the
+ * master per collective (about 100 us over loopback). Collectives on these communicators take host buffers and
+ * no cfx host stream (ncclInvalidUsage otherwise), since the agreement must follow the data; point-to-point calls
+ * are not agreed on.
+ * A member that refuses a collective (a bad argument) revokes the communicator, and the next boundary forms a
+ * new one even when the members are the same.
+ *
  * Every frame between master and members is authenticated with the id's secret and numbered, so strangers,
  * replays and frames from other sessions are refused.
  * ------------------------------------------------------------------------------------------------------- */
