@@ -135,6 +135,11 @@ TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::stri
   return Admit::Accept;
 }
 
+bool TcpLink::streamEnded(int) {
+  std::lock_guard<std::mutex> lock(stripeMutex_);
+  return ++rxEnded_ >= nStreams_;
+}
+
 bool TcpLink::stripeArrived(uint64_t seq) {
   std::lock_guard<std::mutex> lock(stripeMutex_);
   const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
@@ -339,7 +344,7 @@ bool TcpStream::progressSend() {
 bool TcpStream::progressRecv() {
   SlotRing& ring = link_->recvRing();
   bool published = false;
-  while (canRead_ && !dead_) {
+  while (canRead_ && !dead_ && !rxEnded_) {
     uint8_t* dst = nullptr;
     size_t want = 0;
     if (rxHeaderGot_ < kStripeHeaderBytes) {
@@ -363,7 +368,13 @@ bool TcpStream::progressRecv() {
     if (want > 0) {
       const ssize_t n = ::recv(socket_.fd(), dst, want, MSG_DONTWAIT);
       if (n == 0) {
-        fail(rxHeaderGot_ == 0 ? "was closed by the peer" : "was closed by the peer in the middle of a frame");
+        if (rxHeaderGot_ != 0) {
+          fail("was closed by the peer in the middle of a frame");
+          break;
+        }
+        rxEnded_ = true;
+        canRead_ = false;
+        if (link_->streamEnded(index_)) fail("was closed by the peer");
         break;
       }
       if (n < 0) {

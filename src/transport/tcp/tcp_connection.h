@@ -138,6 +138,11 @@ class TcpLink {
   // The payload of an admitted stripe has fully arrived. Publishes every slot now complete, in order; true when
   // it published one.
   bool stripeArrived(uint64_t seq);
+  // Stream `stream` read an orderly end of stream between two stripes. True once every stream of the link has:
+  // nothing more can arrive, and the link is closed. Until then the other streams may still carry stripes the
+  // peer sent before it closed (a peer that posts its last message and tears down closes its idle streams
+  // first), so one stream's end is no failure.
+  bool streamEnded(int stream);
 
  private:
   // Per slot of the recv ring being filled: what its first stripe announced, and how many stripes are in.
@@ -163,6 +168,7 @@ class TcpLink {
   std::vector<uint64_t> rxNext_;  // by stream: one past the slot of the last stripe header it admitted
   std::vector<RxSlot> rxSlots_;   // by slot index modulo nSlots, for slots [recv head, recv tail + nSlots)
   uint64_t rxPublished_ = 0;      // the recv ring's head as last stored
+  int rxEnded_ = 0;               // streams that read an orderly end of stream
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;  // guards error_
   Status error_;
@@ -235,6 +241,7 @@ class TcpStream {
   std::shared_ptr<TcpLink> link_;
   const int index_;
   bool dead_ = false;
+  bool rxEnded_ = false;  // the peer closed this socket between two stripes (see TcpLink::streamEnded)
   bool canRead_ = true;
   bool canWrite_ = true;
   // Send side: the slot whose stripe is being written and how many bytes of its frame (header included) are
