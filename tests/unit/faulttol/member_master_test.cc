@@ -152,6 +152,15 @@ class RawClient {
       if (!n.ok()) return true;
     }
   }
+  // Says Hello (as hello()) and Ready as a joiner, and returns the master's answer: the Epoch that admits it.
+  Result<Message> join(std::span<const uint8_t> secret, uint8_t uuidFill) {
+    const crypto::Digest key = hello(secret, uuidFill);
+    Message ready;
+    ready.kind = Kind::Ready;
+    send(ready, 1, key);
+    CFX_TRY_ASSIGN(member::Frame f, frame());
+    return member::open(f, key, 1);
+  }
   // Reads the Challenge and answers with a Hello keyed from `secret`; returns the session key used.
   crypto::Digest hello(std::span<const uint8_t> secret, uint8_t uuidFill) {
     Result<member::Frame> f = frame();
@@ -211,13 +220,7 @@ TEST(MembershipMaster, DropsStrangersAndAdmitsAMemberThatSpeaksTheProtocol) {
   }
   {  // A joiner that speaks the protocol forms a group of one.
     RawClient c(at);
-    const crypto::Digest key = c.hello(secret, 3);
-    Message ready;
-    ready.kind = Kind::Ready;
-    c.send(ready, 1, key);
-    Result<member::Frame> f = c.frame();
-    ASSERT_TRUE(f.ok()) << f.status().message();
-    Result<Message> note = member::open(*f, key, 1);
+    Result<Message> note = c.join(secret, 3);
     ASSERT_TRUE(note.ok()) << note.status().message();
     ASSERT_EQ(note->kind, Kind::Epoch);
     EXPECT_EQ(note->note.epoch, 1u);
@@ -250,13 +253,7 @@ TEST(MembershipMaster, AFloodOfSilentConnectionsIsShedOldestFirstAndAMemberStill
   EXPECT_GT((*master)->snapshot().handshakes, 0);
   // A member that speaks the protocol is admitted while the flood still holds its connections.
   RawClient c(at);
-  const crypto::Digest key = c.hello(secret, 3);
-  Message ready;
-  ready.kind = Kind::Ready;
-  c.send(ready, 1, key);
-  Result<member::Frame> f = c.frame();
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  Result<Message> note = member::open(*f, key, 1);
+  Result<Message> note = c.join(secret, 3);
   ASSERT_TRUE(note.ok()) << note.status().message();
   EXPECT_EQ(note->kind, Kind::Epoch);
   EXPECT_EQ(note->note.nRanks, 1);
