@@ -155,17 +155,17 @@ Status Member::agree(const Status& local) {
     if (m.ok() && m->kind == Kind::Verdict && m->vote.epoch == epoch_ && m->vote.seq == seq) {
       verdictSeq_ = seq;
       verdictOk_ = m->vote.ok;
-      if (m->vote.ok) return local;
-      // Our own failure, or one that names no member (a vanished one, which our own error names better), stands.
-      if (!local.ok() && (m->vote.failedRank == rank_ || m->vote.failedRank < 0)) return local;
+      // A member's own failure stands as it is: it says best what happened here (the master blames whichever
+      // failure reached it first, which may be a consequence, such as another member's revoke, of the cause).
+      if (m->vote.ok || !local.ok()) return local;
       const std::string who = m->vote.failedRank >= 0 ? strprintf("member rank %d", m->vote.failedRank)
                                                       : std::string("a member that vanished or stayed silent");
       return Status::error(Errc::RemoteError,
                            strprintf("collective #%llu of membership epoch %llu failed on %s, so it fails on every "
                                      "member (all-or-nothing); in-place inputs are restored: call cfxMemberUpdate "
-                                     "and retry the step%s%s",
+                                     "and retry the step",
                                      static_cast<unsigned long long>(seq), static_cast<unsigned long long>(epoch_),
-                                     who.c_str(), local.ok() ? "" : ". Here: ", local.ok() ? "" : local.message().c_str()));
+                                     who.c_str()));
     }
     if (m.ok() && m->kind == Kind::Kicked) {
       sock_.close();
