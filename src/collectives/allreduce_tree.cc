@@ -106,13 +106,13 @@ prims::Task treeDown(const TreeNode& t, char* out, size_t bytes, prims::Prims& p
 }  // namespace
 
 int treeDepth(int nRanks) {
+  // T1 is T0 on relabelled ranks, so both have T0's depth; walking parents alone keeps this O(n log n), which the
+  // planner pays when it prices the tree.
   int depth = 0;
-  for (int which = 0; which < 2; ++which) {
-    for (int r = 0; r < nRanks; ++r) {
-      int d = 0;
-      for (int x = r; treeNode(nRanks, which, x).parent >= 0; x = treeNode(nRanks, which, x).parent) ++d;
-      depth = std::max(depth, d);
-    }
+  for (int p = 1; p < nRanks; ++p) {
+    int d = 0;
+    for (int x = p; x != 0; x = inOrderParent(nRanks, x)) ++d;
+    depth = std::max(depth, d);
   }
   return depth;
 }

@@ -3,6 +3,7 @@
 #include "core/membership.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "common/crypto.h"
 #include "common/log.h"
@@ -103,34 +104,43 @@ Result<Message> Member::receive(const Deadline& deadline, std::span<const uint8_
   }
 }
 
-Result<ft::member::EpochNote> Member::awaitBoundary(const Deadline& deadline) {
-  // Two tries: a master that restarted between two boundaries is reached again and told where we stand.
+Result<Message> Member::ask(const Message& request, const std::function<bool(const Message&)>& isAnswer,
+                            const char* waitingFor, const Deadline& deadline) {
+  // Two tries: a master that restarted meanwhile is reached again, told where we stand (the Hello), and asked again.
   Status last;
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!sock_.valid()) {
       if (Status st = connect(deadline); !st.ok()) return st;
     }
-    Message ready;
-    ready.kind = Kind::Ready;
-    ready.epoch = epoch_;
-    // A communicator that broke (a failed collective, a revoke) cannot carry the next epoch even if nobody left.
-    ready.rebuild = epoch_ != 0 && (comm_ == nullptr || !isLiveComm(comm_) || !comm_->checkUsable().ok());
-    Status st = send(ready, deadline);
+    Status st = send(request, deadline);
     Result<Message> m = st.ok() ? receive(deadline, key_) : Result<Message>(st);
-    if (m.ok() && m->kind == Kind::Epoch) return m->note;
+    if (m.ok() && isAnswer(*m)) return m;
     if (m.ok() && m->kind == Kind::Kicked) {
       sock_.close();
       return Status::error(Errc::RemoteError,
                            strprintf("the membership master removed this member (%s)", kickText(m->reason).c_str()));
     }
-    last = m.ok() ? Status::error(Errc::RemoteError, strprintf("membership master sent %s at an epoch boundary",
-                                                               ft::member::kindName(m->kind)))
+    last = m.ok() ? Status::error(Errc::RemoteError, strprintf("membership master sent %s %s",
+                                                               ft::member::kindName(m->kind), waitingFor))
                   : m.status();
     sock_.close();
     if (last.code() == Errc::Timeout) break;
-    CFX_INFO(log::Sys::Init, "member: lost the membership master (%s); reconnecting", last.message().c_str());
+    CFX_INFO(log::Sys::Init, "member: lost the membership master %s (%s); reconnecting", waitingFor,
+             last.message().c_str());
   }
-  return Status::error(last.code(), "cfxMemberUpdate: " + last.message());
+  return last;
+}
+
+Result<ft::member::EpochNote> Member::awaitBoundary(const Deadline& deadline) {
+  Message ready;
+  ready.kind = Kind::Ready;
+  ready.epoch = epoch_;
+  // A communicator that broke (a failed collective, a revoke) cannot carry the next epoch even if nobody left.
+  ready.rebuild = epoch_ != 0 && (comm_ == nullptr || !isLiveComm(comm_) || !comm_->checkUsable().ok());
+  Result<Message> m = ask(ready, [](const Message& a) { return a.kind == Kind::Epoch; }, "at an epoch boundary",
+                          deadline);
+  if (!m.ok()) return Status::error(m.status().code(), "cfxMemberUpdate: " + m.status().message());
+  return m->note;
 }
 
 Status Member::agree(const Status& local) {
@@ -141,53 +151,32 @@ Status Member::agree(const Status& local) {
   outcome.vote.epoch = epoch_;
   outcome.vote.seq = seq;
   outcome.vote.ok = local.ok();
-  // Two tries, as at a boundary: a restarted master hears the vote again, and the last verdict through the Hello.
-  Status last;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!sock_.valid()) {
-      if (Status st = connect(deadline); !st.ok()) {
-        last = st;
-        break;
-      }
-    }
-    Status st = send(outcome, deadline);
-    Result<Message> m = st.ok() ? receive(deadline, key_) : Result<Message>(st);
-    if (m.ok() && m->kind == Kind::Verdict && m->vote.epoch == epoch_ && m->vote.seq == seq) {
-      verdictSeq_ = seq;
-      verdictOk_ = m->vote.ok;
-      // A member's own failure stands as it is: it says best what happened here (the master blames whichever
-      // failure reached it first, which may be a consequence, such as another member's revoke, of the cause).
-      if (m->vote.ok || !local.ok()) return local;
-      const std::string who = m->vote.failedRank >= 0 ? strprintf("member rank %d", m->vote.failedRank)
-                                                      : std::string("a member that vanished or stayed silent");
-      return Status::error(Errc::RemoteError,
-                           strprintf("collective #%llu of membership epoch %llu failed on %s, so it fails on every "
-                                     "member (all-or-nothing); in-place inputs are restored: call cfxMemberUpdate "
-                                     "and retry the step",
-                                     static_cast<unsigned long long>(seq), static_cast<unsigned long long>(epoch_),
-                                     who.c_str()));
-    }
-    if (m.ok() && m->kind == Kind::Kicked) {
-      sock_.close();
-      last = Status::error(Errc::RemoteError,
-                           strprintf("the membership master removed this member (%s)", kickText(m->reason).c_str()));
-      break;
-    }
-    last = m.ok() ? Status::error(Errc::RemoteError, strprintf("membership master sent %s instead of a verdict",
-                                                               ft::member::kindName(m->kind)))
-                  : m.status();
-    sock_.close();
-    if (last.code() == Errc::Timeout) break;
-    CFX_INFO(log::Sys::Init, "member: lost the membership master awaiting a verdict (%s); reconnecting",
-             last.message().c_str());
+  Result<Message> m = ask(
+      outcome,
+      [&](const Message& a) { return a.kind == Kind::Verdict && a.vote.epoch == epoch_ && a.vote.seq == seq; },
+      "instead of a verdict", deadline);
+  if (!m.ok()) {
+    // Without a verdict this member cannot know how the others ended; it reports failure, and the next boundary
+    // (whose shared-state sync settles any difference) brings the members together again.
+    return Status::error(m.status().code() == Errc::Timeout ? Errc::Timeout : Errc::RemoteError,
+                         strprintf("no verdict for collective #%llu of membership epoch %llu (%s)%s%s",
+                                   static_cast<unsigned long long>(seq), static_cast<unsigned long long>(epoch_),
+                                   m.status().message().c_str(), local.ok() ? "" : "; here it failed with: ",
+                                   local.ok() ? "" : local.message().c_str()));
   }
-  // Without a verdict this member cannot know how the others ended; it reports failure, and the next boundary
-  // (whose shared-state sync settles any difference) brings the members together again.
-  return Status::error(last.code() == Errc::Timeout ? Errc::Timeout : Errc::RemoteError,
-                       strprintf("no verdict for collective #%llu of membership epoch %llu (%s)%s%s",
+  verdictSeq_ = seq;
+  verdictOk_ = m->vote.ok;
+  // A member's own failure stands as it is: it says best what happened here (the master blames whichever failure
+  // reached it first, which may be a consequence, such as another member's revoke, of the cause).
+  if (m->vote.ok || !local.ok()) return local;
+  const std::string who = m->vote.failedRank >= 0 ? strprintf("member rank %d", m->vote.failedRank)
+                                                  : std::string("a member that vanished or stayed silent");
+  return Status::error(Errc::RemoteError,
+                       strprintf("collective #%llu of membership epoch %llu failed on %s, so it fails on every member "
+                                 "(all-or-nothing); in-place inputs are restored: call cfxMemberUpdate and retry the "
+                                 "step",
                                  static_cast<unsigned long long>(seq), static_cast<unsigned long long>(epoch_),
-                                 last.message().c_str(), local.ok() ? "" : "; here it failed with: ",
-                                 local.ok() ? "" : local.message().c_str()));
+                                 who.c_str()));
 }
 
 Status Member::formComm(const ft::member::EpochNote& note, const Deadline& deadline) {

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -63,6 +64,12 @@ class Member {
   Status send(const ft::member::Message& m, const Deadline& deadline);
   // The next frame, keyed with `key` (the secret for the master's Challenge, then the session key) and numbered.
   Result<ft::member::Message> receive(const Deadline& deadline, std::span<const uint8_t> key);
+  // Sends `request` and returns the first frame `isAnswer` accepts. A lost connection (a restarted master) is
+  // reconnected once and the request repeated; Kicked, a timeout or a second loss is an error. `waitingFor` ends
+  // the messages ("at an epoch boundary").
+  Result<ft::member::Message> ask(const ft::member::Message& request,
+                                  const std::function<bool(const ft::member::Message&)>& isAnswer,
+                                  const char* waitingFor, const Deadline& deadline);
   Result<ft::member::EpochNote> awaitBoundary(const Deadline& deadline);
   // The communicator's OutcomeAgreement: `local` is how the launch ended here; returns how it ends everywhere.
   Status agree(const Status& local);
