@@ -15,6 +15,14 @@
 // Striping: a link has nStreams TcpStreams (sockets); tcp_stripe.h says how a slot is cut into stripes. Each
 // stream sends and receives its stripes in slot order, independently of the others, so a slow socket holds back
 // only the slots it carries a stripe of. The rings and the ends do not know how many sockets there are.
+//
+// Inline I/O: a small message through the proxy costs three cross-CPU wake-ups (owner -> proxy eventfd, peer
+// proxy's epoll, peer proxy -> peer owner's doorbell), 100+ us on a loaded 2-core machine against ~10 us for a
+// library that sends and polls its socket from the calling thread. So the owner may drive a stream itself when
+// nobody else does: post() of a small slot onto an idle link sends it from the owner's thread, and an owner that
+// finds its recv ring empty now and then reads the socket itself. Whoever holds a stream's mutex drives it; the
+// owner only ever try-locks (it falls back to waking the proxy), the proxy try-locks and looks again soon when
+// the owner has it. The proxy stays the path for everything else (large slots, full sockets, an owner asleep).
 #pragma once
 
 #include <atomic>
@@ -31,6 +39,8 @@
 #include "transport/transport.h"
 
 namespace cfx::transport::tcp {
+
+class TcpStream;
 
 // What a ring keeps next to each slot: its payload size and tag.
 struct SlotHeader {
@@ -104,6 +114,20 @@ class TcpLink {
 
   // Records the first failure; later ones are ignored. Any thread.
   void fail(Status error);
+
+  // ---- inline I/O (file comment) ----
+  // Set before the proxies start, cleared before they are destroyed (the streams are theirs).
+  void attachStream(TcpStream* stream);
+  void detachStreams();
+  // Owner thread: drives the link's streams from this thread where nobody else holds them. `read`: also read
+  // the sockets (at most one slot published per stream). False when a stream was busy or detached (the caller
+  // then relies on the proxy).
+  bool driveInline(bool read);
+  void setInline(bool on) { inline_ = on; }
+  bool inlineEnabled() const { return inline_; }
+  // Whether the last stripe header read was too long to read inline: then the owner leaves reading to the proxy.
+  void noteStripeLength(bool isLong) { longStripes_.store(isLong, std::memory_order_relaxed); }
+  bool longStripesComing() const { return longStripes_.load(std::memory_order_relaxed); }
   bool failed() const {
     // Acquire pairs with fail()'s release store: a reader that sees true also sees error_.
     return failed_.load(std::memory_order_acquire);
@@ -172,6 +196,10 @@ class TcpLink {
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;  // guards error_
   Status error_;
+  bool inline_ = false;
+  std::atomic<bool> longStripes_{false};  // a hint only: relaxed
+  std::mutex streamsMutex_;               // guards streams_ against detachStreams(); the owner only try-locks it
+  std::vector<TcpStream*> streams_;       // for inline I/O; owned by the proxies
 };
 
 // The owner's view of the send direction. Keeps the link (and so the rings) alive even if the TcpTransport is
@@ -204,31 +232,40 @@ class TcpRecvEnd final : public RecvEnd {
   std::shared_ptr<TcpLink> link_;
   uint64_t next_ = 0;           // the slot tryPeek() returns; equals the ring's tail
   uint64_t publishedSeen_ = 0;  // the ring's head as last loaded
+  uint32_t emptyPeeks_ = 0;     // tryPeek()s that found nothing, to space out inline reads
 };
 
-// One socket of a link (stream `index` of link().nStreams()), driven only by the proxy thread. Non-blocking and
-// edge-triggered: canRead_/canWrite_ remember readiness until a call returns EAGAIN.
+// One socket of a link (stream `index` of link().nStreams()), driven by its proxy thread and, inline, by the
+// owner (file comment); io_ says who. Non-blocking and edge-triggered: canRead_/canWrite_ remember readiness
+// until a call returns EAGAIN; epoll's reports wait in pendingEvents_ until the next holder of io_ takes them.
 class TcpStream {
  public:
   TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index);
-  int fd() const { return socket_.fd(); }
+  int fd() const { return fd_; }
   TcpLink& link() { return *link_; }
   // Failed: the link carries the error. The proxy then removes the socket from epoll and closes it.
-  bool dead() const { return dead_; }
-  bool open() const { return socket_.valid(); }
-  // Records what epoll reported for this socket.
-  void onEvents(uint32_t events);
-  // Moves as many frames as the socket and the rings allow, without blocking. True when it freed or published
-  // a slot. On failure it marks the link failed and dead() becomes true.
-  bool progress();
+  bool dead() const { return dead_.load(std::memory_order_acquire); }
+  // Proxy thread only.
+  bool open() const { return open_; }
+  // Proxy thread: records what epoll reported for this socket.
+  void onEvents(uint32_t events) { pendingEvents_.fetch_or(events, std::memory_order_relaxed); }
+  // Proxy thread: moves as many frames as the socket and the rings allow, without blocking. True when it freed
+  // or published a slot. On failure it marks the link failed and dead() becomes true. *busy is set when the
+  // owner was driving the stream (the proxy must look again soon: it may have taken the owner's wake-up).
+  bool progress(bool* busy);
+  // Owner thread (TcpLink::driveInline): sends what is posted and, with `read`, receives until one slot is
+  // published, the socket is empty or a long stripe comes (left to the proxy). False when the stream was busy.
+  bool tryDriveInline(bool read);
   // Posted slots not yet completely handed to the kernel (used to flush before closing).
-  bool hasUnsentSlots() const;
-  // Closes the socket after a failure, once the proxy has removed it from epoll.
-  void close() { socket_.close(); }
+  bool hasUnsentSlots();
+  // Proxy thread: closes the socket after a failure, once it has removed it from epoll.
+  void close();
 
  private:
+  // Callers hold io_.
+  void takeEvents();
   bool progressSend();
-  bool progressRecv();
+  bool progressRecv(bool inlineRead);
   // Marks the link failed with a RemoteError naming the peer, and stops using the socket.
   void fail(const std::string& what);
   // This stream's stripe of slot s: its length (0 when the slot has no stripe here) and offset.
@@ -238,9 +275,13 @@ class TcpStream {
   bool skipForeignSlots(uint64_t posted);
 
   net::Socket socket_;
+  const int fd_;
+  bool open_ = true;  // proxy thread's view; socket_ itself is closed under io_
   std::shared_ptr<TcpLink> link_;
   const int index_;
-  bool dead_ = false;
+  std::mutex io_;  // held by whoever drives the socket; guards everything below but the atomics
+  std::atomic<uint32_t> pendingEvents_{0};
+  std::atomic<bool> dead_{false};
   bool rxEnded_ = false;  // the peer closed this socket between two stripes (see TcpLink::streamEnded)
   bool canRead_ = true;
   bool canWrite_ = true;

@@ -102,9 +102,10 @@ void TcpProxy::run() {
     // Every stream, not only the reported ones: a wake says some ring moved, not which. The loop is a few
     // loads per idle stream; a per-link dirty list can replace it if rank counts make that matter.
     bool progressed = false;
+    bool contended = false;  // an owner was driving a stream inline: look again without sleeping
     for (auto& stream : streams_) {
       if (!stream->open()) continue;  // closed after an earlier failure
-      if (!stream->dead()) progressed |= stream->progress();
+      if (!stream->dead()) progressed |= stream->progress(&contended);
       if (stream->dead()) {  // failed just now, here or in onEvents(): the owner must hear of it
         (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, stream->fd(), nullptr);
         stream->close();
@@ -112,7 +113,7 @@ void TcpProxy::run() {
       }
     }
     if (progressed) doorbell_.ring();
-    busy = progressed;
+    busy = progressed || contended;
     // Acquire pairs with stop()'s release store.
     if (stopping_.load(std::memory_order_acquire) && (Deadline::Clock::now() >= lingerUntil_ || !anyUnsent())) break;
   }

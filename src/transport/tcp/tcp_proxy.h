@@ -5,7 +5,8 @@
 //
 // It never spins: it sleeps in epoll_wait until a socket is ready or an owner wakes it through the ProxyWaker
 // (post() and release() do), with a 100 ms timeout as a safety net. After a round that freed or published a
-// slot, or found a connection broken, it rings the owning rank's doorbell once.
+// slot, or found a connection broken, it rings the owning rank's doorbell once. A stream its owner is driving
+// inline (tcp_connection.h) is looked at again in the next round, without sleeping.
 #pragma once
 
 #include <atomic>

@@ -74,6 +74,10 @@ CFX_PARAM(int64_t, fifoMaxParam, "CFX_TCP_FIFO_MAX_BYTES", int64_t{64} << 20,
           "keeping each FIFO within this many bytes (reserved per direction, channel and peer; touched only as "
           "used). 0: slots keep CFX_TCP_SLOT_BYTES.",
           param::inRange<int64_t>(0, int64_t{16} << 30));
+CFX_PARAM(bool, inlineParam, "CFX_TCP_INLINE", true,
+          "Inline I/O: the rank's own thread sends a small message (up to 64 KiB) on an idle TCP link and now and "
+          "then reads its sockets while it waits, instead of leaving every byte to the proxy thread; saves two of "
+          "the three thread wake-ups a small message costs. 0: only the proxy thread touches the sockets.");
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
           "How long setting up the TCP data connections may take (connect retries and authentication) before it "
@@ -198,6 +202,7 @@ TcpOptions TcpOptions::fromParams() {
   options.connectTimeout = connectTimeoutParam.get();
   options.socketBufferBytes = sockBufParam.get();
   options.closeLinger = lingerParam.get();
+  options.inlineIo = inlineParam.get();
   const int threads = socketThreadsParam.get();
   const int socksPerThread = socksPerThreadParam.get();
   const int nSocks = nSocksParam.get();
@@ -305,8 +310,10 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
           geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
       transport->links_.push_back(link);
     }
-    streams[static_cast<size_t>(s.stream % nThreads)].push_back(
-        std::make_unique<TcpStream>(std::move(s.socket), link, s.stream));
+    auto stream = std::make_unique<TcpStream>(std::move(s.socket), link, s.stream);
+    link->attachStream(stream.get());
+    link->setInline(options.inlineIo);
+    streams[static_cast<size_t>(s.stream % nThreads)].push_back(std::move(stream));
   }
   for (int t = 0; t < nThreads; ++t) {
     CFX_TRY_ASSIGN(std::unique_ptr<TcpProxy> proxy,
@@ -332,6 +339,9 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
 }
 
 TcpTransport::~TcpTransport() {
+  // The proxies own the streams and destroy them below; owners still holding ends fall back to the proxies'
+  // (soon failed) rings.
+  for (auto& link : links_) link->detachStreams();
   // Relaxed: see aborted_.
   const auto linger = aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_;
   for (auto& proxy : proxies_) proxy->requestStop(linger);

@@ -56,6 +56,8 @@ struct TcpOptions {
   // bigger slots (tcp_stripe.h: pathSlotBytes()); 0 keeps geometry.slotBytes (what tests constructing options
   // directly get). CFX_TCP_FIFO_MAX_BYTES.
   uint64_t pathFifoCapBytes = 0;
+  // Inline I/O (tcp_connection.h): owners drive idle sockets themselves. Off: only the proxies do.
+  bool inlineIo = true;
   // How long the destructor keeps flushing frames already posted to live peers.
   std::chrono::milliseconds closeLinger{1000};
   // The interface to listen on: the bootstrap's localAddress() with port 0. AF_UNSPEC means exactly that.
