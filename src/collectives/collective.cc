@@ -39,6 +39,7 @@ constexpr Entry kTable[] = {
     {Collective::Broadcast, Algorithm::Direct, &broadcastDirect},
     {Collective::AllReduce, Algorithm::Tree, &allReduceTree},
     {Collective::Broadcast, Algorithm::Hier, &broadcastHier},
+    {Collective::ReduceScatter, Algorithm::Hier, &reduceScatterHier},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {

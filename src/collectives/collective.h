@@ -60,7 +60,7 @@ enum class Algorithm : uint8_t {
   Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
   BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
   Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather,
-              // Broadcast)
+              // ReduceScatter, Broadcast)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
   Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
 };
@@ -120,6 +120,7 @@ Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 
@@ -130,7 +131,8 @@ Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes);
 // The owner's side of a direct reduction: out = own (+) what ranks r + 1, r + 2, ..., r - 1 send it, in that fixed
 // order, post-op on the last peer (recvReduceCopy, then recvCombineCopy). `op` must outlive the Task.
 Task reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims);
-// How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it).
+// How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it). The
+// all-gather and reduce-scatter pass the bytes one rank moves across hosts (H blocks) and localRanks 1.
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
 
 // Contiguous split of `count` elements into n nearly equal parts: part i is [begin(i), begin(i+1)).

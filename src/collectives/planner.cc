@@ -368,8 +368,9 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
         const double hostHop = step(f.host) + transferUs(f.host, piece);
         return (hosts - 1) * crossHop + (local - 1) * hostHop + (pieces - 1) * std::max(crossHop, hostHop);
       }
-      if (req.coll == Collective::AllGather) {
-        // Cross: a ring of H over each rank's block; host: H rings of L, one per source host (allgather_hier.cc).
+      if (req.coll == Collective::AllGather || req.coll == Collective::ReduceScatter) {
+        // Cross: a ring of H over each rank's block; host: H rings of L, one per source (all-gather) or destination
+        // (reduce-scatter) host (allgather_hier.cc, reducescatter_hier.cc: the same steps, run the other way).
         const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
         const double k = static_cast<double>(
             std::min(hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));

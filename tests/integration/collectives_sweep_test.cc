@@ -363,7 +363,8 @@ enum class Variant {
   Ring,        // NCCL_ALGO=allreduce:ring: ring all-reduce also for the small counts recdouble usually takes
   RecDouble,   // NCCL_ALGO=allreduce:recdouble,ring: recursive doubling where exchange usually takes small counts
   BiRing,      // NCCL_ALGO=...:biring: both ring directions at once, for all-reduce, all-gather and reduce-scatter
-  Hier,        // NCCL_ALGO=allreduce:hier;allgather:hier, ranks on 2-rank "hosts" (NCCL_HOSTID): shm within, tcp between
+  Hier,        // NCCL_ALGO=...:hier (all-reduce, all-gather, reduce-scatter), ranks on 2-rank "hosts" (NCCL_HOSTID):
+               // shm within, tcp between
   Hosts,       // ranks on 2-rank "hosts", the planner's own choices (hierarchical for the larger all-reduces)
   Rabenseifner,  // NCCL_ALGO=allreduce:rabenseifner: recursive halving and doubling, with folding off 2^k
   Tree,          // NCCL_ALGO=Tree: the double binary tree, as NCCL users spell it
@@ -429,9 +430,12 @@ std::vector<SweepParam> sweepParams() {
   }
   for (int n : {4, 6, 8}) out.push_back({Coll::AllReduce, n, Variant::Hier, n == 4});
   for (int n : {4, 6}) out.push_back({Coll::AllGather, n, Variant::Hier, n == 4});
+  for (int n : {4, 6}) out.push_back({Coll::ReduceScatter, n, Variant::Hier, false});
   for (int n : {2, 3, 6, 8}) out.push_back({Coll::AllReduce, n, Variant::Rabenseifner, n == 6});
   for (int n : {5, 8}) out.push_back({Coll::AllReduce, n, Variant::Tree, n == 5});
-  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast}) out.push_back({c, 4, Variant::Hosts, c == Coll::AllReduce});
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast}) {
+    out.push_back({c, 4, Variant::Hosts, c == Coll::AllReduce});
+  }
   if (ipv6LoopbackAvailable()) {
     out.push_back({Coll::AllReduce, 3, Variant::Tcp6, true});
     out.push_back({Coll::AlltoAll, 2, Variant::Tcp6, false});
@@ -461,7 +465,7 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
     case Variant::Ring: env.emplace_back("NCCL_ALGO", "allreduce:ring"); break;
     case Variant::RecDouble: env.emplace_back("NCCL_ALGO", "allreduce:recdouble,ring"); break;
     case Variant::BiRing: env.emplace_back("NCCL_ALGO", "allreduce:biring;allgather:biring;reducescatter:biring"); break;
-    case Variant::Hier: env.emplace_back("NCCL_ALGO", "allreduce:hier;allgather:hier"); break;
+    case Variant::Hier: env.emplace_back("NCCL_ALGO", "allreduce:hier;allgather:hier;reducescatter:hier"); break;
     case Variant::Hosts: break;
     case Variant::Rabenseifner: env.emplace_back("NCCL_ALGO", "allreduce:rabenseifner"); break;
     case Variant::Tree: env.emplace_back("NCCL_ALGO", "Tree"); break;

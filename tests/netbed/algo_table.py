@@ -45,7 +45,7 @@ SHAPES = {
 COLLS = {
     "all_reduce": ("allreduce", ["exchange", "recdouble", "ring", "biring", "hier", "rabenseifner"]),
     "all_gather": ("allgather", ["ring", "biring", "hier"]),
-    "reduce_scatter": ("reducescatter", ["ring", "biring"]),
+    "reduce_scatter": ("reducescatter", ["ring", "biring", "hier"]),
 }
 ROW = re.compile(r"^\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s")
 PICK = re.compile(r"\w+ (\d+) B on \d+ ranks: (\w+)")

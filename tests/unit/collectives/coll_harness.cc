@@ -374,7 +374,7 @@ std::vector<int> sweepRoots(int nRanks) {
 }
 
 void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                      const std::vector<size_t>& bigCounts, bool everyRoot) {
+                      const std::vector<size_t>& bigCounts, bool everyRoot, const std::vector<DataType>& types) {
   const std::vector<std::vector<uint64_t>> layouts = {
       {0, 0, 1, 1},             {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1},
       {0, 0, 1, 1, 2, 2, 3, 3}, {5, 9, 5, 9, 5, 9}, {0, 0, 0, 1, 1},    {0, 1, 2},
@@ -386,6 +386,7 @@ void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const st
     for (DataType type : kSweepTypes) {
       // Rooted sweeps are the data-moving ones, where a type is only its size: 4 bytes and 1 (odd sizes) suffice.
       if (everyRoot && type != DataType::Float32 && type != DataType::Int8) continue;
+      if (!types.empty() && std::find(types.begin(), types.end(), type) == types.end()) continue;
       std::vector<size_t> counts = sweepCounts(n, type, 256);
       if (type == DataType::Float32 || type == DataType::Int8) counts.insert(counts.end(), bigCounts.begin(), bigCounts.end());
       for (RedOpKind op : ops) {

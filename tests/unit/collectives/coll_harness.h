@@ -54,9 +54,10 @@ inline constexpr RedOpKind kSweepOps[] = {RedOpKind::Sum, RedOpKind::Prod, RedOp
 // Runs `algorithm` on host layouts of several shapes (2x2, 2x3, 3x2, 2x4, 4x2, hosts interleaved in rank order,
 // uneven hosts, one rank per host) for every sweep type, the given ops (none for data collectives: {Sum}), the
 // sweep counts plus `bigCounts` for Float32 and Int8 (enough for pipelined segments), in and out of place. Stops
-// at the first failing case.
+// at the first failing case. `types`, where not empty, narrows the sweep types to those listed.
 void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                      const std::vector<size_t>& bigCounts, bool everyRoot = false);
+                      const std::vector<size_t>& bigCounts, bool everyRoot = false,
+                      const std::vector<DataType>& types = {});
 
 // The roots a rooted sweep covers for n ranks: 0, n - 1 and the middle, without repeats.
 std::vector<int> sweepRoots(int nRanks);

@@ -41,6 +41,16 @@ std::string star(int hosts, int perHost, int mbps) {
   return xml + "</system>\n";
 }
 
+// 3 ranks on one host and 2 on another, each host with one 1 Gbit/s NIC.
+std::string unevenHosts() {
+  std::string xml = "<system version=\"1\">\n";
+  for (int h = 0; h < 2; ++h) {
+    xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);
+  }
+  for (int r = 0; r < 5; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r < 3 ? 0 : 1);
+  return xml + "</system>\n";
+}
+
 PlanRequest request(const Machine& m, Collective coll, size_t bytes) {
   return PlanRequest{coll, bytes, m.layout.nRanks(), kSlice, &m.fabric};
 }
@@ -79,6 +89,32 @@ TEST(PlannerModel, TwoHostsOfFourRanksGatherHierarchically) {
   const double hier = estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Hier);
   EXPECT_GT(ring / hier, 1.6);
   EXPECT_LE(ring / hier, 1.75);
+}
+
+TEST(PlannerModel, TwoHostsOfFourRanksReduceScatterHierarchically) {
+  const Machine m = machine(topo::testing::twoHostsFourRanks());
+  EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB), Algorithm::Hier);
+  // As the all-gather run backwards: the flat ring carries n - 1 = 7 blocks over each host link, Hier L (H - 1) = 4.
+  const double ring = estimateUs(request(m, Collective::ReduceScatter, k64MiB), Algorithm::Ring);
+  const double hier = estimateUs(request(m, Collective::ReduceScatter, k64MiB), Algorithm::Hier);
+  EXPECT_GT(ring / hier, 1.6);
+  EXPECT_LE(ring / hier, 1.75);
+  EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB, parse("reducescatter:ring")), Algorithm::Ring);
+  EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB, parse("^hier")), Algorithm::Ring);
+  const PlanRequest req = request(m, Collective::ReduceScatter, k64MiB);
+  const std::string line = describePlan(req, choosePlan(req, {}), {});
+  EXPECT_NE(line.find("ReduceScatter 67108864 B on 8 ranks: Hier"), std::string::npos) << line;
+}
+
+TEST(PlannerModel, ReduceScatterStaysFlatOnOneHostAndOnUnevenHosts) {
+  const Machine one = machine(star(1, 4, 1000));
+  EXPECT_EQ(estimateUs(request(one, Collective::ReduceScatter, k64MiB), Algorithm::Hier), -1);
+  EXPECT_EQ(choose(one, Collective::ReduceScatter, k64MiB), Algorithm::Ring);
+  // Forced where it does not apply, it falls back to the default.
+  EXPECT_EQ(choose(one, Collective::ReduceScatter, k64MiB, parse("reducescatter:hier")), Algorithm::Ring);
+  const Machine uneven = machine(unevenHosts());
+  EXPECT_EQ(estimateUs(request(uneven, Collective::ReduceScatter, k64MiB), Algorithm::Hier), -1);
+  EXPECT_NE(choose(uneven, Collective::ReduceScatter, k64MiB), Algorithm::Hier);
 }
 
 TEST(PlannerModel, SmallAllReduceStaysWithTheLatencyAlgorithmsOnOneHost) {
@@ -180,10 +216,7 @@ TEST(PlannerModel, OneHostWithDirectMessagesTakesTheDirectAlgorithms) {
 }
 
 TEST(PlannerModel, UnevenHostsNeverGoHierarchical) {
-  std::string xml = "<system version=\"1\">\n";
-  for (int h = 0; h < 2; ++h) xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);
-  for (int r = 0; r < 5; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r < 3 ? 0 : 1);
-  const Machine m = machine(xml + "</system>\n");
+  const Machine m = machine(unevenHosts());
   EXPECT_FALSE(m.fabric.hier);
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Ring);
 }
@@ -253,6 +286,7 @@ TEST(PlannerModel, ButterflyPartnersTwoHopsAwayShareTheRingsLinks) {
 
 TEST(PlannerModel, ParserKnowsTheNewAlgorithms) {
   EXPECT_TRUE(parseAlgoSpec("allreduce:biring,hier,rabenseifner;allgather:biring;reducescatter:biring").ok());
+  EXPECT_TRUE(parseAlgoSpec("reducescatter:hier").ok());
   Result<PlannerOptions> r = parseAlgoSpec("alltoall:hier");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("AlltoAll has no Hier algorithm"), std::string::npos);
@@ -264,10 +298,7 @@ TEST(PlannerModel, BroadcastBetweenHostsGoesHierarchicalAlsoOnUnevenHosts) {
   EXPECT_EQ(choose(m, Collective::Broadcast, 1024), Algorithm::Hier);
   EXPECT_GT(estimateUs(request(m, Collective::Broadcast, k64MiB), Algorithm::Hier), 0);
   EXPECT_EQ(choose(m, Collective::Broadcast, k64MiB, parse("broadcast:chain")), Algorithm::Chain);
-  std::string xml = "<system version=\"1\">\n";
-  for (int h = 0; h < 2; ++h) xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);
-  for (int r = 0; r < 5; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r < 3 ? 0 : 1);
-  const Machine uneven = machine(xml + "</system>\n");
+  const Machine uneven = machine(unevenHosts());
   EXPECT_EQ(choose(uneven, Collective::Broadcast, k64MiB), Algorithm::Hier);
   // One host: the measured shared-memory rules, untouched.
   const Machine one = machine(star(1, 4, 1000));

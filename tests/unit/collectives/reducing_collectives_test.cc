@@ -118,6 +118,57 @@ TEST(AllReduceHier, MatchesClosedFormOnEveryHostLayout) {
   sweepHostLayouts(Collective::AllReduce, Algorithm::Hier, {std::begin(kSweepOps), std::end(kSweepOps)}, big);
 }
 
+// Hier over the same host layouts: the interleaved one ({5, 9, 5, 9, 5, 9}) checks that blocks are found by global
+// rank; uneven hosts and one rank per host run the flat ring. The sweep counts already reach 1 to 8 pipelined
+// segments (8 slices per rank and segment); 3001 adds segments of several slices per block. Min is left out as in
+// the sweeps above. The sanitizer runs (CFX_TEST_QUICK; 17 s under TSan with every type) keep the sweep counts, one
+// op per lowering (plain, post-divide for Int8's average, pre-multiply) and one type per element size that matters
+// (4 bytes, and 1 for odd offsets); the plain op is Max: the harness's sum inputs repeat every 3 elements, so they
+// would not see a block taken from the wrong rank.
+TEST(ReduceScatterHier, MatchesClosedFormOnEveryHostLayout) {
+  using enum RedOpKind;
+  if (std::getenv("CFX_TEST_QUICK")) {
+    sweepHostLayouts(Collective::ReduceScatter, Algorithm::Hier, {Max, Avg, PreMulSum}, {}, /*everyRoot=*/false,
+                     {DataType::Float32, DataType::Int8});
+  } else {
+    sweepHostLayouts(Collective::ReduceScatter, Algorithm::Hier, {Sum, Prod, Max, Avg, PreMulSum}, {3001});
+  }
+}
+
+// The same configuration gives the same bits from run to run where rounding makes the order matter: the interleaved
+// 2 x 3 layout, 3 pipelined segments, inputs with many significant bits.
+TEST(ReduceScatterHier, FloatAverageIsReproducibleAcrossRuns) {
+  const coll::Layout layout = coll::Layout::fromHostIds({5, 9, 5, 9, 5, 9});
+  const int n = layout.nRanks();
+  const size_t count = 1000;
+  std::vector<std::vector<float>> first;
+  for (int run = 0; run < 3; ++run) {
+    LoopbackWorld world(n, {256, 2});
+    std::vector<std::vector<float>> in(n), out(n, std::vector<float>(count));
+    std::vector<coll::CollArgs> args(n);
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < n * count; ++i) in[r].push_back(0.1f * static_cast<float>(r + 1) + 1e-3f * i);
+      args[r].coll = Collective::ReduceScatter;
+      args[r].sendbuff = in[r].data();
+      args[r].recvbuff = out[r].data();
+      args[r].count = count;
+      args[r].op = ReduceOp::builtin(DataType::Float32, RedOpKind::Avg, n);
+    }
+    const coll::Plan plan{Algorithm::Hier, &layout};
+    for (const Status& s :
+         world.runRanks([&](int r, prims::Prims& prims) { return coll::runCollective(args[r], plan, prims); })) {
+      ASSERT_TRUE(s.ok()) << s.message();
+    }
+    for (int r = 0; r < n; ++r) {
+      for (size_t j = 0; j < count; j += 97) {  // the average of 0.1 (q + 1) + 1e-3 i over ranks q, i = r count + j
+        EXPECT_NEAR(out[r][j], 0.35f + 1e-3f * static_cast<float>(r * count + j), 1e-4f) << "rank " << r << " " << j;
+      }
+    }
+    if (run == 0) first = out;
+    EXPECT_EQ(out, first) << "run " << run;
+  }
+}
+
 TEST(AllReduceRing, LargeMessageThroughTwoSlotFifos) {
   for (int n : {3, 8}) {
     CollCase c;
