@@ -14,7 +14,8 @@
 //
 // Each element is reduced in the same order on the same rank, and every other rank receives those bytes,
 // so all ranks hold bit-identical results. Traffic per rank: 2 (n - 1) / n * bytes; latency 2 (n - 1) hops
-// per loop, which is why the planner prefers recursive doubling for small messages.
+// per loop, which is why the planner prefers recursive doubling for small messages. A loop is n chunks of
+// Prims::ringChunkSlices() slices (1 except on long fat paths), the same on every rank.
 #include "collectives/ring.h"
 
 namespace cfx::coll {
@@ -32,8 +33,10 @@ Task ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataT
   const int prev = ring.prev();
   // A chunk of one slice: the opening sendPre must leave a free slot in the neighbour's FIFO (FIFOs are
   // only promised two), or every rank's first receive-and-send waits for an outgoing slot that never frees.
-  // Larger buffers take several loops.
-  const size_t chunkElems = std::max<size_t>(1, prims.sliceBytes() / elt);
+  // Larger buffers take several loops, each paying the ring's round trip once; on a long fat path, where every
+  // FIFO is deeper, a chunk spans ringChunkSlices() slices, one less than the shallowest FIFO.
+  const size_t chunkElems =
+      std::max<size_t>(1, prims.sliceBytes() * static_cast<size_t>(prims.ringChunkSlices()) / elt);
   const size_t loopElems = chunkElems * static_cast<size_t>(n);
   for (size_t base = 0; base < count; base += loopElems) {
     const EvenSplit split{std::min(loopElems, count - base), n};

@@ -126,7 +126,11 @@ class Communicator {
   Status drain();
 
   // Verbs on a channel for this rank.
-  prims::Prims prims(int channel) { return prims::Prims(endpoints_, channel, rank_, nRanks_, sliceBytes_); }
+  prims::Prims prims(int channel) {
+    prims::Prims p(endpoints_, channel, rank_, nRanks_, sliceBytes_);
+    p.setRingChunkSlices(ringChunkSlices_);
+    return p;
+  }
   size_t sliceBytes() const { return sliceBytes_; }
   // Which ranks share a host, and the planner's prices for this communicator (null: plan without prices).
   const coll::Layout& layout() const { return layout_; }
@@ -200,6 +204,7 @@ class Communicator {
   // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.
   std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
+  int ringChunkSlices_ = 1;  // prims::Prims::ringChunkSlices(); agreed at init like sliceBytes_
   coll::Layout layout_;
   std::optional<coll::Fabric> fabric_;
   int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)

@@ -131,6 +131,12 @@ class Prims {
   int rank() const { return rank_; }
   int nRanks() const { return nRanks_; }
   size_t sliceBytes() const { return sliceBytes_; }
+  // How many slices a ring chunk may span, the same on every rank of the communicator: 1, or on a long fat path
+  // (every FIFO a network one with slots grown to the round trip) one less than the smallest FIFO, so that a ring
+  // loop's round trip is paid once per several slices. A ring's opening send of one chunk then still fits in
+  // the neighbour's FIFO, which is all its deadlock argument needs.
+  void setRingChunkSlices(int slices) { ringChunkSlices_ = slices; }
+  int ringChunkSlices() const { return ringChunkSlices_; }
   // Every message sent or received from now on is stamped with this operation number.
   void setOpSeq(uint32_t seq) { opSeq_ = seq; }
   uint32_t opSeq() const { return opSeq_; }
@@ -170,6 +176,7 @@ class Prims {
   int rank_;
   int nRanks_;
   size_t sliceBytes_;
+  int ringChunkSlices_ = 1;
   uint32_t opSeq_ = 0;
   size_t opBytes_ = 0;
 };

@@ -368,6 +368,8 @@ enum class Variant {
   Hosts,       // ranks on 2-rank "hosts", the planner's own choices (hierarchical for the larger all-reduces)
   Rabenseifner,  // NCCL_ALGO=allreduce:rabenseifner: recursive halving and doubling, with folding off 2^k
   Tree,          // NCCL_ALGO=Tree: the double binary tree, as NCCL users spell it
+  LongFat,       // tcp as if the path were a long fat one (a 10 Tbit/s plan over loopback's round trip): slots grow
+                 // to 2 x 128 KiB in FIFOs of 4, and ring all-reduce chunks span 3 slices (communicator.cc)
 };
 
 const char* variantName(Variant v) {
@@ -385,6 +387,7 @@ const char* variantName(Variant v) {
     case Variant::Hosts: return "hosts";
     case Variant::Rabenseifner: return "rabenseifner";
     case Variant::Tree: return "tree";
+    case Variant::LongFat: return "longfat";
   }
   return "?";
 }
@@ -433,6 +436,7 @@ std::vector<SweepParam> sweepParams() {
   for (int n : {4, 6}) out.push_back({Coll::ReduceScatter, n, Variant::Hier, false});
   for (int n : {2, 3, 6, 8}) out.push_back({Coll::AllReduce, n, Variant::Rabenseifner, n == 6});
   for (int n : {5, 8}) out.push_back({Coll::AllReduce, n, Variant::Tree, n == 5});
+  for (int n : {2, 3}) out.push_back({Coll::AllReduce, n, Variant::LongFat, n == 3});
   for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast}) {
     out.push_back({c, 4, Variant::Hosts, c == Coll::AllReduce});
   }
@@ -469,6 +473,15 @@ std::vector<std::pair<std::string, std::string>> variantEnv(Variant v) {
     case Variant::Hosts: break;
     case Variant::Rabenseifner: env.emplace_back("NCCL_ALGO", "allreduce:rabenseifner"); break;
     case Variant::Tree: env.emplace_back("NCCL_ALGO", "Tree"); break;
+    case Variant::LongFat:
+      env.emplace_back("NCCL_SHM_DISABLE", "1");
+      env.emplace_back("NCCL_ALGO", "allreduce:ring");
+      env.emplace_back("CFX_TCP_SLOT_BYTES", std::to_string(kSlotBytes));
+      env.emplace_back("CFX_TCP_SLOTS", "4");
+      env.emplace_back("CFX_TCP_NSOCKS", "1");
+      env.emplace_back("CFX_TCP_AUTOTUNE_MBITS", "10000000");
+      env.emplace_back("CFX_TCP_FIFO_MAX_BYTES", std::to_string(8 * kSlotBytes));
+      break;
   }
   return env;
 }

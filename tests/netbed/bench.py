@@ -16,7 +16,8 @@ out of the link Conflux gets (1.0 = all of it).
 
 Links (--links, comma list): veth (unshaped point-to-point veth), relay (unshaped, through cfx_delay_relay at
 0.1 ms RTT: the relay's own ceiling), 1gbit, 100mbit (tbf on both veth ends), 1gbit_rtt50 (tbf on the TUNs and
-50 ms RTT through the relay; hosts' TCP buffers may grow to 32 MiB, see netbed.Spec.tcp_buf_max).
+50 ms RTT through the relay; hosts' TCP buffers may grow to 32 MiB, see netbed.Spec.tcp_buf_max), 1gbit_rtt50_4m
+(the same with TCP buffers capped at 4 MiB, where one stream cannot fill the path).
 
 Example (as root, from the repository root, after building cfx_perf and cfx_delay_relay in build-rel):
   python3 tests/netbed/bench.py --build build-rel --links veth,1gbit,100mbit,1gbit_rtt50 --streams 1 --reps 3
@@ -44,11 +45,15 @@ LINKS = {
     "1gbit": (lambda: netbed.pair("1gbit"), 64 * MiB),
     "100mbit": (lambda: netbed.pair("100mbit"), 16 * MiB),
     "1gbit_rtt50": (lambda: _tuned(netbed.pair("1gbit", 50)), 16 * MiB),
+    # The same path with TCP buffers capped at 4 MiB (Debian's send default; a new namespace copies the host's
+    # caps, so the cap is set), where one stream's window cannot cover the 6.25 MB bandwidth-delay product: what
+    # striping is for.
+    "1gbit_rtt50_4m": (lambda: _tuned(netbed.pair("1gbit", 50), 4 * MiB), 64 * MiB),
 }
 
 
-def _tuned(spec: netbed.Spec) -> netbed.Spec:
-    spec.tcp_buf_max = 32 * MiB
+def _tuned(spec: netbed.Spec, buf_max: int = 32 * MiB) -> netbed.Spec:
+    spec.tcp_buf_max = buf_max
     return spec
 
 

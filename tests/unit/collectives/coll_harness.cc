@@ -313,7 +313,8 @@ std::string CollCase::describe() const {
          (isReducing(coll) ? std::string("/") + redOpName(op) : "") + (inPlace ? " in-place" : " out-of-place") +
          " root=" + std::to_string(root) + " misalign=" + std::to_string(misalign) +
          " fifo=" + std::to_string(geometry.slotBytes) + "x" + std::to_string(geometry.nSlots) +
-         (directThreshold > 0 ? " direct>=" + std::to_string(directThreshold) : "") + hostsText();
+         (directThreshold > 0 ? " direct>=" + std::to_string(directThreshold) : "") +
+         (ringChunkSlices > 1 ? " chunk=" + std::to_string(ringChunkSlices) + "slices" : "") + hostsText();
 }
 
 std::string CollCase::hostsText() const {
@@ -340,6 +341,7 @@ CaseStats runCase(const CollCase& c) {
     a.root = c.root;
   }
   LoopbackWorld world(n, c.geometry, c.directThreshold);
+  world.setRingChunkSlices(c.ringChunkSlices);
   const coll::Layout layout =
       coll::Layout::fromHostIds(c.hosts.empty() ? std::vector<uint64_t>(static_cast<size_t>(n), 0) : c.hosts);
   const coll::Plan plan{c.algorithm, &layout};

@@ -30,6 +30,7 @@ struct CollCase {
   transport::FifoGeometry geometry{256, 2};
   size_t directThreshold = 0;  // LoopbackWorld's direct (single-copy) threshold; 0: slices only
   std::vector<uint64_t> hosts;  // the host of every rank, for the plan's layout (Hier); empty: all on one host
+  int ringChunkSlices = 1;      // Prims::ringChunkSlices(), at most geometry.nSlots - 1
 
   std::string describe() const;
   std::string hostsText() const;

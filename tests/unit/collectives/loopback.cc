@@ -133,6 +133,7 @@ std::vector<Status> LoopbackWorld::runRanks(const TaskFactory& makeTask, std::ch
   auto body = [&](int rank) {
     log::setThreadRank(rank);
     prims::Prims prims(endpoints_[rank], transport::kCollChannel, rank, nRanks_, geometry_.slotBytes);
+    prims.setRingChunkSlices(ringChunkSlices_);
     prims.setOpSeq(seq);
     prims::Work work;
     work.task = makeTask(rank, prims);

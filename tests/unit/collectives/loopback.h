@@ -34,6 +34,8 @@ class LoopbackWorld {
   // Direct (single-copy) reads served so far, over all connections.
   size_t directReads() const { return directReads_->load(std::memory_order_relaxed); }
   size_t sliceBytes() const { return geometry_.slotBytes; }
+  // Prims::ringChunkSlices() of every rank (1 unless set; at most nSlots - 1).
+  void setRingChunkSlices(int slices) { ringChunkSlices_ = slices; }
 
   using TaskFactory = std::function<prims::Task(int rank, prims::Prims& prims)>;
   // Runs `makeTask` on every rank, one thread each, on the collective channel; returns each rank's Status.
@@ -48,6 +50,7 @@ class LoopbackWorld {
   std::unique_ptr<Doorbell[]> bells_;
   std::vector<transport::Endpoints> endpoints_;
   uint32_t opSeq_ = 0;
+  int ringChunkSlices_ = 1;
   std::shared_ptr<std::atomic<size_t>> directReads_;
 };
 

@@ -169,6 +169,33 @@ TEST(ReduceScatterHier, FloatAverageIsReproducibleAcrossRuns) {
   }
 }
 
+// Long fat paths (communicator.cc): every FIFO deeper than two slots and chunks of several slices per ring loop.
+// Counts span part of a chunk, whole loops and loops plus a remainder; every rank count, in place and not.
+TEST(AllReduceRing, ChunksOfSeveralSlicesOnDeepFifos) {
+  size_t index = 0;
+  for (int n : kSweepRanks) {
+    for (DataType type : {DataType::Float32, DataType::Int32}) {
+      for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Max}) {
+        for (size_t count : {size_t{1}, size_t{97}, size_t{193 * static_cast<size_t>(n)}, size_t{5 * 192 * 3 + 11}}) {
+          for (bool inPlace : {false, true}) {
+            CollCase c;
+            c.nRanks = n;
+            c.count = count;
+            c.type = type;
+            c.op = op;
+            c.inPlace = inPlace;
+            c.geometry = {256, 4};
+            c.ringChunkSlices = 3;
+            c.misalign = (index++ % 3) * 4;
+            runCase(c);
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AllReduceRing, LargeMessageThroughTwoSlotFifos) {
   for (int n : {3, 8}) {
     CollCase c;
