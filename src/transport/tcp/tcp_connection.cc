@@ -22,14 +22,10 @@ namespace cfx::transport::tcp {
 namespace {
 // Frames gathered into one sendmsg(): header and payload each take one iovec.
 constexpr int kMaxIovecs = 32;
-// Inline I/O (tcp_connection.h). A posted slot up to this size goes out from the owner's thread when the link
-// has nothing else queued: one system call, cheaper than waking the proxy, and too short to hold the owner up.
-// Larger slots stay with the proxy, which copies them into the kernel while the owner reduces the next one.
-// The same bound holds for reading: an owner that meets a longer stripe leaves its payload to the proxy (at
-// 1 MiB all-reduces, owners copying 128 KiB stripes themselves were 1.4x slower than leaving them), and reads
+// Inline I/O (tcp_connection.h). An owner that meets a stripe longer than this leaves its payload to the proxy
+// (at 1 MiB all-reduces, owners copying 128 KiB stripes themselves were 1.4x slower than leaving them), and reads
 // inline again only once a short stripe has come: while long ones stream in, its recv()s would only take the
 // socket from the proxy.
-constexpr size_t kInlineSendBytes = 64 * 1024;
 constexpr size_t kInlineReadBytes = 64 * 1024;
 // An owner whose recv ring is empty reads the socket itself once every this many empty polls: a recv() that
 // finds nothing costs about as much as 10-20 polls of the ring, and the executor's spin stays short this way.
@@ -188,11 +184,11 @@ void TcpLink::detachStreams() {
   streams_.clear();
 }
 
-bool TcpLink::driveInline(bool read) {
+bool TcpLink::driveInline() {
   std::unique_lock<std::mutex> lock(streamsMutex_, std::try_to_lock);
   if (!lock.owns_lock() || streams_.empty()) return false;
   bool all = true;
-  for (TcpStream* stream : streams_) all &= stream->tryDriveInline(read);
+  for (TcpStream* stream : streams_) all &= stream->tryDriveInline();
   return all;
 }
 
@@ -221,14 +217,7 @@ void TcpSendEnd::post(size_t bytes, uint64_t tag) {
   ++next_;
   // Release pairs with the proxy's acquire load of head in progressSend(): payload and header are visible.
   ring.head.store(next_, std::memory_order_release);
-  // Inline send (file comment of tcp_connection.h): only when this slot is all the link has queued, so the
-  // owner never writes behind frames the proxy is still pushing out. Otherwise, or when the socket took less
-  // than the whole frame, the proxy takes over. Acquire pairs with streamSent()'s release store of tail.
-  if (link_->inlineEnabled() && bytes <= kInlineSendBytes && ring.tail.load(std::memory_order_acquire) + 1 == next_ &&
-      link_->driveInline(/*read=*/false) && ring.tail.load(std::memory_order_acquire) == next_) {
-    freedSeen_ = next_;
-    return;
-  }
+  // Sending stays with the proxy even for short slots (file comment of tcp_connection.h).
   link_->wakeProxy();
 }
 
@@ -243,7 +232,7 @@ const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
       }
       // Inline read (file comment of tcp_connection.h): the message may be in the socket with the proxy not yet
       // awake to move it. A failure it finds is in the link for check().
-      if (!link_->driveInline(/*read=*/true) || link_->failed()) {
+      if (!link_->driveInline() || link_->failed()) {
         if (link_->failed()) link_->wakeProxy();  // the proxy closes what died
         return nullptr;
       }
@@ -300,18 +289,16 @@ bool TcpStream::progress(bool* busy) {
   return progressed;
 }
 
-bool TcpStream::tryDriveInline(bool read) {
+bool TcpStream::tryDriveInline() {
   std::unique_lock<std::mutex> lock(io_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   if (!socket_.valid() || dead()) return true;  // nothing to drive; the link says why
   takeEvents();
   progressSend();
-  if (read) {
-    // Edge-triggered readiness only reaches the proxy; the owner asks the socket itself, at the price of one
-    // recv() that may find nothing.
-    canRead_ = true;
-    progressRecv(/*inlineRead=*/true);
-  }
+  // Edge-triggered readiness only reaches the proxy; the owner asks the socket itself, at the price of one recv()
+  // that may find nothing.
+  canRead_ = true;
+  progressRecv(/*inlineRead=*/true);
   return true;
 }
 

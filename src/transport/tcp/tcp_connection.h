@@ -16,13 +16,14 @@
 // stream sends and receives its stripes in slot order, independently of the others, so a slow socket holds back
 // only the slots it carries a stripe of. The rings and the ends do not know how many sockets there are.
 //
-// Inline I/O: a small message through the proxy costs three cross-CPU wake-ups (owner -> proxy eventfd, peer
+// Inline I/O: a small message through the proxies costs three cross-CPU wake-ups (owner -> proxy eventfd, peer
 // proxy's epoll, peer proxy -> peer owner's doorbell), 100+ us on a loaded 2-core machine against ~10 us for a
-// library that sends and polls its socket from the calling thread. So the owner may drive a stream itself when
-// nobody else does: post() of a small slot onto an idle link sends it from the owner's thread, and an owner that
-// finds its recv ring empty now and then reads the socket itself. Whoever holds a stream's mutex drives it; the
-// owner only ever try-locks (it falls back to waking the proxy), the proxy try-locks and looks again soon when
-// the owner has it. The proxy stays the path for everything else (large slots, full sockets, an owner asleep).
+// library that sends and polls its socket from the calling thread. So an owner that finds its recv ring empty
+// now and then reads the socket itself (and sends what is queued while it holds it), as long as the stripes
+// coming are short. Whoever holds a stream's mutex drives it; the owner only ever try-locks, the proxy try-locks
+// and looks again soon when the owner has it. The proxy stays the path for everything else (long stripes, an
+// owner asleep, and every post(): owners that also sent short slots themselves saved nothing at 1 KiB and cost
+// 10-25 % at 256 KiB-1 MiB, measured in docs/notes/tcp_transport.md).
 #pragma once
 
 #include <atomic>
@@ -119,14 +120,17 @@ class TcpLink {
   // Set before the proxies start, cleared before they are destroyed (the streams are theirs).
   void attachStream(TcpStream* stream);
   void detachStreams();
-  // Owner thread: drives the link's streams from this thread where nobody else holds them. `read`: also read
-  // the sockets (at most one slot published per stream). False when a stream was busy or detached (the caller
-  // then relies on the proxy).
-  bool driveInline(bool read);
+  // Owner thread: drives the link's streams from this thread where nobody else holds them: sends what is queued
+  // and reads (at most one slot published per stream, no long payload). False when a stream was busy or detached
+  // (the caller then relies on the proxy).
+  bool driveInline();
   void setInline(bool on) { inline_ = on; }
   bool inlineEnabled() const { return inline_; }
   // Whether the last stripe header read was too long to read inline: then the owner leaves reading to the proxy.
-  void noteStripeLength(bool isLong) { longStripes_.store(isLong, std::memory_order_relaxed); }
+  void noteStripeLength(bool isLong) {
+    // Stored only on a change: the owner polls this line, and a store per stripe would take it away every time.
+    if (longStripes_.load(std::memory_order_relaxed) != isLong) longStripes_.store(isLong, std::memory_order_relaxed);
+  }
   bool longStripesComing() const { return longStripes_.load(std::memory_order_relaxed); }
   bool failed() const {
     // Acquire pairs with fail()'s release store: a reader that sees true also sees error_.
@@ -197,7 +201,7 @@ class TcpLink {
   mutable std::mutex mutex_;  // guards error_
   Status error_;
   bool inline_ = false;
-  std::atomic<bool> longStripes_{false};  // a hint only: relaxed
+  alignas(64) std::atomic<bool> longStripes_{false};  // a hint only: relaxed
   std::mutex streamsMutex_;               // guards streams_ against detachStreams(); the owner only try-locks it
   std::vector<TcpStream*> streams_;       // for inline I/O; owned by the proxies
 };
@@ -253,9 +257,9 @@ class TcpStream {
   // or published a slot. On failure it marks the link failed and dead() becomes true. *busy is set when the
   // owner was driving the stream (the proxy must look again soon: it may have taken the owner's wake-up).
   bool progress(bool* busy);
-  // Owner thread (TcpLink::driveInline): sends what is posted and, with `read`, receives until one slot is
-  // published, the socket is empty or a long stripe comes (left to the proxy). False when the stream was busy.
-  bool tryDriveInline(bool read);
+  // Owner thread (TcpLink::driveInline): sends what is posted and receives until one slot is published, the
+  // socket is empty or a long stripe comes (left to the proxy). False when the stream was busy.
+  bool tryDriveInline();
   // Posted slots not yet completely handed to the kernel (used to flush before closing).
   bool hasUnsentSlots();
   // Proxy thread: closes the socket after a failure, once it has removed it from epoll.

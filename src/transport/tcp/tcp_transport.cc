@@ -75,9 +75,10 @@ CFX_PARAM(int64_t, fifoMaxParam, "CFX_TCP_FIFO_MAX_BYTES", int64_t{64} << 20,
           "used). 0: slots keep CFX_TCP_SLOT_BYTES.",
           param::inRange<int64_t>(0, int64_t{16} << 30));
 CFX_PARAM(bool, inlineParam, "CFX_TCP_INLINE", true,
-          "Inline I/O: the rank's own thread sends a small message (up to 64 KiB) on an idle TCP link and now and "
-          "then reads its sockets while it waits, instead of leaving every byte to the proxy thread; saves two of "
-          "the three thread wake-ups a small message costs. 0: only the proxy thread touches the sockets.");
+          "Inline I/O: a rank waiting for a TCP message now and then reads its sockets itself while the stripes "
+          "coming are short (up to 64 KiB), instead of waiting for the proxy thread to wake up and move them; a 1 KiB "
+          "all-reduce of 2 ranks over loopback took a quarter of the time. 0: only the proxy thread touches the "
+          "sockets.");
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
           "How long setting up the TCP data connections may take (connect retries and authentication) before it "

@@ -830,10 +830,10 @@ TEST_P(TcpTransportStriped, PeerDestroyedMidTransferFailsEveryEndNamingThePeer) 
 INSTANTIATE_TEST_SUITE_P(SocketsAndThreads, TcpTransportStriped,
                          ::testing::Values(std::pair{2, 1}, std::pair{4, 1}, std::pair{4, 2}, std::pair{3, 4}));
 
-// Inline I/O (tcp_connection.h): slots up to 64 KiB leave from the owner's thread when the link is idle and
-// owners read short stripes themselves, while longer ones and everything queued go through the proxy. Short and
-// long slots in both directions at once make owner and proxy hand each socket back and forth mid-stream; every
-// byte, tag and the order must survive, with inline I/O on and off. (Which thread moved a slot is not visible
+// Inline I/O (tcp_connection.h): owners read short stripes (up to 64 KiB) themselves and leave longer ones to the
+// proxy, which also sends. Short and long slots in both directions at once make owner and proxy hand each socket
+// back and forth mid-stream, also in the middle of a stripe's header and payload; every byte, tag and the order
+// must survive, with inline I/O on and off. (Which thread moved a slot is not visible
 // from here; the latency it saves is measured in docs/notes/tcp_transport.md.)
 void exchangeMixedSizes(bool inlineIo, int nSocks) {
   FakeWorld world(2);
