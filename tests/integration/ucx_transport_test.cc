@@ -21,17 +21,20 @@ namespace {
 struct Tls {
   const char* name;
   const char* value;  // UCX_TLS; the names are UCX 1.13's (ucx_info -d lists them)
+  // CFX_UCX_EAGER: auto sends slots eagerly on this host (no RDMA device); 0 keeps UCX's rendezvous above its
+  // threshold (8 KiB here), the path RDMA fabrics take.
+  const char* eager = "auto";
 };
 void PrintTo(const Tls& t, std::ostream* os) { *os << t.name; }
 
-std::vector<std::pair<std::string, std::string>> ucxEnv(const char* tls) {
-  return {{"NCCL_NET", "UCX"}, {"NCCL_SHM_DISABLE", "1"}, {"UCX_TLS", tls}};
+std::vector<std::pair<std::string, std::string>> ucxEnv(const char* tls, const char* eager = "auto") {
+  return {{"NCCL_NET", "UCX"}, {"NCCL_SHM_DISABLE", "1"}, {"UCX_TLS", tls}, {"CFX_UCX_EAGER", eager}};
 }
 
-RunOptions ucxOptions(const char* tls) {
+RunOptions ucxOptions(const Tls& tls) {
   RunOptions o;
   o.timeout = std::chrono::seconds(90);
-  o.env = ucxEnv(tls);
+  o.env = ucxEnv(tls.value, tls.eager);
   return o;
 }
 
@@ -73,7 +76,7 @@ class UcxTransportTest : public ::testing::TestWithParam<Tls> {
 // All-reduce (int32 sum, float max), broadcast (uint8 from rank 1), all-gather (int64), reduce-scatter (double
 // sum) and reduce (int32 sum to the last rank), at counts that straddle the slot size. Closed-form results.
 TEST_P(UcxTransportTest, CollectivesAtOddCountsMatchClosedForm) {
-  runRanks(3, ucxOptions(GetParam().value), [](RankContext& ctx) {
+  runRanks(3, ucxOptions(GetParam()), [](RankContext& ctx) {
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
     const int me = ctx.rank(), n = ctx.nRanks();
@@ -121,7 +124,7 @@ TEST_P(UcxTransportTest, CollectivesAtOddCountsMatchClosedForm) {
 // Every rank sends to and receives from every other rank in one group, two messages per pair, which must match
 // in call order; the p2p channel and a collective run back to back on the same endpoints.
 TEST_P(UcxTransportTest, GroupedSendRecvBetweenAllPairs) {
-  runRanks(3, ucxOptions(GetParam().value), [](RankContext& ctx) {
+  runRanks(3, ucxOptions(GetParam()), [](RankContext& ctx) {
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
     const int me = ctx.rank(), n = ctx.nRanks();
@@ -162,7 +165,7 @@ TEST_P(UcxTransportTest, GroupedSendRecvBetweenAllPairs) {
 // survivor instead, which failed and left first, so the victim must be named by at least one survivor.
 TEST_P(UcxTransportTest, KilledPeerGivesANamedErrorNotAHang) {
   constexpr int kVictim = 2;
-  RunOptions o = ucxOptions(GetParam().value);
+  RunOptions o = ucxOptions(GetParam());
   o.failOnChildError = false;
   o.env.emplace_back("CFX_TIMEOUT_MS", "30000");
   const RunResult result = runRanks(3, o, [](RankContext& ctx) {
@@ -199,7 +202,8 @@ TEST_P(UcxTransportTest, KilledPeerGivesANamedErrorNotAHang) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest,
-                         ::testing::Values(Tls{"tcp", "tcp"}, Tls{"sm_cma", "sm,cma"}),
+                         ::testing::Values(Tls{"tcp", "tcp"}, Tls{"sm_cma", "sm,cma"},
+                                           Tls{"tcp_rendezvous", "tcp", "0"}, Tls{"sm_cma_rendezvous", "sm,cma", "0"}),
                          [](const ::testing::TestParamInfo<Tls>& p) { return std::string(p.param.name); });
 
 // Case-insensitive names, NCCL's IB mapped to UCX, and CFX_NET when NCCL_NET is unset; unknown names are a

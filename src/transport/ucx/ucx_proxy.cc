@@ -81,12 +81,23 @@ struct UcxProxy::LinkState {
   bool creditRecvDone = true;  // post a credit receive at the next step
 };
 
-Result<UcxInstance> UcxInstance::open() {
+Result<UcxInstance> UcxInstance::open(bool eagerSlots) {
   UcxInstance u;
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);  // UCX_* from the environment (UCX_TLS, ...)
   if (st != UCS_OK) {
     return Status::error(Errc::SystemError, "ucx: ucp_config_read(): " + ucsError(st) + "; check the UCX_* variables");
+  }
+  if (eagerSlots) {
+    // Every slot lands in a receive posted for it (credits), so eager sends are never buffered as unexpected;
+    // rendezvous would only add its RTS/RTR round trips, each needing the peer's proxy awake.
+    st = ucp_config_modify(config, "RNDV_THRESH", "inf");
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return Status::error(Errc::SystemError, "ucx: ucp_config_modify(RNDV_THRESH=inf): " + ucsError(st) +
+                                                  "; set CFX_UCX_EAGER=0");
+    }
+    CFX_INFO(log::Sys::Net, "ucx: slots go eagerly (RNDV_THRESH=inf; CFX_UCX_EAGER)");
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;

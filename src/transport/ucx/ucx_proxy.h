@@ -60,7 +60,8 @@ struct UcxInstance {
   UcxWorker worker;
   std::vector<uint8_t> address;  // this worker's address, as peers need it
   int eventFd = -1;              // owned by the worker
-  static Result<UcxInstance> open();
+  // eagerSlots: UcxOptions::eagerSlots.
+  static Result<UcxInstance> open(bool eagerSlots);
 };
 
 class UcxProxy {

@@ -76,7 +76,7 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
   // A rank without UCX peers still takes part in both exchanges, with an empty address.
   UcxInstance instance;
   if (nPeers > 0) {
-    CFX_TRY_ASSIGN(instance, UcxInstance::open());
+    CFX_TRY_ASSIGN(instance, UcxInstance::open(options.eagerSlots));
     if (instance.address.size() > kMaxAddressBytes) {
       return Status::error(Errc::SystemError, strprintf("ucx: this worker's address is %zu bytes, more than the %u "
                                                         "this transport exchanges; narrow UCX_TLS/UCX_NET_DEVICES",

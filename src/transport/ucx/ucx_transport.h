@@ -48,9 +48,14 @@ struct UcxOptions {
   std::chrono::milliseconds connectTimeout{30000};
   // How long the destructor keeps flushing slots already posted to live peers.
   std::chrono::milliseconds closeLinger{1000};
+  // Whether slots go eagerly (UCX's RNDV_THRESH raised to inf) rather than by rendezvous; see eagerSlotsFor().
+  bool eagerSlots = false;
 
   // Every field from its knob. Read once per communicator.
   static UcxOptions fromParams();
+  // CFX_UCX_EAGER's decision: "1" and "0" decide; "auto" is eager unless the user set UCX_RNDV_THRESH or the host
+  // has an RDMA device (where rendezvous is UCX's zero-copy path).
+  static bool eagerSlotsFor(const std::string& knob, bool userSetRndvThresh, bool hostHasRdma);
 };
 
 // Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The UCX transport's handshake checks (address record, hello): pure functions, no UCX worker.
 #include "transport/ucx/ucx_hello.h"
+#include "transport/ucx/ucx_transport.h"
 
 #include <gtest/gtest.h>
 
@@ -89,6 +90,16 @@ TEST(UcxHello, AnAddressLargerThanTheExchangeCarriesIsRefusedFromAnyRank) {
     EXPECT_NE(st.message().find("peer rank 5 (host-f pid 9) announced a worker address of"), std::string::npos)
         << st.message();
   }
+}
+
+// CFX_UCX_EAGER (ucx_options.cc): eager slots by default only where rendezvous cannot be a zero-copy path and the
+// user did not tune the threshold; 0 and 1 override either way.
+TEST(UcxOptions, SlotsGoEagerlyByDefaultOnlyWithoutRdmaAndWithoutTheUsersThreshold) {
+  EXPECT_TRUE(UcxOptions::eagerSlotsFor("auto", /*userSetRndvThresh=*/false, /*hostHasRdma=*/false));
+  EXPECT_FALSE(UcxOptions::eagerSlotsFor("auto", true, false));
+  EXPECT_FALSE(UcxOptions::eagerSlotsFor("auto", false, true));
+  EXPECT_TRUE(UcxOptions::eagerSlotsFor("1", true, true));
+  EXPECT_FALSE(UcxOptions::eagerSlotsFor("0", false, false));
 }
 
 }  // namespace
