@@ -41,4 +41,9 @@ void releaseHelperThreadAffinity(const char* name) {
            CPU_COUNT(&current), configured);
 }
 
+bool ranksFitCpus(int localRanks) {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online <= 0 || localRanks <= online;
+}
+
 }  // namespace cfx

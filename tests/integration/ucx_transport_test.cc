@@ -121,6 +121,29 @@ TEST_P(UcxTransportTest, CollectivesAtOddCountsMatchClosedForm) {
   });
 }
 
+// Two ranks on this 2-CPU machine fit its CPUs, so their owners run the worker's progress themselves between the
+// proxy's rounds (ucx_proxy.h, "Inline progress"; the 3-rank tests here leave it to the proxies). Back-to-back
+// all-reduces of short and long messages make owner and proxy take the worker from each other mid-transfer.
+TEST_P(UcxTransportTest, TwoRanksPollingInlineGetClosedFormResults) {
+  runRanks(2, ucxOptions(GetParam()), [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int me = ctx.rank();
+    const size_t counts[] = {1, 7, 1021, 16411, 65537, 300007};
+    for (int round = 0; round < 60; ++round) {
+      const size_t count = counts[static_cast<size_t>(round) % std::size(counts)];
+      SCOPED_TRACE("round " + std::to_string(round) + ", count " + std::to_string(count));
+      std::vector<int32_t> s(count), r(count, -1);
+      for (size_t i = 0; i < count; ++i) s[i] = (me + 1) * static_cast<int32_t>(i % 977 + static_cast<size_t>(round));
+      ASSERT_TRUE(succeeded(ncclAllReduce(s.data(), r.data(), count, ncclInt32, ncclSum, comm, nullptr)));
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(r[i], 3 * static_cast<int32_t>(i % 977 + static_cast<size_t>(round))) << i;
+      }
+    }
+    EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
+  });
+}
+
 // Every rank sends to and receives from every other rank in one group, two messages per pair, which must match
 // in call order; the p2p channel and a collective run back to back on the same endpoints.
 TEST_P(UcxTransportTest, GroupedSendRecvBetweenAllPairs) {

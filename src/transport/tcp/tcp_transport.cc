@@ -15,6 +15,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "common/thread_affinity.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_connector.h"
 #include "transport/tcp/tcp_handshake.h"
@@ -77,7 +78,8 @@ CFX_PARAM(int64_t, fifoMaxParam, "CFX_TCP_FIFO_MAX_BYTES", int64_t{64} << 20,
 CFX_PARAM(bool, inlineParam, "CFX_TCP_INLINE", true,
           "Inline I/O: a rank waiting for a TCP message now and then reads its sockets itself while the stripes "
           "coming are short (up to 64 KiB), instead of waiting for the proxy thread to wake up and move them; a 1 KiB "
-          "all-reduce of 2 ranks over loopback took a quarter of the time. 0: only the proxy thread touches the "
+          "all-reduce of 2 ranks over loopback took a quarter of the time. Applies only where this host's ranks do "
+          "not outnumber its CPUs (beyond that the polling slows everyone). 0: only the proxy thread touches the "
           "sockets.");
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
@@ -291,6 +293,10 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   int maxStreams = 1;
   for (const EstablishedSocket& s : sockets) maxStreams = std::max(maxStreams, s.nStreams);
   const int nThreads = std::min(options.nThreads, maxStreams);
+  // Inline reads only where this host's ranks fit its CPUs (common/thread_affinity.h).
+  int localRanks = 0;
+  for (const PeerInfo& p : peers) localRanks += p.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
+  const bool inlineIo = options.inlineIo && ranksFitCpus(localRanks);
   std::vector<std::shared_ptr<ProxyWaker>> wakers;
   for (int t = 0; t < nThreads; ++t) {
     CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
@@ -313,7 +319,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
     }
     auto stream = std::make_unique<TcpStream>(std::move(s.socket), link, s.stream);
     link->attachStream(stream.get());
-    link->setInline(options.inlineIo);
+    link->setInline(inlineIo);
     streams[static_cast<size_t>(s.stream % nThreads)].push_back(std::move(stream));
   }
   for (int t = 0; t < nThreads; ++t) {
@@ -333,9 +339,11 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
     }
   }
   CFX_INFO(log::Sys::Net,
-           "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B",
+           "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B, "
+           "inline reads %s",
            rank, net::addressToString(bound).c_str(), transport->nPeers(), nSockets, nThreads, nThreads == 1 ? "" : "s",
-           geometry.nSlots, geometry.slotBytes);
+           geometry.nSlots, geometry.slotBytes,
+           inlineIo ? "on" : (options.inlineIo ? "off (more ranks on this host than CPUs)" : "off (CFX_TCP_INLINE=0)"));
   return transport;
 }
 

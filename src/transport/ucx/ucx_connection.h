@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -95,6 +96,14 @@ class ProxyWaker {
 
 // What the ends and the proxy share about one (peer, channel) connection: the rings and its health. The
 // proxy's own bookkeeping (which slots are in flight) lives in the proxy.
+// Lets an owner do one round of the proxy thread's work on its own thread while nobody else calls into the worker
+// (ucx_proxy.h, "Inline progress"). `drive` is set while the proxy runs and called with `mutex` held; the proxy
+// holds `mutex` for each of its own rounds.
+struct InlineGate {
+  std::mutex mutex;
+  std::function<void()> drive;
+};
+
 class UcxLink {
  public:
   // probePid: the peer's pid when it runs on this host (check() then notices its exit), else 0.
@@ -108,6 +117,10 @@ class UcxLink {
   SlotRing& sendRing() { return send_; }
   SlotRing& recvRing() { return recv_; }
   void wakeProxy() { waker_->wake(); }
+  // Set before the proxy starts; null leaves every step to the proxy thread.
+  void setGate(std::shared_ptr<InlineGate> gate) { gate_ = std::move(gate); }
+  // Owner thread: one round of the proxy's work here, unless someone is doing it or the proxy is not running.
+  void driveInline();
 
   // Records the first failure; later ones are ignored. Any thread.
   void fail(Status error);
@@ -128,6 +141,7 @@ class UcxLink {
   SlotRing send_;
   SlotRing recv_;
   std::shared_ptr<ProxyWaker> waker_;
+  std::shared_ptr<InlineGate> gate_;
   const pid_t probePid_;
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;  // guards error_
@@ -164,6 +178,7 @@ class UcxRecvEnd final : public RecvEnd {
   std::shared_ptr<UcxLink> link_;
   uint64_t next_ = 0;           // the slot tryPeek() returns; equals the ring's tail
   uint64_t publishedSeen_ = 0;  // the ring's head as last loaded
+  uint32_t emptyPeeks_ = 0;     // tryPeek()s that found nothing, to space out inline progress
 };
 
 }  // namespace cfx::transport::ucx

@@ -52,6 +52,11 @@ CFX_PARAM(std::string, eagerParam, "CFX_UCX_EAGER", "auto",
             return std::string("not auto, 0 or 1");
           });
 
+CFX_PARAM(bool, inlineParam, "CFX_UCX_INLINE", true,
+          "Inline progress: a rank waiting for a UCX message now and then runs the UCX worker's progress itself, "
+          "instead of waiting for the proxy thread to wake up and do it. Applies only where this host's ranks do not "
+          "outnumber its CPUs. 0: only the proxy thread calls into UCX.");
+
 // Any entry in /sys/class/infiniband: an RDMA device (InfiniBand, RoCE, iWARP) that UCX may use zero-copy.
 bool hostHasRdmaDevice() {
   DIR* dir = ::opendir("/sys/class/infiniband");
@@ -75,6 +80,7 @@ UcxOptions UcxOptions::fromParams() {
   options.geometry.nSlots = slotsParam.get();
   options.connectTimeout = connectTimeoutParam.get();
   options.closeLinger = lingerParam.get();
+  options.inlineProgress = inlineParam.get();
   options.eagerSlots = eagerSlotsFor(eagerParam.get(), std::getenv("UCX_RNDV_THRESH") != nullptr, hostHasRdmaDevice());
   return options;
 }

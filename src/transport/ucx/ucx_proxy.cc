@@ -140,6 +140,7 @@ UcxProxy::UcxProxy(UcxInstance instance, int rank, uint32_t key24, Doorbell& doo
 
 Result<std::unique_ptr<UcxProxy>> UcxProxy::create(UcxInstance instance, const Setup& setup, Doorbell& doorbell) {
   std::unique_ptr<UcxProxy> proxy(new UcxProxy(std::move(instance), setup.rank, setup.key24, doorbell));
+  proxy->inlineProgress_ = setup.inlineProgress;
   CFX_TRY_ASSIGN(proxy->waker_, ProxyWaker::create());
   proxy->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (proxy->epoll_ < 0) {
@@ -186,6 +187,7 @@ Status UcxProxy::openEndpoints(const Setup& setup) {
     for (int ch = 0; ch < kNumChannels; ++ch) {
       auto link = std::make_shared<UcxLink>(p, ch, strprintf("%s, channel %d", peer->description.c_str(), ch),
                                             setup.geometry, waker_, setup.probePids[static_cast<size_t>(p)]);
+      if (inlineProgress_) link->setGate(gate_);
       auto state = std::make_unique<LinkState>();
       state->link = link;
       state->peer = peer.get();
@@ -337,6 +339,10 @@ Status UcxProxy::hello(const Setup& setup) {
 void UcxProxy::waitIdle(int timeoutMs) {
   const ucs_status_t st = ucp_worker_arm(ucx_.worker.get());
   if (st == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress again
+  sleepArmed(timeoutMs);
+}
+
+void UcxProxy::sleepArmed(int timeoutMs) {
   std::array<epoll_event, 2> events{};
   const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeoutMs);
   for (int i = 0; i < n; ++i) {
@@ -350,8 +356,20 @@ std::shared_ptr<UcxLink> UcxProxy::link(int peer, int channel) const {
 }
 
 Status UcxProxy::start() {
+  {
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    gate_->drive = [this] { driveInline(); };
+  }
   thread_ = std::thread([this] { run(); });
   return Status();
+}
+
+void UcxProxy::driveInline() {
+  bool progressed = step();
+  unsigned events = 0;
+  while (ucp_worker_progress(ucx_.worker.get()) != 0) ++events;  // the completion callbacks run here now
+  if (events != 0) progressed |= step();
+  if (progressed || events != 0) waker_->wake();  // see "Inline progress" in ucx_proxy.h
 }
 
 UcxProxy::~UcxProxy() {
@@ -585,6 +603,7 @@ void UcxProxy::run() {
   int idle = 0;
   auto lastActive = Deadline::Clock::now();
   for (;;) {
+    std::unique_lock<std::mutex> lock(gate_->mutex);  // owners drive inline between our rounds
     bool progressed = step();
     unsigned events = 0;
     while (ucp_worker_progress(ucx_.worker.get()) != 0) ++events;  // runs the completion callbacks
@@ -597,13 +616,19 @@ void UcxProxy::run() {
       idle = 0;
     } else if (++idle >= kIdlePolls) {
       const bool busy = anyInFlight() || Deadline::Clock::now() - lastActive < kBusyWindow;
-      waitIdle(busy ? kBusyWaitMs : kIdleWaitMs);
+      const ucs_status_t armed = ucp_worker_arm(ucx_.worker.get());
+      lock.unlock();
+      if (armed != UCS_ERR_BUSY) sleepArmed(busy ? kBusyWaitMs : kIdleWaitMs);  // BUSY: events came, go again
       idle = 0;
     }
   }
 }
 
 void UcxProxy::stop(std::chrono::milliseconds linger) {
+  {
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    gate_->drive = nullptr;  // owners holding ends from now on leave everything to this thread, then to closeAll
+  }
   if (thread_.joinable()) {
     lingerUntil_ = Deadline::Clock::now() + linger;
     // Release pairs with run()'s acquire load: the proxy sees lingerUntil_ once it sees the flag.

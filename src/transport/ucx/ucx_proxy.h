@@ -18,8 +18,14 @@
 // Waiting: the thread calls ucp_worker_progress while that makes progress, polls a few more rounds, then arms
 // the worker (ucp_worker_arm) and sleeps in epoll on the worker's event fd and the owners' wake eventfd: for at
 // most 1 ms while sends are in flight or traffic moved in the last 50 ms (UCX does not signal every step it
-// can take, see ucx_proxy.cc), else for at most 100 ms. After a round that freed or published a slot, or failed a link, it rings the
-// owning rank's doorbell once.
+// can take, see ucx_proxy.cc), else for at most 100 ms. After a round that freed or published a slot, or failed a
+// link, it rings the owning rank's doorbell once.
+//
+// Inline progress: each small message otherwise waits for this thread to wake (a cross-CPU hand-off each way),
+// and tcp's owners read their sockets themselves (tcp_connection.h). So an owner whose recv ring is empty now and
+// then runs one round of this thread's work itself (step, ucp_worker_progress, step) under the InlineGate mutex,
+// which this thread holds for each of its own rounds; the worker stays UCS_THREAD_MODE_SERIALIZED. An owner round
+// that moved anything wakes this thread, which may be asleep on an armed worker whose events the owner consumed.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -79,6 +85,7 @@ class UcxProxy {
     std::vector<pid_t> probePids;                     // by rank: the peer's pid when on this host, else 0
     std::vector<uint8_t> secret;
     Deadline deadline;
+    bool inlineProgress = true;  // UcxOptions::inlineProgress
   };
   static Result<std::unique_ptr<UcxProxy>> create(UcxInstance instance, const Setup& setup, Doorbell& doorbell);
   ~UcxProxy();
@@ -110,6 +117,10 @@ class UcxProxy {
   bool anyUnsent() const;
   bool anyInFlight() const;
   void waitIdle(int timeoutMs);
+  // Sleeps in epoll until the worker or an owner has something, or timeoutMs passed (after ucp_worker_arm).
+  void sleepArmed(int timeoutMs);
+  // Owner thread, gate_->mutex held: one round of run()'s work.
+  void driveInline();
   void closeAll(std::chrono::milliseconds flushFor);
 
   UcxInstance ucx_;
@@ -117,6 +128,8 @@ class UcxProxy {
   const uint32_t key24_;
   Doorbell& doorbell_;
   std::shared_ptr<ProxyWaker> waker_;
+  std::shared_ptr<InlineGate> gate_ = std::make_shared<InlineGate>();
+  bool inlineProgress_ = true;
   int epoll_ = -1;
   std::vector<std::unique_ptr<PeerState>> peers_;   // by rank; null when not connected
   std::vector<std::shared_ptr<UcxLink>> links_;

@@ -9,6 +9,7 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/thread_affinity.h"
 #include "transport/ucx/ucx_hello.h"
 #include "transport/ucx/ucx_proxy.h"
 
@@ -105,6 +106,10 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
   setup.rank = rank;
   CFX_TRY_ASSIGN(setup.key24, tagKey(bootstrap.secret()));
   setup.geometry = options.geometry;
+  // Inline progress only where this host's ranks fit its CPUs (common/thread_affinity.h).
+  int localRanks = 0;
+  for (const PeerInfo& p : peers) localRanks += p.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
+  setup.inlineProgress = options.inlineProgress && ranksFitCpus(localRanks);
   setup.secret.assign(bootstrap.secret().begin(), bootstrap.secret().end());
   setup.peerAddresses.resize(static_cast<size_t>(nRanks));
   setup.peerDescriptions.resize(static_cast<size_t>(nRanks));
@@ -136,9 +141,12 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
       out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<UcxRecvEnd>(link);
     }
   }
-  CFX_INFO(log::Sys::Net, "ucx: rank %d connected to %d peers (worker address %zu B), slots %d x %zu B", rank,
+  CFX_INFO(log::Sys::Net,
+           "ucx: rank %d connected to %d peers (worker address %zu B), slots %d x %zu B, inline progress %s", rank,
            nPeers, setup.peerAddresses.empty() ? size_t{0} : widest, options.geometry.nSlots,
-           options.geometry.slotBytes);
+           options.geometry.slotBytes,
+           setup.inlineProgress ? "on"
+                                : (options.inlineProgress ? "off (more ranks on this host than CPUs)" : "off (CFX_UCX_INLINE=0)"));
   return transport;
 }
 

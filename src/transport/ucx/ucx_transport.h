@@ -50,6 +50,8 @@ struct UcxOptions {
   std::chrono::milliseconds closeLinger{1000};
   // Whether slots go eagerly (UCX's RNDV_THRESH raised to inf) rather than by rendezvous; see eagerSlotsFor().
   bool eagerSlots = false;
+  // Owners waiting for a message run the proxy's progress themselves now and then (ucx_proxy.h).
+  bool inlineProgress = true;
 
   // Every field from its knob. Read once per communicator.
   static UcxOptions fromParams();
