@@ -68,7 +68,8 @@ struct TcpOptions {
 };
 
 // Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven
-// by one thread at a time (transport.h), and the proxy threads do all socket I/O.
+// by one thread at a time (transport.h), and the proxy threads do the socket I/O, except for the owners' inline
+// reads of short stripes (tcp_connection.h).
 class TcpTransport {
  public:
   // Connects this rank to every peer p with connect[p] (connect[rank] is ignored) and fills out.send[ch][p] and

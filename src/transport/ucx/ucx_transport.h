@@ -61,7 +61,8 @@ struct UcxOptions {
 };
 
 // Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven
-// by one thread at a time (transport.h), and the proxy thread ("cfx-ucx-proxy") makes every UCX call.
+// by one thread at a time (transport.h), and the proxy thread ("cfx-ucx-proxy") makes the UCX calls, except for
+// the owners' inline progress rounds, which it lets in between its own (ucx_proxy.h).
 class UcxTransport {
  public:
   // True when this library was built with UCX (CMake CFX_WITH_UCX); create() fails otherwise.
