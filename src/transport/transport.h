@@ -39,6 +39,13 @@ struct PeerInfo {
   char hostName[64] = {};
 };
 
+// How many of `peers` (rank included) share rank's host.
+inline int ranksOnHostOf(const std::vector<PeerInfo>& peers, int rank) {
+  int n = 0;
+  for (const PeerInfo& p : peers) n += p.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
+  return n;
+}
+
 // The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`. When the bytes
 // lie in memory the sender exported (shm_export.h: ncclMemAlloc's host blocks), the block is named too, so the
 // receiver can map it and read with plain loads instead of a system call per piece.

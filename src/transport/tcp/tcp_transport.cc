@@ -294,9 +294,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   for (const EstablishedSocket& s : sockets) maxStreams = std::max(maxStreams, s.nStreams);
   const int nThreads = std::min(options.nThreads, maxStreams);
   // Inline reads only where this host's ranks fit its CPUs (common/thread_affinity.h).
-  int localRanks = 0;
-  for (const PeerInfo& p : peers) localRanks += p.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
-  const bool inlineIo = options.inlineIo && ranksFitCpus(localRanks);
+  const bool inlineIo = options.inlineIo && ranksFitCpus(ranksOnHostOf(peers, rank));
   std::vector<std::shared_ptr<ProxyWaker>> wakers;
   for (int t = 0; t < nThreads; ++t) {
     CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());

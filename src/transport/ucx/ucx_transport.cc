@@ -107,9 +107,7 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
   CFX_TRY_ASSIGN(setup.key24, tagKey(bootstrap.secret()));
   setup.geometry = options.geometry;
   // Inline progress only where this host's ranks fit its CPUs (common/thread_affinity.h).
-  int localRanks = 0;
-  for (const PeerInfo& p : peers) localRanks += p.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
-  setup.inlineProgress = options.inlineProgress && ranksFitCpus(localRanks);
+  setup.inlineProgress = options.inlineProgress && ranksFitCpus(ranksOnHostOf(peers, rank));
   setup.secret.assign(bootstrap.secret().begin(), bootstrap.secret().end());
   setup.peerAddresses.resize(static_cast<size_t>(nRanks));
   setup.peerDescriptions.resize(static_cast<size_t>(nRanks));
