@@ -27,9 +27,6 @@ constexpr int kMaxIovecs = 32;
 // inline again only once a short stripe has come: while long ones stream in, its recv()s would only take the
 // socket from the proxy.
 constexpr size_t kInlineReadBytes = 64 * 1024;
-// An owner whose recv ring is empty reads the socket itself once every this many empty polls: a recv() that
-// finds nothing costs about as much as 10-20 polls of the ring, and the executor's spin stays short this way.
-constexpr uint32_t kInlineReadEvery = 8;
 }  // namespace
 
 void SlotRing::AlignedFree::operator()(uint8_t* p) const { std::free(p); }
@@ -227,7 +224,7 @@ const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
     // Acquire pairs with the proxy's release store of head in progressRecv(): the frame is complete.
     publishedSeen_ = ring.head.load(std::memory_order_acquire);
     if (next_ == publishedSeen_) {
-      if (!link_->inlineEnabled() || ++emptyPeeks_ % kInlineReadEvery != 0 || link_->longStripesComing()) {
+      if (!link_->inlineEnabled() || ++emptyPeeks_ % kInlinePollEvery != 0 || link_->longStripesComing()) {
         return nullptr;
       }
       // Inline read (file comment of tcp_connection.h): the message may be in the socket with the proxy not yet

@@ -313,11 +313,11 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
       link = std::make_shared<TcpLink>(
           s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
           geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
+      link->setInline(inlineIo);
       transport->links_.push_back(link);
     }
     auto stream = std::make_unique<TcpStream>(std::move(s.socket), link, s.stream);
     link->attachStream(stream.get());
-    link->setInline(inlineIo);
     streams[static_cast<size_t>(s.stream % nThreads)].push_back(std::move(stream));
   }
   for (int t = 0; t < nThreads; ++t) {

@@ -118,10 +118,9 @@ const void* UcxRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
     // Acquire pairs with the proxy's release store of head: the receive into the slot completed.
     publishedSeen_ = ring.head.load(std::memory_order_acquire);
     if (next_ == publishedSeen_) {
-      // Inline progress (ucx_proxy.h) every 8th empty poll: a ucp_worker_progress that finds nothing costs about
-      // as much as a few polls of the ring, and the message may be waiting for a proxy still asleep.
-      constexpr uint32_t kInlineEvery = 8;
-      if (++emptyPeeks_ % kInlineEvery != 0) return nullptr;
+      // Inline progress (ucx_proxy.h; spacing: kInlinePollEvery): the message may be waiting for a proxy still
+      // asleep.
+      if (++emptyPeeks_ % kInlinePollEvery != 0) return nullptr;
       link_->driveInline();
       publishedSeen_ = ring.head.load(std::memory_order_acquire);
       if (next_ == publishedSeen_) return nullptr;
