@@ -14,28 +14,36 @@
 #   4. figures: all_reduce_perf and all_gather_perf 8 B - 1 GiB with 4 ranks on one GPU (CUDA IPC path and staged
 #      path), and 1 rank with both libraries side by side.
 # Every step has a timeout, failures do not stop later steps, and the exit status is non-zero if any step failed.
-# Without a GPU it exits 77 (skip) with the reason.
+# Without a GPU it exits 77 (skip) with the reason. Ranks are processes started by cfxrun; nccl-tests is its MPI
+# build against minimpi (tests/gpu/minimpi), so the machine needs no MPI.
 #
-# Usage: tests/gpu/run_on_gpu.sh [--build-dir DIR] [--nccl-tests-bin DIR | --nccl-tests-src DIR]
-#                                [--nvidia-nccl DIR] [--out DIR] [--quick]
+# Usage: tests/gpu/run_on_gpu.sh --bundle DIR|FILE.tar.xz [--nvidia-nccl DIR] [--out DIR] [--quick] [--tar FILE]
+#        tests/gpu/run_on_gpu.sh [--build-dir DIR] --nccl-tests-src DIR [...]
+# --bundle: what tests/gpu/pack_for_gpu.sh made elsewhere (nothing is built here; the lent GPU machines have no
+# toolchain for our dependencies); without it, Conflux is built here (or --build-dir used) and packed first.
+# --tar FILE: all logs in one archive at the end (for tools that bring back only a few files).
+# STEP_TIMEOUT (seconds, default 300) bounds each step and TIME_BUDGET the whole run; a first nccl-tests run or a
+# torch job that times out skips the rest of its kind, so one hang cannot eat the session.
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=""
-NCT_BIN=""
+BUNDLE=""
 NCT_SRC=""
+TAR=""
 NV_NCCL=""
 OUT="$ROOT/gpu-proof"
 QUICK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
-    --nccl-tests-bin) NCT_BIN=$(cd "$2" && pwd); shift 2 ;;
+    --bundle) BUNDLE="$2"; shift 2 ;;
+    --tar) TAR="$2"; shift 2 ;;
     --nccl-tests-src) NCT_SRC=$(cd "$2" && pwd); shift 2 ;;
     --nvidia-nccl) NV_NCCL=$(cd "$2" && pwd); shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run_on_gpu.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -49,13 +57,30 @@ OUT=$(cd "$OUT" && pwd)
 SUMMARY=()
 FAILED=0
 STEP_TIMEOUT=${STEP_TIMEOUT:-300}  # seconds per step: a hung collective must not eat the GPU session
+# TIME_BUDGET (seconds): the whole run's; steps shrink to fit and are skipped once it is spent, so that the
+# summary and the archive are still written inside a lease.
+END_AT=$((SECONDS + ${TIME_BUDGET:-1000000}))
+# budget SECONDS: prints the timeout for a step that wants SECONDS, or 0 when the budget is spent.
+budget() {
+  local left=$((END_AT - SECONDS - 20))
+  if [ $left -lt 15 ]; then echo 0; elif [ "$1" -lt $left ]; then echo "$1"; else echo $left; fi
+}
+
+# finish: the summary, the optional archive of every log, and the exit status.
+finish() {
+  echo
+  echo "== summary (logs in $OUT)"
+  printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+  if [ -n "$TAR" ]; then tar -C "$(dirname "$OUT")" --exclude=bundle -cJf "$TAR" "$(basename "$OUT")"; fi
+  exit $FAILED
+}
 
 # record NAME RC DETAIL: one summary row.
 record() {
   local verdict=pass
   if [ "$2" -eq 77 ]; then verdict=skip; elif [ "$2" -ne 0 ]; then verdict="FAIL (rc $2)"; FAILED=1; fi
   SUMMARY+=("$(printf '%-44s %-12s %s' "$1" "$verdict" "$3")")
-  echo "== $1: $verdict $3"
+  echo "== $1: $verdict $3 (at ${SECONDS} s)"
 }
 
 echo "== environment"
@@ -67,112 +92,135 @@ echo "== environment"
   uname -r; nproc
 } 2>&1 | tee "$OUT/environment.txt"
 
-# ---- 0. build ----
-if [ -z "$BUILD" ]; then
-  BUILD="$ROOT/build-gpu"
-  echo "== building Conflux in $BUILD"
-  if cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
-     cmake --build "$BUILD" -j "$(nproc)" >> "$OUT/build.log" 2>&1; then
-    record build 0 "$BUILD"
-  else
-    record build 1 "see build.log"
-    printf '%s\n' "${SUMMARY[@]}"
-    exit 1
+# ---- 0. the bundle: built elsewhere, or built and packed here ----
+if [ -z "$BUNDLE" ]; then
+  if [ -z "$BUILD" ]; then
+    BUILD="$ROOT/build-gpu"
+    echo "== building Conflux in $BUILD"
+    if cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
+       cmake --build "$BUILD" -j "$(nproc)" >> "$OUT/build.log" 2>&1; then
+      record build 0 "$BUILD"
+    else
+      record build 1 "see build.log"
+      finish
+    fi
   fi
+  if [ -z "$NCT_SRC" ]; then echo "run_on_gpu.sh: --bundle or --nccl-tests-src is required" >&2; exit 2; fi
+  BUNDLE="$OUT/bundle"
+  "$ROOT/tests/gpu/pack_for_gpu.sh" --build-dir "$BUILD" --nccl-tests-src "$NCT_SRC" --out "$BUNDLE" > "$OUT/pack.log" 2>&1
+  rc=$?
+  record pack $rc "see pack.log"
+  [ $rc -eq 0 ] || finish
+elif [ -f "$BUNDLE" ]; then
+  unpacked=$(mktemp -d /tmp/cfx-bundle.XXXXXX)
+  tar -xJf "$BUNDLE" -C "$unpacked" || { echo "run_on_gpu.sh: cannot unpack $BUNDLE" >&2; exit 1; }
+  BUNDLE="$unpacked/gpu-bundle"
 fi
-LIB=$(find "$BUILD/src" -maxdepth 2 -name 'libnccl.so.2' | head -1)
-if [ -z "$LIB" ]; then echo "no libnccl.so.2 under $BUILD/src" >&2; exit 1; fi
-LIBDIR=$(dirname "$LIB")
-# nccl-tests needs libcudart.so.13: the toolkit's, or the one beside torch.
-CUDART=/usr/local/cuda/lib64
-TORCH_CU=$(python3 -c "import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], 'lib'))" 2>/dev/null || true)
-[ -n "$TORCH_CU" ] && CUDART="$CUDART:$TORCH_CU"
+BUNDLE=$(cd "$BUNDLE" && pwd)
+LIB="$BUNDLE/lib/libnccl.so.2"
+LIBDIR="$BUNDLE/lib"
+RT="$BUNDLE/rt"          # minimpi's libmpi.so and the CUDA runtime the nccl-tests binaries were linked with
+NCT_BIN="$BUNDLE/bin"
+CFXRUN="$BUNDLE/bin/cfxrun"
+for f in "$LIB" "$RT/libmpi.so" "$CFXRUN"; do
+  [ -e "$f" ] || { echo "run_on_gpu.sh: $f missing from the bundle" >&2; exit 1; }
+done
+# Our library's dependencies: the machine's own where it has them, the bundle's copies where it lacks them.
+for dep in "$BUNDLE"/deps/*; do
+  [ -e "$dep" ] || continue
+  name=$(basename "$dep")
+  if ! ldconfig -p | grep -q "^[[:space:]]*$name "; then ln -sf "../deps/$name" "$LIBDIR/$name"; fi
+done
+echo "libraries taken from the bundle: $(cd "$LIBDIR" && ls | grep -v '^libnccl' | tr '\n' ' ')" |
+  tee -a "$OUT/environment.txt"
+LD_LIBRARY_PATH="$LIBDIR" ldd "$LIB" | grep -E 'not found|=>' >> "$OUT/environment.txt"
+# NVIDIA's library for the side-by-side runs: the NCCL wheel beside torch.
 if [ -z "$NV_NCCL" ]; then
-  NV_NCCL=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0] + '/lib')" 2>/dev/null || true)
+  NV_NCCL=$(python3 -c "
+import glob, os, nvidia
+hits = [h for p in nvidia.__path__ for h in glob.glob(os.path.join(p, '**', 'libnccl.so.2'), recursive=True)]
+print(os.path.dirname(sorted(hits)[0]) if hits else '')" 2> /dev/null || true)
 fi
+echo "bundle $BUNDLE; NVIDIA's NCCL: ${NV_NCCL:-none found}" | tee -a "$OUT/environment.txt"
 
 # ---- 1. gtest GPU tests ----
-for t in "$BUILD"/tests/gpu/cfx_gpu_*; do
+for t in "$BUNDLE"/bin/cfx_gpu_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  NCCL_CONF_FILE="$BUILD/tests/test_nccl.conf" LD_LIBRARY_PATH="$LIBDIR" timeout $((STEP_TIMEOUT * 2)) "$t" > "$OUT/$name.log" 2>&1
+  t_limit=$(budget $((STEP_TIMEOUT * 2)))
+  if [ "$t_limit" = 0 ]; then record "gtest $name" 77 "skipped: time budget spent"; continue; fi
+  NCCL_CONF_FILE="$BUNDLE/test_nccl.conf" LD_LIBRARY_PATH="$LIBDIR" timeout "$t_limit" "$t" > "$OUT/$name.log" 2>&1
   rc=$?
   record "gtest $name" $rc "$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$OUT/$name.log" | tr -s ' ' | tr '\n' ' ')"
 done
 
 # ---- 2. nccl-tests ----
-if [ -z "$NCT_BIN" ] && [ -n "$NCT_SRC" ]; then
-  NCT_BIN="$OUT/nccl-tests-build"
-  MPI_INC=$(mpicc -showme:incdirs 2>/dev/null | awk '{print $1}')
-  CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")")
-  NV_HOME=$(dirname "$NV_NCCL")
-  if make -C "$NCT_SRC" -j "$(nproc)" MPI=1 MPI_HOME="$(dirname "$MPI_INC")" NCCL_HOME="$NV_HOME" CUDA_HOME="$CUDA_HOME" \
-       NVCC_GENCODE="${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}" BUILDDIR="$NCT_BIN" > "$OUT/nccl-tests-build.log" 2>&1; then
-    record "nccl-tests build" 0 "$NCT_BIN"
-  else
-    record "nccl-tests build" 1 "see nccl-tests-build.log"
-    NCT_BIN=""
-  fi
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export NCCL_DEBUG="${NCCL_DEBUG:-WARN}" CFX_CUDA_IPC="${CFX_CUDA_IPC:-0}"
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl "self,tcp"
-        -x NCCL_TESTS_DEVICE=0 -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME=lo -x CFX_CUDA_IPC -x NCCL_DEBUG)
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}" CFX_CUDA_IPC="${CFX_CUDA_IPC:-0}" NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo
+NCT_GAVE_UP=0
 # nct NAME NP LIBPATH ARGS...: one nccl-tests run, summarised by its own verdict and average bus bandwidth.
 nct() {
   local name=$1 np=$2 libpath=$3; shift 3
   local log="$OUT/nccl-tests-$name.log"
-  if [ "$np" -gt 1 ]; then
-    LD_LIBRARY_PATH="$libpath:$CUDART" timeout "$STEP_TIMEOUT" "${MPIRUN[@]}" -np "$np" "$@" > "$log" 2>&1
-  else
-    LD_LIBRARY_PATH="$libpath:$CUDART" timeout "$STEP_TIMEOUT" "$@" > "$log" 2>&1
-  fi
+  if [ $NCT_GAVE_UP = 1 ]; then record "nccl-tests $name" 77 "skipped: an earlier run timed out"; return; fi
+  local limit
+  limit=$(budget "$STEP_TIMEOUT")
+  if [ "$limit" = 0 ]; then record "nccl-tests $name" 77 "skipped: time budget spent"; return; fi
+  echo "# library folder: $libpath" > "$log"
+  LD_LIBRARY_PATH="$libpath:$RT" timeout "$limit" "$CFXRUN" -n "$np" --timeout $((limit - 5)) "$@" >> "$log" 2>&1
   local rc=$?
+  if [ $rc -eq 124 ] && [ "$FIRST_NCT" = 1 ]; then NCT_GAVE_UP=1; fi
+  FIRST_NCT=0
   if [ $rc -eq 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$log"; then rc=1; fi
-  record "nccl-tests $name" $rc "$(grep -hE 'Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')"
+  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')"
 }
-if [ -n "$NCT_BIN" ]; then
-  if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); fi
-  for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
-    CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-  done
-  for b in all_reduce all_gather broadcast; do
-    CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-  done
-else
-  record "nccl-tests" 77 "no --nccl-tests-bin or --nccl-tests-src given"
-fi
+FIRST_NCT=1
+if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); fi
+for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
+  CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+done
+for b in all_reduce all_gather broadcast; do
+  CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+done
 
 # ---- 3. torch.distributed ----
-# torch_job NAME NPROC PRELOAD: the job's RESULT line is the summary.
+# torch_job NAME NPROC PRELOAD LIBPATH: the job's RESULT line is the summary.
+# Our library's own dependencies (UCX, hwloc, ...) come from the bundle's lib folder; NVIDIA's run gets neither.
+TORCH_GAVE_UP=0
 torch_job() {
-  local name=$1 np=$2 preload=$3
+  local name=$1 np=$2 preload=$3 libpath=$4
   local log="$OUT/torch-$name.log"
-  LD_PRELOAD="$preload" PYTHONUNBUFFERED=1 timeout "$STEP_TIMEOUT" python3 -m torch.distributed.run --standalone \
-    --nproc_per_node "$np" "$ROOT/tests/gpu/torch_collectives.py" > "$log" 2>&1
-  record "torch $name" $? "$(grep -h '^RESULT' "$log" | cut -c8- | tr -d '\n')"
+  if [ $TORCH_GAVE_UP = 1 ]; then record "torch $name" 77 "skipped: an earlier job timed out"; return; fi
+  local limit
+  limit=$(budget "$STEP_TIMEOUT")
+  if [ "$limit" = 0 ]; then record "torch $name" 77 "skipped: time budget spent"; return; fi
+  LD_PRELOAD="$preload" LD_LIBRARY_PATH="$libpath" PYTHONUNBUFFERED=1 timeout "$limit" \
+    python3 -m torch.distributed.run --standalone --nproc_per_node "$np" "$ROOT/tests/gpu/torch_collectives.py" \
+    > "$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 124 ]; then TORCH_GAVE_UP=1; fi
+  record "torch $name" $rc "$(grep -h '^RESULT' "$log" | cut -c8- | tr -d '\n')"
 }
 if python3 -c "import torch, torch.distributed" 2> /dev/null; then
-  torch_job "conflux-1rank" 1 "$LIB"
-  torch_job "conflux-2ranks-1gpu" 2 "$LIB"
-  torch_job "conflux-4ranks-1gpu" 4 "$LIB"
-  torch_job "nvidia-1rank" 1 ""
+  torch_job "conflux-1rank" 1 "$LIB" "$LIBDIR"
+  torch_job "nvidia-1rank" 1 "" ""
+  torch_job "conflux-2ranks-1gpu" 2 "$LIB" "$LIBDIR"
+  torch_job "conflux-4ranks-1gpu" 4 "$LIB" "$LIBDIR"
 else
   record "torch" 77 "no torch in python3"
 fi
 
-# ---- 4. figures (last: the longest step) ----
-if [ -n "$NCT_BIN" ]; then
-  if [ $QUICK = 1 ]; then BIG=(-b 8 -e 64M -f 8); else BIG=(-b 8 -e 1G -f 2); fi
-  for b in all_reduce all_gather; do
-    CFX_CUDA_IPC=1 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-    CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-    nct "fig-$b-1rank-conflux" 1 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
-    if [ -n "$NV_NCCL" ]; then nct "fig-$b-1rank-nvidia" 1 "$NV_NCCL" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2; fi
-  done
-fi
-
-echo
-echo "== summary (logs in $OUT)"
-printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
-exit $FAILED
+# ---- 4. figures (last: the longest step); 1 rank side by side first, they are short ----
+if [ $QUICK = 1 ]; then BIG=(-b 8 -e 64M -f 8); else BIG=(-b 8 -e 1G -f 2); fi
+for b in all_reduce all_gather; do
+  nct "fig-$b-1rank-conflux" 1 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
+  if [ -n "$NV_NCCL" ]; then
+    nct "fig-$b-1rank-nvidia" 1 "$NV_NCCL" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
+  else
+    record "nccl-tests fig-$b-1rank-nvidia" 77 "NVIDIA's libnccl.so.2 not found (--nvidia-nccl DIR)"
+  fi
+done
+for b in all_reduce all_gather; do
+  CFX_CUDA_IPC=1 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+  CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+done
+finish

@@ -43,8 +43,9 @@ def main():
         dist.init_process_group(args.backend)
 
     failures = []
-    # A hang must say where: every check is announced, and a rank stuck for 90 s dumps every thread's stack.
-    faulthandler.dump_traceback_later(90, exit=False)
+    # A hang must say where: every check is announced, and a rank stuck for 90 s (CFX_TORCH_HANG_DUMP_S) dumps
+    # every thread's stack.
+    faulthandler.dump_traceback_later(float(os.environ.get("CFX_TORCH_HANG_DUMP_S", "90")), exit=False)
 
     def check(name, ok):
         print(f"rank {rank}: {'ok  ' if ok else 'FAIL'} {name}", flush=True)
