@@ -41,6 +41,26 @@ void openGate(void* data) {
   delete ref;
 }
 
+// A staging block on its way back to the pool: the last of the op's streams to run its host function returns it.
+struct BlockReturn {
+  std::shared_ptr<StagingPool> pool;
+  void* p;
+  size_t bytes;
+  std::atomic<int> pending;
+};
+
+void returnBlock(void* data) {
+  auto* r = static_cast<BlockReturn*>(data);
+  if (r->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  {
+    std::lock_guard<std::mutex> lock(r->pool->mutex);
+    if (!r->pool->closed) r->pool->free.emplace_back(r->bytes, r->p);
+  }
+  delete r;
+}
+
+constexpr size_t kMinBlock = 64 * 1024;
+
 }  // namespace
 
 void ReadyGate::open() {
@@ -81,6 +101,12 @@ DeviceState::~DeviceState() {
   releaseAll();
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    pool_->closed = true;
+    for (auto& [bytes, p] : pool_->free) d->memFreeHost(p);
+    pool_->free.clear();
+  }
   cuda::ScopedContext scope(copyCtx_);
   if (copyDone_ != nullptr) d->eventDestroy(copyDone_);
   if (copyStream_ != nullptr) d->streamDestroy(copyStream_);
@@ -102,6 +128,34 @@ Status DeviceState::reserveStaging(size_t bytes) {
   return Status();
 }
 
+Result<DeviceState::Block> DeviceState::takeBlock(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    auto best = pool_->free.end();
+    for (auto it = pool_->free.begin(); it != pool_->free.end(); ++it) {
+      if (it->first >= bytes && (best == pool_->free.end() || it->first < best->first)) best = it;
+    }
+    if (best != pool_->free.end()) {
+      Block b{best->second, best->first};
+      pool_->free.erase(best);
+      return b;
+    }
+  }
+  size_t size = kMinBlock;
+  while (size < bytes) size *= 2;
+  void* p = nullptr;
+  // Portable: the copies run in whatever context the op's buffers belong to.
+  CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, size, cuda::kHostAllocPortable),
+                      strprintf("cuMemHostAlloc (%zu bytes of staging)", size).c_str()));
+  return Block{p, size};
+}
+
+void DeviceState::giveBack(Block block) {
+  if (block.p == nullptr) return;
+  std::lock_guard<std::mutex> lock(pool_->mutex);
+  pool_->free.emplace_back(block.bytes, block.p);
+}
+
 void* DeviceState::stagingBase() {
   std::lock_guard<std::mutex> lock(mutex_);
   return staging_;
@@ -114,8 +168,14 @@ Status DeviceState::ensureFlag() {
 }
 
 Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
-                                     const std::shared_ptr<ReadyGate>& gate, uint32_t* seqOut) {
+                                     const std::shared_ptr<ReadyGate>& gate, uint32_t* seqOut,
+                                     const std::vector<StreamCopies>* copies, Block block) {
   *seqOut = 0;
+  if (copies != nullptr && copies->size() != streams.size()) {
+    gate->fail(Status::error(Errc::InternalError, "staging copies for a different number of streams"));
+    return Status::error(Errc::InternalError, strprintf("rank %d: %zu stream(s) but staging copies for %zu", rank_,
+                                                   streams.size(), copies->size()));
+  }
   const cuda::Driver* d = cuda::driver();
   cuda::ScopedContext scope(ctx);
   Status st = [&]() -> Status {
@@ -128,7 +188,17 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   }
   // One user thread issues on a communicator at a time (NCCL's rule), so this read-increment is not a race.
   const uint32_t seq = issued_.load(std::memory_order_relaxed) + 1;
+  // A failure from here on leaves the staging block out of the pool: copies already enqueued may still write it.
   for (size_t i = 0; i < streams.size(); ++i) {
+    if (copies != nullptr) {
+      for (const StagedRange& r : (*copies)[i].in) {
+        st = cuda::check(d->memcpyDtoHAsync(r.host, r.device, r.bytes, streams[i]), "cuMemcpyDtoHAsync (staging in)");
+        if (!st.ok()) {
+          gate->fail(st);
+          return st;
+        }
+      }
+    }
     auto* ref = new std::shared_ptr<ReadyGate>(gate);
     st = cuda::check(d->launchHostFunc(streams[i], openGate, ref), "cuLaunchHostFunc");
     if (!st.ok()) {
@@ -140,9 +210,20 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   // From here the op will write `seq`, so the waits may be enqueued; issued_ moves first so releaseAll covers them.
   issued_.store(seq, std::memory_order_release);
   *seqOut = seq;
-  for (cuda::CUstream s : streams) {
+  auto* giveBack = copies != nullptr && block.p != nullptr
+                       ? new BlockReturn{pool_, block.p, block.bytes, static_cast<int>(streams.size())}
+                       : nullptr;
+  for (size_t i = 0; i < streams.size(); ++i) {
     // GEQ compares cyclically ((int32_t)(flag - seq) >= 0), so the counter may wrap.
-    CFX_TRY(cuda::check(d->streamWaitValue32(s, flagDevice_, seq, cuda::kStreamWaitValueGeq), "cuStreamWaitValue32"));
+    CFX_TRY(cuda::check(d->streamWaitValue32(streams[i], flagDevice_, seq, cuda::kStreamWaitValueGeq),
+                        "cuStreamWaitValue32"));
+    if (copies == nullptr) continue;
+    for (const StagedRange& r : (*copies)[i].out) {
+      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, streams[i]), "cuMemcpyHtoDAsync (staging out)"));
+    }
+    if (giveBack != nullptr) {
+      CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));
+    }
   }
   return Status();
 }

@@ -1,24 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device buffers on a cudaStream_t (core layer): NCCL's stream semantics over the host algorithms.
 //
-// An op on device memory returns as soon as it is enqueued. Its place in the user's stream is held by two
-// stream operations enqueued at call time:
-//   1. a host function (cuLaunchHostFunc) that opens a gate when the stream reaches the op, i.e. when every
-//      kernel and copy enqueued before it has finished. It only sets a flag and wakes a waiter: it never blocks
-//      the driver's callback thread and never calls CUDA.
-//   2. cuStreamWaitValue32 on a word of pinned host memory: the stream (not a kernel) stalls until the
-//      communicator's progress thread writes the op's sequence number there.
-// In between, the progress thread copies the op's device inputs into pinned host staging, runs the same host
-// algorithm as for host buffers (so every transport, every collective and bit-identical results come for free),
-// copies the outputs back, and writes the sequence number. No kernel ever waits for another process's kernel, so
-// any number of ranks may share one GPU, in one process or in many.
+// An op on device memory returns as soon as it is enqueued. Everything it does to the user's stream is enqueued at
+// call time, on that stream:
+//   1. copies of the op's device inputs into a pinned host staging block (cuMemcpyDtoHAsync);
+//   2. a host function (cuLaunchHostFunc) that opens a gate once the stream got there, i.e. once every kernel and
+//      copy enqueued before it, the copies in included, has finished. It only sets a flag and wakes a waiter: it
+//      never blocks the driver's callback thread and never calls CUDA;
+//   3. cuStreamWaitValue32 on a word of pinned host memory: the stream (not a kernel) stalls until the
+//      communicator's progress thread writes the op's sequence number there;
+//   4. copies of the outputs from staging back to the device, and a host function that returns the staging block.
+// In between, the progress thread runs the same host algorithm as for host buffers on the staged bytes (so every
+// transport, every collective and bit-identical results come for free) and writes the sequence number. It never
+// touches the GPU itself. That matters: CUDA does not see the order the flag creates, and work of another stream
+// that the flag waited for could sit behind the stalled stream in one of the device's few hardware queues (streams
+// share them once a process has more than CUDA_DEVICE_MAX_CONNECTIONS, as PyTorch's stream pools do) and never
+// run. All copies ride the user's own stream instead, ordered by CUDA. No kernel ever waits for another process's
+// kernel, so any number of ranks may share one GPU, in one process or in many.
+// (CFX_CUDA_STAGE_ON_STREAM=0 keeps the earlier design, where the progress thread copied on its own stream, for
+// comparison on a GPU machine.)
 //
 // Cost per op: two PCIe copies of the op's bytes (about 25 GB/s each way on PCIe 5) plus ~100 us of stream
-// signalling, on top of the host algorithm. Device-resident transports (CUDA IPC with reduction kernels) replace
-// the staging for peers on one host later; the stream protocol above stays.
+// signalling, on top of the host algorithm. The device-direct path (core/device_direct.h) replaces the staging for
+// peers on one host; the stream protocol above stays.
 //
 // Failure: a failed or aborted op still writes its sequence number (the stream must never stall forever on a
-// dead peer); the error is the communicator's async error, as with NCCL's ncclCommGetAsyncError.
+// dead peer); the error is the communicator's async error, as with NCCL's ncclCommGetAsyncError. Its outputs are
+// undefined then, as in NCCL: the copies out run whatever the staging holds.
 #pragma once
 
 #include <atomic>
@@ -60,6 +68,27 @@ class ReadyGate {
   Status failure_;
 };
 
+// Pinned staging blocks of one communicator, reused across ops. Shared with the host functions that give blocks
+// back, which may run after the communicator is gone; blocks given back after that are left alone (a host function
+// must not call CUDA), as are blocks of ops that failed half-enqueued.
+struct StagingPool {
+  std::mutex mutex;
+  std::vector<std::pair<size_t, void*>> free;  // (bytes, block)
+  bool closed = false;
+};
+
+// One op's pinned staging (on-stream staging).
+struct StagingBlock {
+  void* p = nullptr;
+  size_t bytes = 0;
+};
+
+// The copies one staged op puts on one of its streams, before its gate and after its flag wait.
+struct StreamCopies {
+  std::vector<StagedRange> in;
+  std::vector<StagedRange> out;
+};
+
 // A communicator's device-side state: its stream flag, pinned staging and copy stream.
 class DeviceState {
  public:
@@ -68,12 +97,18 @@ class DeviceState {
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;
 
-  // Staging: one pinned block per communicator, shared by all its device jobs, which run one at a time on the
-  // progress thread. The user thread grows it (reserveStaging, before enqueueing a job that needs `bytes`); a job
-  // takes the current block when it starts (stagingBase). A replaced block is kept until destroy, since the running
+  // Progress-thread staging (CFX_CUDA_STAGE_ON_STREAM=0): one pinned block per communicator, shared by all its
+  // device jobs, which run one at a time on the progress thread. The user thread grows it (reserveStaging, before
+  // enqueueing a job that needs `bytes`); a job takes the current block when it starts (stagingBase). A replaced block is kept until destroy, since the running
   // job may still use it; doubling bounds that waste to the size of the current block.
   Status reserveStaging(size_t bytes);
   void* stagingBase();
+
+  // On-stream staging: a pinned block of at least `bytes` for one op, from the pool or newly allocated (sizes are
+  // powers of two from 64 KiB, so blocks are reused across nearby sizes). User thread.
+  using Block = StagingBlock;
+  Result<Block> takeBlock(size_t bytes);
+  void giveBack(Block block);  // a block no stream operation was enqueued for
 
   // User thread, before enqueueStreamOps: creates the copy stream and event in `ctx` on first use. They must be
   // created here: cuStreamCreate takes a context-wide write lock, and the user's thread may later sit in a
@@ -82,8 +117,11 @@ class DeviceState {
   // User thread: enqueues the ready host function and the flag wait for one op on each stream, in `ctx`.
   // Sets *seq to the op's sequence number once a stream may wait for it (0 before that): from then on the op must
   // be run and completed even if this returns an error. On an error before that, the gate has been failed.
+  // With `copies` (one entry per stream) and `block`, also the op's staging copies on each stream, and the return
+  // of `block` to the pool once every stream's copies out have run.
   Status enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
-                          const std::shared_ptr<ReadyGate>& gate, uint32_t* seq);
+                          const std::shared_ptr<ReadyGate>& gate, uint32_t* seq,
+                          const std::vector<StreamCopies>* copies = nullptr, Block block = {});
   // Progress thread: staging copies in `ctx` on this communicator's copy stream, waited for without spinning.
   // Nothing here creates or destroys a CUDA object (see prepare).
   Status copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges);
@@ -111,6 +149,7 @@ class DeviceState {
   cuda::CUcontext copyCtx_ = nullptr;
   cuda::CUstream copyStream_ = nullptr;
   cuda::CUevent copyDone_ = nullptr;
+  std::shared_ptr<StagingPool> pool_ = std::make_shared<StagingPool>();
   void* staging_ = nullptr;
   size_t stagingBytes_ = 0;
   std::vector<void*> retiredStaging_;

@@ -11,11 +11,18 @@
 #include "collectives/planner.h"
 #include "common/cuda_driver.h"
 #include "common/log.h"
+#include "common/param.h"
 #include "core/device_direct.h"
 #include "core/device_stream.h"
 #include "primitives/device_kernels.h"
 
 namespace cfx::core {
+
+CFX_PARAM(int, stageOnStreamParam, "CFX_CUDA_STAGE_ON_STREAM", 1,
+          "1 puts the staging copies of device-buffer ops on the user's stream (see core/device_stream.h); 0 has the "
+          "progress thread copy on a stream of its own, the earlier design, which can stall when that stream shares a "
+          "hardware queue with a waiting one. Kept for comparison on GPU machines.",
+          param::inRange(0, 1));
 
 namespace {
 
@@ -194,6 +201,9 @@ struct DevicePlan {
   std::shared_ptr<ReadyGate> gate;
   uint32_t seq = 0;
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
+  bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
+  std::vector<StreamCopies> copies;  // per stream, when onStream
+  std::vector<std::vector<size_t>> rangeOutStreams;  // per range: the streams (indices) whose ops name it
 };
 
 // Mirrors every device range of `ops` in staging. Overlapping ranges (in-place ops, an all-gather whose input is a
@@ -202,10 +212,19 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
   struct Dev {
     uintptr_t begin, end;
     bool in, out;
+    size_t stream;  // index into plan->streams of the op that names the range
   };
   std::vector<Dev> devs;
+  auto streamIndex = [plan](const Op* op) {
+    const auto s = static_cast<cuda::CUstream>(op->stream);
+    auto it = std::find(plan->streams.begin(), plan->streams.end(), s);
+    if (it != plan->streams.end()) return static_cast<size_t>(it - plan->streams.begin());
+    plan->streams.push_back(s);
+    return plan->streams.size() - 1;
+  };
   for (const Op* op : ops) {
     plan->ops.push_back(*op);
+    streamIndex(op);
     std::vector<OpRange> ranges;
     opRanges(*op, &ranges);
     for (const OpRange& r : ranges) {
@@ -219,22 +238,24 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
                                        comm->rank(), r.p, info.device));
       }
       const auto begin = reinterpret_cast<uintptr_t>(r.p);
-      devs.push_back({begin, begin + r.bytes, r.in, r.out});
-    }
-    if (std::find(plan->streams.begin(), plan->streams.end(), static_cast<cuda::CUstream>(op->stream)) ==
-        plan->streams.end()) {
-      plan->streams.push_back(static_cast<cuda::CUstream>(op->stream));
+      devs.push_back({begin, begin + r.bytes, r.in, r.out, streamIndex(op)});
     }
   }
   std::sort(devs.begin(), devs.end(), [](const Dev& a, const Dev& b) { return a.begin < b.begin; });
+  // A merged range is copied in on the stream of its first op and out on every stream that names it: ops of one
+  // group on different streams rarely share memory, and when they do the user orders those streams.
   std::vector<Dev> merged;
+  std::vector<std::vector<size_t>> outStreams;
   for (const Dev& d : devs) {
     if (!merged.empty() && d.begin < merged.back().end) {
       merged.back().end = std::max(merged.back().end, d.end);
       merged.back().in = merged.back().in || d.in;
       merged.back().out = merged.back().out || d.out;
+      std::vector<size_t>& outs = outStreams.back();
+      if (std::find(outs.begin(), outs.end(), d.stream) == outs.end()) outs.push_back(d.stream);
     } else {
       merged.push_back(d);
+      outStreams.push_back({d.stream});
     }
   }
   // Each range keeps its offset modulo 256 in staging, so the host algorithm sees the user's alignment.
@@ -246,12 +267,13 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
     total += d.end - d.begin;
   }
   plan->stagingBytes = total;
-  if (total > 0) CFX_TRY(comm->device().reserveStaging(total));
+  if (total > 0 && !plan->onStream) CFX_TRY(comm->device().reserveStaging(total));
   // Staged pointers hold offsets into staging for now: the block a job uses is only known when it starts.
   for (size_t i = 0; i < merged.size(); ++i) {
     plan->ranges.push_back({static_cast<cuda::CUdeviceptr>(merged[i].begin), reinterpret_cast<void*>(offsets[i]),
                             merged[i].end - merged[i].begin, merged[i].in, merged[i].out});
   }
+  plan->rangeOutStreams = std::move(outStreams);
   auto toStaged = [&](const void* p, unsigned bit, unsigned* mask) -> void* {
     const auto a = reinterpret_cast<uintptr_t>(p);
     for (const StagedRange& r : plan->ranges) {
@@ -393,18 +415,44 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     plan->ctx = cuda::classify(ops.front()->args.recvbuff).context;
     plan->streams.push_back(static_cast<cuda::CUstream>(ops.front()->stream));
   } else {
+    plan->onStream = stageOnStreamParam.get() == 1;
     st = stagePlan(comm, ops, plan.get());
   }
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
-  if (st.ok() && (plan->direct || !plan->ranges.empty())) st = dev.prepare(plan->ctx);
+  DeviceState::Block block;
+  // One entry per stream even when nothing is staged (ops of zero elements).
+  if (plan->onStream) plan->copies.resize(plan->streams.size());
+  if (st.ok() && plan->onStream && plan->stagingBytes > 0) {
+    cuda::ScopedContext scope(plan->ctx);
+    Result<DeviceState::Block> taken = dev.takeBlock(plan->stagingBytes);
+    if (taken.ok()) {
+      block = taken.value();
+      rebase(plan.get(), block.p);
+      for (size_t i = 0; i < plan->ranges.size(); ++i) {
+        const StagedRange& r = plan->ranges[i];
+        const std::vector<size_t>& on = plan->rangeOutStreams[i];
+        if (r.copyIn) plan->copies[on.front()].in.push_back(r);
+        if (r.copyOut) {
+          for (size_t k : on) plan->copies[k].out.push_back(r);
+        }
+      }
+    } else {
+      st = taken.status();
+    }
+  }
+  if (st.ok() && (plan->direct || (!plan->onStream && !plan->ranges.empty()))) st = dev.prepare(plan->ctx);
   // Kernels are a module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
   if (st.ok() && plan->direct && plan->ops.front().args.coll == coll::Collective::AllReduce) {
     st = prims::DeviceKernels::get(plan->ctx).status();
   }
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    dev.giveBack(block);
+    return st;
+  }
   plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
-  st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq);
+  st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq,
+                            plan->onStream ? &plan->copies : nullptr, block);
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
   Communicator::DeferredJob job;
@@ -415,8 +463,10 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     CFX_INFO(log::Sys::Proxy, "rank %d: device op %u reached on its stream(s)%s", comm->rank(), plan->seq,
              plan->direct ? "; device-direct" : "");
     if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
-    if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
-    CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
+    if (!plan->onStream) {  // else the copies in ran on the stream before the gate opened
+      if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
+      CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
+    }
     for (auto& [index, staged] : plan->scalars) {
       std::memcpy(plan->ops[index].args.op.scalar, staged, dataTypeSize(plan->ops[index].args.type));
     }
@@ -430,7 +480,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   };
   job.after = [comm, plan](const Status& outcome) {
     DeviceState& d = comm->device();
-    if (outcome.ok()) {
+    if (outcome.ok() && !plan->onStream) {
       Status copied = d.copyOut(plan->ctx, plan->ranges);
       if (!copied.ok()) comm->setAsyncError(copied);
     }
