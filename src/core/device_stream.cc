@@ -63,6 +63,31 @@ constexpr size_t kMinBlock = 64 * 1024;
 
 }  // namespace
 
+Result<std::vector<StreamCopies>> planStreamCopies(const std::vector<StagedRange>& ranges,
+                                                   const std::vector<std::vector<size_t>>& streamsOf,
+                                                   size_t nStreams) {
+  if (streamsOf.size() != ranges.size()) {
+    return Status::error(Errc::InternalError, strprintf("%zu staged ranges but stream lists for %zu", ranges.size(),
+                                                        streamsOf.size()));
+  }
+  std::vector<StreamCopies> copies(nStreams);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const std::vector<size_t>& on = streamsOf[i];
+    if (on.empty()) return Status::error(Errc::InternalError, strprintf("staged range %zu names no stream", i));
+    for (size_t k : on) {
+      if (k >= nStreams) {
+        return Status::error(Errc::InternalError,
+                             strprintf("staged range %zu names stream %zu of %zu", i, k, nStreams));
+      }
+    }
+    if (ranges[i].copyIn) copies[on.front()].in.push_back(ranges[i]);
+    if (ranges[i].copyOut) {
+      for (size_t k : on) copies[k].out.push_back(ranges[i]);
+    }
+  }
+  return copies;
+}
+
 void ReadyGate::open() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (--pending_ <= 0) cv_.notify_all();
@@ -219,7 +244,8 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
                         "cuStreamWaitValue32"));
     if (copies == nullptr) continue;
     for (const StagedRange& r : (*copies)[i].out) {
-      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, streams[i]), "cuMemcpyHtoDAsync (staging out)"));
+      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, streams[i]),
+                          "cuMemcpyHtoDAsync (staging out)"));
     }
     if (giveBack != nullptr) {
       CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));

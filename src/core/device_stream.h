@@ -89,6 +89,13 @@ struct StreamCopies {
   std::vector<StagedRange> out;
 };
 
+// Where one op's staging copies go: range i is copied in on the first stream of `streamsOf[i]` (the streams, as
+// indices, whose ops name it) and out on every one of them. One entry per stream, empty ones included (an op of
+// zero elements stages nothing but still waits on its streams). InternalError when the lists do not fit together.
+Result<std::vector<StreamCopies>> planStreamCopies(const std::vector<StagedRange>& ranges,
+                                                   const std::vector<std::vector<size_t>>& streamsOf,
+                                                   size_t nStreams);
+
 // A communicator's device-side state: its stream flag, pinned staging and copy stream.
 class DeviceState {
  public:
@@ -99,8 +106,9 @@ class DeviceState {
 
   // Progress-thread staging (CFX_CUDA_STAGE_ON_STREAM=0): one pinned block per communicator, shared by all its
   // device jobs, which run one at a time on the progress thread. The user thread grows it (reserveStaging, before
-  // enqueueing a job that needs `bytes`); a job takes the current block when it starts (stagingBase). A replaced block is kept until destroy, since the running
-  // job may still use it; doubling bounds that waste to the size of the current block.
+  // enqueueing a job that needs `bytes`); a job takes the current block when it starts (stagingBase). A replaced
+  // block is kept until destroy, since the running job may still use it; doubling bounds that waste to the size of
+  // the current block.
   Status reserveStaging(size_t bytes);
   void* stagingBase();
 

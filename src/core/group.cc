@@ -203,7 +203,7 @@ struct DevicePlan {
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
   std::vector<StreamCopies> copies;  // per stream, when onStream
-  std::vector<std::vector<size_t>> rangeOutStreams;  // per range: the streams (indices) whose ops name it
+  std::vector<std::vector<size_t>> rangeStreams;  // per range: the streams (indices) whose ops name it
 };
 
 // Mirrors every device range of `ops` in staging. Overlapping ranges (in-place ops, an all-gather whose input is a
@@ -245,17 +245,17 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
   // A merged range is copied in on the stream of its first op and out on every stream that names it: ops of one
   // group on different streams rarely share memory, and when they do the user orders those streams.
   std::vector<Dev> merged;
-  std::vector<std::vector<size_t>> outStreams;
+  std::vector<std::vector<size_t>> rangeStreams;
   for (const Dev& d : devs) {
     if (!merged.empty() && d.begin < merged.back().end) {
       merged.back().end = std::max(merged.back().end, d.end);
       merged.back().in = merged.back().in || d.in;
       merged.back().out = merged.back().out || d.out;
-      std::vector<size_t>& outs = outStreams.back();
+      std::vector<size_t>& outs = rangeStreams.back();
       if (std::find(outs.begin(), outs.end(), d.stream) == outs.end()) outs.push_back(d.stream);
     } else {
       merged.push_back(d);
-      outStreams.push_back({d.stream});
+      rangeStreams.push_back({d.stream});
     }
   }
   // Each range keeps its offset modulo 256 in staging, so the host algorithm sees the user's alignment.
@@ -273,7 +273,7 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
     plan->ranges.push_back({static_cast<cuda::CUdeviceptr>(merged[i].begin), reinterpret_cast<void*>(offsets[i]),
                             merged[i].end - merged[i].begin, merged[i].in, merged[i].out});
   }
-  plan->rangeOutStreams = std::move(outStreams);
+  plan->rangeStreams = std::move(rangeStreams);
   auto toStaged = [&](const void* p, unsigned bit, unsigned* mask) -> void* {
     const auto a = reinterpret_cast<uintptr_t>(p);
     for (const StagedRange& r : plan->ranges) {
@@ -421,24 +421,23 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
   DeviceState::Block block;
-  // One entry per stream even when nothing is staged (ops of zero elements).
-  if (plan->onStream) plan->copies.resize(plan->streams.size());
   if (st.ok() && plan->onStream && plan->stagingBytes > 0) {
     cuda::ScopedContext scope(plan->ctx);
     Result<DeviceState::Block> taken = dev.takeBlock(plan->stagingBytes);
     if (taken.ok()) {
       block = taken.value();
       rebase(plan.get(), block.p);
-      for (size_t i = 0; i < plan->ranges.size(); ++i) {
-        const StagedRange& r = plan->ranges[i];
-        const std::vector<size_t>& on = plan->rangeOutStreams[i];
-        if (r.copyIn) plan->copies[on.front()].in.push_back(r);
-        if (r.copyOut) {
-          for (size_t k : on) plan->copies[k].out.push_back(r);
-        }
-      }
     } else {
       st = taken.status();
+    }
+  }
+  if (st.ok() && plan->onStream) {
+    Result<std::vector<StreamCopies>> copies =
+        planStreamCopies(plan->ranges, plan->rangeStreams, plan->streams.size());
+    if (copies.ok()) {
+      plan->copies = std::move(copies.value());
+    } else {
+      st = copies.status();
     }
   }
   if (st.ok() && (plan->direct || (!plan->onStream && !plan->ranges.empty()))) st = dev.prepare(plan->ctx);

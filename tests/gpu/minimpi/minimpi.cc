@@ -6,7 +6,8 @@
 // collectives used for set-up and for reporting, so a shared-memory implementation is enough and keeps the proof
 // free of anything that would have to be carried there.
 //
-// How: every rank maps one file in /dev/shm (CFX_MINIMPI_DIR) named after its launcher (cfxrun's pid and port, or CFX_MINIMPI_KEY).
+// How: every rank maps one file in /dev/shm (CFX_MINIMPI_DIR) named after its launcher (cfxrun's pid and port,
+// or CFX_MINIMPI_KEY).
 // A communicator owns a region: one arrival counter per member and two banks of one slot per member. An exchange
 // step writes this rank's bytes into its slot of bank (step & 1), publishes the step number, and waits until every
 // member has published it; then every member reads every slot. A rank can be at most one step ahead of the slowest

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// The host-side logic of device-buffer ops (src/core/device_stream): where an op's staging copies go, per stream,
+// and the gate the progress thread waits at. The GPU side runs in tests/gpu; this is what can be checked anywhere.
+#include "core/device_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace cfx::core {
+namespace {
+
+StagedRange range(uintptr_t device, size_t bytes, bool in, bool out) {
+  StagedRange r;
+  r.device = static_cast<cuda::CUdeviceptr>(device);
+  r.host = reinterpret_cast<void*>(device + 0x1000);
+  r.bytes = bytes;
+  r.copyIn = in;
+  r.copyOut = out;
+  return r;
+}
+
+TEST(PlanStreamCopies, AnOpOfZeroElementsStillGetsOneEntryPerStream) {
+  // The first version of on-stream staging indexed an empty list here and crashed on a GPU (an 8-byte all-gather
+  // over 4 ranks is 0 elements per rank).
+  Result<std::vector<StreamCopies>> copies = planStreamCopies({}, {}, 2);
+  ASSERT_TRUE(copies.ok()) << copies.status().message();
+  ASSERT_EQ(copies.value().size(), 2u);
+  for (const StreamCopies& c : copies.value()) {
+    EXPECT_TRUE(c.in.empty());
+    EXPECT_TRUE(c.out.empty());
+  }
+}
+
+TEST(PlanStreamCopies, InputsGoOnTheFirstNamingStreamAndOutputsOnEveryOne) {
+  const std::vector<StagedRange> ranges = {range(0x10000, 4096, true, false),   // an input of stream 1's op
+                                           range(0x20000, 8192, false, true),   // an output of stream 0's op
+                                           range(0x30000, 256, true, true)};    // in place, named on 2 then 0
+  const std::vector<std::vector<size_t>> streamsOf = {{1}, {0}, {2, 0}};
+  Result<std::vector<StreamCopies>> copies = planStreamCopies(ranges, streamsOf, 3);
+  ASSERT_TRUE(copies.ok()) << copies.status().message();
+  const std::vector<StreamCopies>& c = copies.value();
+  ASSERT_EQ(c.size(), 3u);
+  ASSERT_EQ(c[0].in.size(), 0u);
+  ASSERT_EQ(c[0].out.size(), 2u);
+  EXPECT_EQ(c[0].out[0].device, ranges[1].device);
+  EXPECT_EQ(c[0].out[1].device, ranges[2].device);
+  ASSERT_EQ(c[1].in.size(), 1u);
+  EXPECT_EQ(c[1].in[0].device, ranges[0].device);
+  EXPECT_EQ(c[1].in[0].bytes, 4096u);
+  EXPECT_EQ(c[1].in[0].host, ranges[0].host);
+  EXPECT_TRUE(c[1].out.empty());
+  ASSERT_EQ(c[2].in.size(), 1u);
+  EXPECT_EQ(c[2].in[0].device, ranges[2].device);
+  ASSERT_EQ(c[2].out.size(), 1u);
+  EXPECT_EQ(c[2].out[0].device, ranges[2].device);
+}
+
+TEST(PlanStreamCopies, ListsThatDoNotFitAreAnInternalError) {
+  const std::vector<StagedRange> one = {range(0x10000, 64, true, true)};
+  Result<std::vector<StreamCopies>> missing = planStreamCopies(one, {}, 1);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Errc::InternalError);
+  Result<std::vector<StreamCopies>> none = planStreamCopies(one, {{}}, 1);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("names no stream"), std::string::npos);
+  Result<std::vector<StreamCopies>> beyond = planStreamCopies(one, {{3}}, 2);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("stream 3 of 2"), std::string::npos);
+}
+
+TEST(ReadyGate, OpensOnlyOnceEveryStreamGotThere) {
+  ReadyGate gate(2);
+  std::atomic<bool> abort{false};
+  std::atomic<bool> passed{false};
+  std::thread waiter([&] {
+    EXPECT_TRUE(gate.wait(abort, 0, 1).ok());
+    passed = true;
+  });
+  gate.open();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(passed.load()) << "the gate opened after one of its two streams";
+  gate.open();
+  waiter.join();
+  EXPECT_TRUE(passed.load());
+}
+
+TEST(ReadyGate, AFailedEnqueueAndAnAbortEndTheWaitWithAnError) {
+  ReadyGate failed(3);
+  std::atomic<bool> abort{false};
+  failed.fail(Status::error(Errc::InvalidUsage, "cuLaunchHostFunc failed"));
+  Status st = failed.wait(abort, 0, 1);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Errc::InvalidUsage);
+
+  ReadyGate never(1);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    abort = true;
+  });
+  Status aborted = never.wait(abort, 2, 7);
+  aborter.join();
+  ASSERT_FALSE(aborted.ok());
+  EXPECT_EQ(aborted.code(), Errc::RemoteError);
+}
+
+}  // namespace
+}  // namespace cfx::core
