@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "topology/calibration.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/ucx/ucx_transport.h"
@@ -375,6 +376,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   directMinBytes_ = allDirect ? shm_->directThreshold() : 0;
   directAnyBuffer_ = allDirect && shm_->directAnyBuffer();
   CFX_TRY(learnPlacement());
+  CFX_TRY(agreeCalibration());
   learnTopology();
   CFX_TRY(startHealth());
   CFX_TRY(setupDeviceDirect());
@@ -447,10 +449,46 @@ void Communicator::announceExit() {
 // places ranks itself), else one plain host per distinct host joined through a switch with the default class
 // figures: local discovery cannot be used to plan, as it differs from host to host and ranks must agree.
 // A view that cannot be used is a WARN, and ops are then planned without prices (the ring family).
+Status Communicator::agreeCalibration() {
+  calibration_.reset();
+  if (!options_.topology.calibrate) return Status();
+  CFX_TRY_ASSIGN(const topo::TopologyView defaults, topo::TopologyView::create(topo::TopologyData{}));
+  const topo::Calibration mine = topo::measureLocalCalibration(defaults);
+  // One fixed-size record per rank: per class, whether it was measured and its figures.
+  struct Wire {
+    double gbps[topo::kNumLinkClasses];
+    double latencyUs[topo::kNumLinkClasses];
+    uint8_t measured[topo::kNumLinkClasses];
+  };
+  std::vector<Wire> all(static_cast<size_t>(nRanks_), Wire{});
+  Wire& own = all[static_cast<size_t>(rank_)];
+  for (size_t c = 0; c < topo::kNumLinkClasses; ++c) {
+    if (!mine.measured[c]) continue;
+    own.gbps[c] = mine.measured[c]->gbps;
+    own.latencyUs[c] = mine.measured[c]->latencyUs;
+    own.measured[c] = 1;
+  }
+  CFX_TRY(bootstrap_->allGather(all.data(), sizeof(Wire)));
+  std::vector<topo::Calibration> perRank(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    for (size_t c = 0; c < topo::kNumLinkClasses; ++c) {
+      if (all[r].measured[c]) perRank[r].measured[c] = topo::LinkFigures{all[r].gbps[c], all[r].latencyUs[c]};
+    }
+  }
+  calibration_ = topo::agreeOn(perRank);
+  const size_t mem = static_cast<size_t>(topo::LinkClass::Memory);
+  if (calibration_->measured[mem] && mine.measured[mem]) {
+    CFX_INFO(log::Sys::Tuning, "rank %d: CFX_TOPO_CALIBRATE: memory class %.2f GB/s, the median of %d ranks (this "
+             "rank measured %.2f)", rank_, calibration_->measured[mem]->gbps, nRanks_, mine.measured[mem]->gbps);
+  }
+  return Status();
+}
+
 Result<topo::TopologyView> Communicator::planningView() const {
   topo::TopologyOptions topology = options_.topology;
   if (rank_ != 0) topology.dumpFile.clear();  // one dump per communicator, as NCCL does
-  topology.calibrate = false;                 // a local measurement: ranks would disagree
+  topology.calibrate = false;                 // a local measurement: ranks would disagree; they agreed instead
+  topology.agreed = calibration_;
   std::vector<topo::RankPlace> places(static_cast<size_t>(nRanks_));
   for (int r = 0; r < nRanks_; ++r) places[static_cast<size_t>(r)].host = layout_.hostOf[static_cast<size_t>(r)];
   std::optional<topo::TopologyView> built;
@@ -469,7 +507,9 @@ Result<topo::TopologyView> Communicator::planningView() const {
   topo::TopologyData data;
   data.hosts.resize(static_cast<size_t>(layout_.nHosts()));
   data.ranks = std::move(places);
-  return topo::TopologyView::create(std::move(data));
+  CFX_TRY_ASSIGN(topo::TopologyView plain, topo::TopologyView::create(std::move(data)));
+  if (calibration_) return plain.calibrated(*calibration_);
+  return plain;
 }
 
 void Communicator::learnTopology() {

@@ -178,6 +178,8 @@ class Communicator {
   Status connect(const transport::UniqueId& id);
   Status startHealth();
   Status learnPlacement();
+  // CFX_TOPO_CALIBRATE: every rank measures, all plan with the median (calibration_). Collective, at init.
+  Status agreeCalibration();
   void learnTopology();
   Result<topo::TopologyView> planningView() const;
   Status setupDeviceDirect();
@@ -207,6 +209,7 @@ class Communicator {
   int ringChunkSlices_ = 1;  // prims::Prims::ringChunkSlices(); agreed at init like sliceBytes_
   coll::Layout layout_;
   std::optional<coll::Fabric> fabric_;
+  std::optional<topo::Calibration> calibration_;  // agreed at init when CFX_TOPO_CALIBRATE is set
   int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)
 
   uint32_t collSeq_ = 0;

@@ -30,4 +30,23 @@ Calibration measureLocalCalibration(const TopologyView& view) {
   return c;
 }
 
+Calibration agreeOn(const std::vector<Calibration>& perRank) {
+  Calibration agreed;
+  for (size_t c = 0; c < kNumLinkClasses; ++c) {
+    std::vector<LinkFigures> got;
+    for (const Calibration& r : perRank) {
+      if (r.measured[c]) got.push_back(*r.measured[c]);
+    }
+    if (got.empty()) continue;
+    // Bandwidth and latency separately: each its own median, so one slow rank moves neither.
+    std::vector<double> gbps, lat;
+    for (const LinkFigures& f : got) gbps.push_back(f.gbps), lat.push_back(f.latencyUs);
+    const size_t mid = (got.size() - 1) / 2;
+    std::nth_element(gbps.begin(), gbps.begin() + static_cast<std::ptrdiff_t>(mid), gbps.end());
+    std::nth_element(lat.begin(), lat.begin() + static_cast<std::ptrdiff_t>(mid), lat.end());
+    agreed.measured[c] = LinkFigures{gbps[mid], lat[mid]};
+  }
+  return agreed;
+}
+
 }  // namespace cfx::topo

@@ -3,7 +3,11 @@
 // what it would choose, on one host and on "hosts" made with NCCL_HOSTID (shared memory within, tcp between).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "conflux.h"
@@ -74,6 +78,46 @@ TEST(TopologyApi, OneHostKeepsTheRingAndNcclAlgoIsHonoured) {
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
   });
   EXPECT_TRUE(result.ok());
+}
+
+// CFX_TOPO_CALIBRATE: each rank times its own copies, so the ranks plan with the median; the dump (rank 0's) holds
+// the same figure, marked measured.
+TEST(TopologyApi, CalibratedRanksPlanWithOneAgreedFigure) {
+  const std::string dump = "/tmp/cfx-topo-calibrated-" + std::to_string(::getpid()) + ".xml";
+  RunOptions options;
+  options.env = {{"CFX_TOPO_CALIBRATE", "1"}, {"NCCL_TOPO_DUMP_FILE", dump}};
+  const RunResult result = runRanks(3, options, [](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cfxTopologyInfo info{};
+    ASSERT_EQ(cfxCommGetTopology(comm, &info), ncclSuccess);
+    EXPECT_EQ(info.priced, 1);
+    EXPECT_GT(info.ringGbps, 0);
+    char text[64];
+    std::snprintf(text, sizeof text, "%.17g", info.ringGbps);
+    ctx.report("ring", text);
+    cfxPlanInfo plan{};
+    ASSERT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1 << 20, ncclFloat, &plan), ncclSuccess);
+    ctx.report("plan", std::string(plan.algorithm) + " " + std::to_string(plan.estimateUs));
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result.allReportsEqual("ring")) << result.report(0, "ring") << " / " << result.report(1, "ring")
+                                              << " / " << result.report(2, "ring");
+  EXPECT_TRUE(result.allReportsEqual("plan"));
+  std::ifstream in(dump);
+  ASSERT_TRUE(in.good()) << "no dump at " << dump;
+  std::string line, memory;
+  while (std::getline(in, line)) {
+    if (line.find("name=\"memory\"") != std::string::npos) memory = line;
+  }
+  std::remove(dump.c_str());
+  ASSERT_FALSE(memory.empty());
+  EXPECT_NE(memory.find("measured=\"1\""), std::string::npos) << memory;
+  // One host: the ring over all ranks moves at the memory class's figure.
+  const size_t at = memory.find("bw=\"");
+  ASSERT_NE(at, std::string::npos) << memory;
+  EXPECT_NEAR(std::stod(memory.substr(at + 4)), std::stod(result.report(0, "ring")), 1e-6) << memory;
 }
 
 TEST(TopologyApi, BadArgumentsAreRefusedWithAReason) {

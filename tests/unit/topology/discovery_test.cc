@@ -192,6 +192,50 @@ TEST(TopologyOptions, DumpFileHoldsTheViewAndLoadsBack) {
   EXPECT_EQ(back->data(), v->data());
 }
 
+TEST(TopologyOptions, AgreedFiguresWinOverALocalMeasurementAndReachTheDump) {
+  TempDir dir;
+  FakeGpuProbe gpus;
+  TopologyOptions options;
+  options.gpuProbe = &gpus;
+  options.dumpFile = (dir.path() / "dump.xml").string();
+  options.calibrate = true;
+  Calibration agreed;
+  agreed.measured[static_cast<size_t>(LinkClass::Memory)] = LinkFigures{3.25, 0.75};
+  options.agreed = agreed;
+  Result<TopologyView> v = buildTopology(options);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->figures(LinkClass::Memory), (LinkFigures{3.25, 0.75}));
+  TopologyOptions reload;
+  reload.loadFile = options.dumpFile;
+  Result<TopologyView> back = buildTopology(reload);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->figures(LinkClass::Memory), (LinkFigures{3.25, 0.75}));
+  EXPECT_TRUE(back->data().measured[static_cast<size_t>(LinkClass::Memory)]);
+}
+
+TEST(Calibration, RanksAgreeOnThePerClassMedian) {
+  auto one = [](LinkClass c, double gbps, double lat) {
+    Calibration k;
+    k.measured[static_cast<size_t>(c)] = LinkFigures{gbps, lat};
+    return k;
+  };
+  // Bandwidth and latency take their medians separately; a class measured by some ranks only still agrees.
+  std::vector<Calibration> ranks = {one(LinkClass::Memory, 9.0, 0.5), one(LinkClass::Memory, 30.0, 0.1),
+                                    one(LinkClass::Memory, 12.0, 0.9), one(LinkClass::Net, 1.0, 40.0)};
+  const Calibration agreed = agreeOn(ranks);
+  ASSERT_TRUE(agreed.measured[static_cast<size_t>(LinkClass::Memory)]);
+  EXPECT_EQ(*agreed.measured[static_cast<size_t>(LinkClass::Memory)], (LinkFigures{12.0, 0.5}));
+  ASSERT_TRUE(agreed.measured[static_cast<size_t>(LinkClass::Net)]);
+  EXPECT_EQ(*agreed.measured[static_cast<size_t>(LinkClass::Net)], (LinkFigures{1.0, 40.0}));
+  EXPECT_FALSE(agreed.measured[static_cast<size_t>(LinkClass::Smp)]);
+  // An even count takes the lower middle value, and the order of the ranks does not matter.
+  std::vector<Calibration> even = {one(LinkClass::Memory, 8.0, 1.0), one(LinkClass::Memory, 4.0, 2.0)};
+  std::vector<Calibration> swapped = {even[1], even[0]};
+  EXPECT_EQ(*agreeOn(even).measured[static_cast<size_t>(LinkClass::Memory)], (LinkFigures{4.0, 1.0}));
+  EXPECT_EQ(agreeOn(even).measured, agreeOn(swapped).measured);
+  EXPECT_FALSE(agreeOn({}).measured[static_cast<size_t>(LinkClass::Memory)]);
+}
+
 TEST(TopologyOptions, UnwritableDumpFileIsASystemError) {
   TopologyOptions options;
   options.loadFile.clear();
