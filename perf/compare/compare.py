@@ -250,6 +250,12 @@ def make_netns_variants(a, sizes, benches, bed, work):
         # and Open MPI would busy-poll as on an idle node; on one node it yields once oversubscribed. Say so.
         cmd[cmd.index("--bind-to"):cmd.index("--bind-to")] = ["--mca", "mpi_yield_when_idle", "1"]
     variants.append(Variant("mpi-tcp", [cmd], [mpi_env], parse_bench, " ".join(cmd)))
+    if per_host > 1:
+        # Open MPI at its best on this layout: TCP between hosts, shared memory (vader) between a host's ranks,
+        # which it tells apart by the host names netns_agent.sh gives each namespace.
+        hybrid = list(cmd)
+        hybrid[hybrid.index("tcp,self")] = "tcp,vader,self"
+        variants.append(Variant("mpi-tcp-vader", [hybrid], [mpi_env], parse_bench, " ".join(hybrid)))
 
     for algo in GLOO_ALGOS[a.coll]:
         gloo_args = list(bench_args)
@@ -400,7 +406,8 @@ def write_markdown(path, a, sizes, table, variants, meta):
     L.append(f"- Method: {a.reps} repetitions, variants interleaved per repetition; per run {a.warmup} warm-up and "
              f"{a.iters} timed ops per size; time = mean op time of a run (nccl-tests' out-of-place `time`, averaged "
              f"over ranks), median over repetitions. busbw = bytes / time x {bus_factor(coll, n):.3g} (GB = 1e9).")
-    peers_mpi = ("mpi-tcp (the one transport that crosses hosts)" if meta.get("netns")
+    peers_mpi = ("the better of mpi-tcp and mpi-tcp-vader (TCP crosses hosts; vader, with several ranks per host, "
+                 "joins a host's ranks)" if meta.get("netns")
                  else "better of vader and UCX per size")
     L.append(f"- Open MPI = {peers_mpi}; Gloo = best of {', '.join(g[5:] for g in gloo)}; "
              f"best peer = better of the two. Ratio > 1 means Conflux is faster.")
@@ -457,7 +464,8 @@ def write_markdown(path, a, sizes, table, variants, meta):
 
 STYLE = {"conflux": dict(color="black", lw=2.6, marker="o"),
          "mpi-vader": dict(color="tab:blue", marker="s"), "mpi-ucx": dict(color="tab:cyan", marker="^"),
-         "mpi-tcp": dict(color="tab:gray", marker="v", ls=":")}
+         "mpi-tcp": dict(color="tab:gray", marker="v", ls=":"),
+         "mpi-tcp-vader": dict(color="tab:purple", marker="v", ls=":")}
 GLOO_COLORS = ["tab:red", "tab:orange", "tab:green", "tab:purple"]
 
 
@@ -485,7 +493,8 @@ def write_plots(out, a, sizes, table, variants):
             pts = [(s, table[v][s][key]) for s in sizes if s in table.get(v, {}) and not table[v][s]["wrong"]]
             if pts:
                 label = {"conflux": "Conflux", "mpi-vader": "Open MPI vader", "mpi-ucx": "Open MPI UCX",
-                         "mpi-tcp": "Open MPI TCP"}.get(v, "Gloo " + v[5:].replace("_", "-"))
+                         "mpi-tcp": "Open MPI TCP",
+                         "mpi-tcp-vader": "Open MPI TCP+vader"}.get(v, "Gloo " + v[5:].replace("_", "-"))
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **styles[v])
         ax.set_xscale("log", base=2)
         if logy:
@@ -539,6 +548,7 @@ def main():
         if a.netns < 2:
             p.error("--netns needs at least 2 hosts")
         FAMILY_OF["mpi-tcp"] = "Open MPI"  # the only Open MPI transport that crosses hosts here
+        FAMILY_OF["mpi-tcp-vader"] = "Open MPI"  # the same, with shared memory within a host
         tag += f"_netns{a.netns}" + (f"_{a.link_rate}" if a.link_rate else "") + (
             f"_rtt{a.link_rtt_ms:g}ms" if a.link_rtt_ms else "")
     a.build = os.path.abspath(a.build)
@@ -565,7 +575,7 @@ def main():
         netns_text = (f"{a.netns} network namespaces ({a.np // a.netns} ranks each) on "
                       f"{'a point-to-point link' if a.link_p2p else 'one switch'}, "
                       f"{a.link_rate or 'unshaped'}{f', RTT {a.link_rtt_ms:g} ms' if a.link_rtt_ms else ''} "
-                      f"(tests/netbed); Open MPI = mpi-tcp")
+                      f"(tests/netbed); Open MPI = mpi-tcp, or mpi-tcp-vader where faster")
     else:
         variants = make_variants(a, sizes, benches)
     names = [v.name for v in variants]
