@@ -127,6 +127,7 @@ DeviceState::~DeviceState() {
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr) return;
   {
+    cuda::ScopedContext scope(boundCtx_);
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->closed = true;
     for (auto& [bytes, p] : pool_->free) d->memFreeHost(p);
@@ -153,7 +154,7 @@ Status DeviceState::reserveStaging(size_t bytes) {
   return Status();
 }
 
-Result<DeviceState::Block> DeviceState::takeBlock(size_t bytes) {
+Result<DeviceState::Block> DeviceState::takeBlock(cuda::CUcontext ctx, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(pool_->mutex);
     auto best = pool_->free.end();
@@ -169,6 +170,7 @@ Result<DeviceState::Block> DeviceState::takeBlock(size_t bytes) {
   size_t size = kMinBlock;
   while (size < bytes) size *= 2;
   void* p = nullptr;
+  cuda::ScopedContext scope(ctx);
   // Portable: the copies run in whatever context the op's buffers belong to.
   CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, size, cuda::kHostAllocPortable),
                       strprintf("cuMemHostAlloc (%zu bytes of staging)", size).c_str()));
@@ -254,14 +256,23 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   return Status();
 }
 
+Status DeviceState::bindContext(cuda::CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bindContextLocked(ctx);
+}
+
+Status DeviceState::bindContextLocked(cuda::CUcontext ctx) {
+  if (boundCtx_ == nullptr) boundCtx_ = ctx;
+  if (ctx == boundCtx_) return Status();
+  return Status::error(Errc::InvalidUsage,
+                       strprintf("rank %d: this communicator's device buffers belong to two CUDA contexts (devices); "
+                                 "a communicator drives one device, as in NCCL", rank_));
+}
+
 Status DeviceState::prepare(cuda::CUcontext ctx) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (copyStream_ != nullptr) {
-    if (ctx == copyCtx_) return Status();
-    return Status::error(Errc::InvalidUsage,
-                         strprintf("rank %d: this communicator's device buffers belong to two CUDA contexts (devices); "
-                                   "a communicator drives one device, as in NCCL", rank_));
-  }
+  CFX_TRY(bindContextLocked(ctx));
+  if (copyStream_ != nullptr) return Status();
   const cuda::Driver* d = cuda::driver();
   cuda::ScopedContext scope(ctx);
   CFX_TRY(cuda::check(d->streamCreate(&copyStream_, cuda::kStreamNonBlocking), "cuStreamCreate (staging copies)"));

@@ -113,10 +113,15 @@ class DeviceState {
   void* stagingBase();
 
   // On-stream staging: a pinned block of at least `bytes` for one op, from the pool or newly allocated (sizes are
-  // powers of two from 64 KiB, so blocks are reused across nearby sizes). User thread.
+  // powers of two from 64 KiB, so blocks are reused across nearby sizes), allocated in `ctx` (bound first, see
+  // bindContext). User thread.
   using Block = StagingBlock;
-  Result<Block> takeBlock(size_t bytes);
+  Result<Block> takeBlock(cuda::CUcontext ctx, size_t bytes);
   void giveBack(Block block);  // a block no stream operation was enqueued for
+
+  // User thread: the first device op binds the communicator to its buffers' context; a later op with buffers of
+  // another context (device) is InvalidUsage, as a communicator drives one device.
+  Status bindContext(cuda::CUcontext ctx);
 
   // User thread, before enqueueStreamOps: creates the copy stream and event in `ctx` on first use. They must be
   // created here: cuStreamCreate takes a context-wide write lock, and the user's thread may later sit in a
@@ -147,6 +152,7 @@ class DeviceState {
 
  private:
   Status ensureFlag();
+  Status bindContextLocked(cuda::CUcontext ctx);
   Status copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges, bool in);
 
   int rank_;
@@ -158,6 +164,7 @@ class DeviceState {
   cuda::CUstream copyStream_ = nullptr;
   cuda::CUevent copyDone_ = nullptr;
   std::shared_ptr<StagingPool> pool_ = std::make_shared<StagingPool>();
+  cuda::CUcontext boundCtx_ = nullptr;  // the one context of this communicator's device buffers (bindContext)
   void* staging_ = nullptr;
   size_t stagingBytes_ = 0;
   std::vector<void*> retiredStaging_;

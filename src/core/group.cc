@@ -421,9 +421,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
   DeviceState::Block block;
+  if (st.ok() && plan->onStream && plan->ctx != nullptr) st = dev.bindContext(plan->ctx);
   if (st.ok() && plan->onStream && plan->stagingBytes > 0) {
-    cuda::ScopedContext scope(plan->ctx);
-    Result<DeviceState::Block> taken = dev.takeBlock(plan->stagingBytes);
+    Result<DeviceState::Block> taken = dev.takeBlock(plan->ctx, plan->stagingBytes);
     if (taken.ok()) {
       block = taken.value();
       rebase(plan.get(), block.p);

@@ -106,5 +106,19 @@ TEST(ReadyGate, AFailedEnqueueAndAnAbortEndTheWaitWithAnError) {
   EXPECT_EQ(aborted.code(), Errc::RemoteError);
 }
 
+TEST(DeviceState, ACommunicatorIsBoundToTheContextOfItsFirstDeviceBuffers) {
+  // Contexts are only compared here, so made-up handles do; without a driver nothing is allocated or freed.
+  DeviceState dev(3);
+  auto* first = reinterpret_cast<cuda::CUcontext>(uintptr_t{0x1000});
+  auto* second = reinterpret_cast<cuda::CUcontext>(uintptr_t{0x2000});
+  EXPECT_TRUE(dev.bindContext(first).ok());
+  EXPECT_TRUE(dev.bindContext(first).ok());
+  Status other = dev.bindContext(second);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.code(), Errc::InvalidUsage);
+  EXPECT_NE(other.message().find("rank 3"), std::string::npos) << other.message();
+  EXPECT_NE(other.message().find("two CUDA contexts"), std::string::npos) << other.message();
+}
+
 }  // namespace
 }  // namespace cfx::core
