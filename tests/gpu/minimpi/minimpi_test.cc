@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // minimpi's self-test, run by ctest as `cfxrun -n 4 cfx_minimpi_test` (and at 1 rank without a launcher): every call
 // nccl-tests makes, with payloads larger than one slot so that the stepping and the two banks are exercised, against
-// closed-form results. Exit status 0 only when every check held on this rank.
+// closed-form results. Exit status 0 only when every check held on this rank. With --vanish R, rank R leaves
+// early and the others must time out naming it.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 #include <vector>
 
@@ -29,6 +32,14 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const int r = gRank;
+  // --vanish R: rank R leaves without another call, as a hung or lost rank would; the others must stop at their
+  // deadline with a line naming it (ctest matches that line).
+  if (argc == 3 && std::string(argv[1]) == "--vanish") {
+    if (r == std::atoi(argv[2])) return 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    fprintf(stderr, "minimpi_test: rank %d: the barrier returned without rank %s\n", r, argv[2]);
+    return 0;
+  }
 
   // Allreduce: sums over more than one slot (16 KiB), in place and not; min/max; 64-bit and double.
   const int count = 10007;
