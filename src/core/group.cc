@@ -202,7 +202,6 @@ struct DevicePlan {
   uint32_t seq = 0;
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
-  std::vector<StreamCopies> copies;  // per stream, when onStream
   std::vector<std::vector<size_t>> rangeStreams;  // per range: the streams (indices) whose ops name it
 };
 
@@ -268,7 +267,8 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
   }
   plan->stagingBytes = total;
   if (total > 0 && !plan->onStream) CFX_TRY(comm->device().reserveStaging(total));
-  // Staged pointers hold offsets into staging for now: the block a job uses is only known when it starts.
+  // Staged pointers hold offsets into staging for now: the block is only known once taken (on-stream staging, at
+  // launch) or when the job starts (the progress thread's staging).
   for (size_t i = 0; i < merged.size(); ++i) {
     plan->ranges.push_back({static_cast<cuda::CUdeviceptr>(merged[i].begin), reinterpret_cast<void*>(offsets[i]),
                             merged[i].end - merged[i].begin, merged[i].in, merged[i].out});
@@ -421,6 +421,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
   DeviceState::Block block;
+  std::vector<StreamCopies> copies;  // per stream, when onStream
   if (st.ok() && plan->onStream && plan->ctx != nullptr) st = dev.bindContext(plan->ctx);
   if (st.ok() && plan->onStream && plan->stagingBytes > 0) {
     Result<DeviceState::Block> taken = dev.takeBlock(plan->ctx, plan->stagingBytes);
@@ -432,12 +433,12 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     }
   }
   if (st.ok() && plan->onStream) {
-    Result<std::vector<StreamCopies>> copies =
+    Result<std::vector<StreamCopies>> planned =
         planStreamCopies(plan->ranges, plan->rangeStreams, plan->streams.size());
-    if (copies.ok()) {
-      plan->copies = std::move(copies.value());
+    if (planned.ok()) {
+      copies = std::move(planned.value());
     } else {
-      st = copies.status();
+      st = planned.status();
     }
   }
   if (st.ok() && (plan->direct || (!plan->onStream && !plan->ranges.empty()))) st = dev.prepare(plan->ctx);
@@ -451,7 +452,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   }
   plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
   st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq,
-                            plan->onStream ? &plan->copies : nullptr, block);
+                            plan->onStream ? &copies : nullptr, block);
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
   Communicator::DeferredJob job;
