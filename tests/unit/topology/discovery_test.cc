@@ -173,21 +173,32 @@ TEST(TopologyOptions, MalformedTopoFileNamesFileAndLine) {
   EXPECT_NE(v.status().message().find(file.string() + ":3:"), std::string::npos) << v.status().message();
 }
 
+// Discovery through `gpus`, calibrated, dumped into `dir`.
+TopologyOptions calibratedDumpInto(const TempDir& dir, FakeGpuProbe* gpus) {
+  TopologyOptions options;
+  options.gpuProbe = gpus;
+  options.dumpFile = (dir.path() / "dump.xml").string();
+  options.calibrate = true;
+  return options;
+}
+
+// The view `dumped` wrote, loaded back.
+Result<TopologyView> loadDump(const TopologyOptions& dumped) {
+  TopologyOptions reload;
+  reload.loadFile = dumped.dumpFile;
+  return buildTopology(reload);
+}
+
 TEST(TopologyOptions, DumpFileHoldsTheViewAndLoadsBack) {
   TempDir dir;
   FakeGpuProbe gpus;
-  TopologyOptions options;
-  options.gpuProbe = &gpus;
-  options.dumpFile = (dir.path() / "dump.xml").string();
-  options.calibrate = true;
+  const TopologyOptions options = calibratedDumpInto(dir, &gpus);
   Result<TopologyView> v = buildTopology(options);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_TRUE(v->data().measured[static_cast<size_t>(LinkClass::Memory)]);
   EXPECT_GT(v->figures(LinkClass::Memory).gbps, 0);
 
-  TopologyOptions reload;
-  reload.loadFile = options.dumpFile;
-  Result<TopologyView> back = buildTopology(reload);
+  Result<TopologyView> back = loadDump(options);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->data(), v->data());
 }
@@ -195,19 +206,14 @@ TEST(TopologyOptions, DumpFileHoldsTheViewAndLoadsBack) {
 TEST(TopologyOptions, AgreedFiguresWinOverALocalMeasurementAndReachTheDump) {
   TempDir dir;
   FakeGpuProbe gpus;
-  TopologyOptions options;
-  options.gpuProbe = &gpus;
-  options.dumpFile = (dir.path() / "dump.xml").string();
-  options.calibrate = true;
+  TopologyOptions options = calibratedDumpInto(dir, &gpus);
   Calibration agreed;
   agreed.measured[static_cast<size_t>(LinkClass::Memory)] = LinkFigures{3.25, 0.75};
   options.agreed = agreed;
   Result<TopologyView> v = buildTopology(options);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->figures(LinkClass::Memory), (LinkFigures{3.25, 0.75}));
-  TopologyOptions reload;
-  reload.loadFile = options.dumpFile;
-  Result<TopologyView> back = buildTopology(reload);
+  Result<TopologyView> back = loadDump(options);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->figures(LinkClass::Memory), (LinkFigures{3.25, 0.75}));
   EXPECT_TRUE(back->data().measured[static_cast<size_t>(LinkClass::Memory)]);
