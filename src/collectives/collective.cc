@@ -4,6 +4,8 @@
 // dispatches through it and the planner asks it before choosing.
 #include "collectives/collective.h"
 
+#include <utility>
+
 namespace cfx::coll {
 
 namespace {
@@ -40,6 +42,7 @@ constexpr Entry kTable[] = {
     {Collective::AllReduce, Algorithm::Tree, &allReduceTree},
     {Collective::Broadcast, Algorithm::Hier, &broadcastHier},
     {Collective::ReduceScatter, Algorithm::Hier, &reduceScatterHier},
+    {Collective::AllReduce, Algorithm::Hier3, &allReduceHier3},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {
@@ -98,6 +101,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Hier: return "Hier";
     case Algorithm::Rabenseifner: return "Rabenseifner";
     case Algorithm::Tree: return "Tree";
+    case Algorithm::Hier3: return "Hier3";
   }
   return "unknown";
 }
@@ -124,6 +128,41 @@ Layout Layout::fromHostIds(const std::vector<uint64_t>& hostIds) {
     layout.hostRanks[h].push_back(static_cast<int>(r));
   }
   return layout;
+}
+
+Layout Layout::fromPlaces(const std::vector<uint64_t>& hostIds, const std::vector<int64_t>& deviceIds) {
+  Layout layout = fromHostIds(hostIds);
+  layout.hostDevices.resize(layout.hostRanks.size());
+  std::vector<std::pair<int, int64_t>> seen;  // (host, device id) of each device so far
+  for (size_t r = 0; r < hostIds.size(); ++r) {
+    const int h = layout.hostOf[r];
+    const std::pair<int, int64_t> key{h, r < deviceIds.size() ? deviceIds[r] : 0};
+    size_t d = 0;
+    while (d < seen.size() && seen[d] != key) ++d;
+    if (d == seen.size()) {
+      seen.push_back(key);
+      layout.deviceRanks.emplace_back();
+      layout.hostDevices[static_cast<size_t>(h)].push_back(static_cast<int>(d));
+    }
+    layout.deviceOf.push_back(static_cast<int>(d));
+    layout.deviceIndex.push_back(static_cast<int>(layout.deviceRanks[d].size()));
+    layout.deviceRanks[d].push_back(static_cast<int>(r));
+  }
+  return layout;
+}
+
+bool Layout::threeLevel() const {
+  if (!hierarchical() || hostDevices.size() != hostRanks.size() || deviceRanks.empty()) return false;
+  const size_t devices = hostDevices.front().size();
+  const size_t perDevice = deviceRanks.front().size();
+  if (devices < 2 || perDevice < 2) return false;
+  for (const std::vector<int>& d : hostDevices) {
+    if (d.size() != devices) return false;
+  }
+  for (const std::vector<int>& ranks : deviceRanks) {
+    if (ranks.size() != perDevice) return false;
+  }
+  return true;
 }
 
 bool hasAlgorithm(Collective coll, Algorithm algorithm) { return find(coll, algorithm) != nullptr; }

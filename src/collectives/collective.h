@@ -63,8 +63,9 @@ enum class Algorithm : uint8_t {
               // ReduceScatter, Broadcast)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
   Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
+  Hier3,         // 3 levels: within each device, across the devices of a host, across hosts (AllReduce)
 };
-inline constexpr int kNumAlgorithms = 9;
+inline constexpr int kNumAlgorithms = 10;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 // Where the ranks run, as far as algorithms care: which ranks share a host. The same on every rank (core/ builds
@@ -81,8 +82,20 @@ struct Layout {
   // The 2-level algorithms (Hier) have two levels to work with: several hosts, each with the same number (> 1) of
   // ranks. Otherwise they run the flat ring, which is what they reduce to.
   bool hierarchical() const { return nHosts() > 1 && hostRanks.front().size() > 1 && uniform(); }
+  // The level below hosts: ranks of one host that share a device (a GPU, or a NUMA node for CPU ranks), where the
+  // topology places them so (NCCL_TOPO_FILE). Empty when nothing is known below hosts.
+  std::vector<int> deviceOf;                  // per rank: its device, devices numbered in order of their lowest rank
+  std::vector<std::vector<int>> deviceRanks;  // per device: its ranks, ascending
+  std::vector<std::vector<int>> hostDevices;  // per host: its devices, in order of their lowest rank
+  std::vector<int> deviceIndex;               // per rank: its position in deviceRanks[deviceOf[rank]]
+
+  // The 3-level algorithms (Hier3) have three levels to work with: hierarchical(), and every host holds the same
+  // number (> 1) of devices, each running the same number (> 1) of ranks. Otherwise they run Hier.
+  bool threeLevel() const;
   // From one host id per rank (any values; equal means same host).
   static Layout fromHostIds(const std::vector<uint64_t>& hostIds);
+  // Also with one device id per rank (any values; equal on one host means same device).
+  static Layout fromPlaces(const std::vector<uint64_t>& hostIds, const std::vector<int64_t>& deviceIds);
 };
 
 struct Plan {
@@ -121,6 +134,7 @@ Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

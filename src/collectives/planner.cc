@@ -2,6 +2,7 @@
 // Algorithm choice and NCCL_ALGO parsing (collectives layer). Pure: no logging, no environment.
 #include "collectives/planner.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -20,8 +21,8 @@ namespace {
 constexpr Algorithm kLatencyFamily[] = {Algorithm::Exchange, Algorithm::RecDouble};
 // Algorithms priced by the model, safest first: a later one must be clearly cheaper than the best before it.
 constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange, Algorithm::RecDouble, Algorithm::Ring,
-                                       Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Rabenseifner,
-                                       Algorithm::Tree};
+                                       Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Hier3,
+                                       Algorithm::Rabenseifner, Algorithm::Tree};
 // One always-applicable algorithm per remaining collective.
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
 // Direct broadcast where buffers may travel as slices: at most this many ranks (see pick()).
@@ -43,6 +44,7 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     // A broadcast's two levels need only several hosts; the reducing ones need the same ranks on every host.
     case Algorithm::Hier:
       return req.fabric != nullptr && (req.coll == Collective::Broadcast ? req.fabric->hosts > 1 : req.fabric->hier);
+    case Algorithm::Hier3: return req.fabric != nullptr && req.fabric->hier3;
     case Algorithm::Tree: return req.nRanks > 1;
     case Algorithm::Rabenseifner:
     case Algorithm::Ring:
@@ -299,6 +301,21 @@ Result<PlannerOptions> parseAlgoSpec(std::string_view spec) {
   return opts;
 }
 
+Layout layoutOf(const topo::TopologyView& view) {
+  std::vector<uint64_t> hosts;
+  std::vector<int64_t> devices;
+  for (int r = 0; r < view.nRanks(); ++r) {
+    const topo::RankPlace& place = view.placeOf(r);
+    int numa = place.numa;
+    const topo::Host& host = view.host(place.host);
+    if (numa < 0 && !host.numaNodes.empty()) numa = host.numaNodes.front().osIndex;
+    hosts.push_back(static_cast<uint64_t>(place.host));
+    // GPUs as themselves, NUMA nodes below -1: the two never share an id.
+    devices.push_back(place.gpu >= 0 ? int64_t{place.gpu} : -2 - int64_t{numa});
+  }
+  return Layout::fromPlaces(hosts, devices);
+}
+
 Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
   Fabric fabric;
   const int n = layout.nRanks();
@@ -334,6 +351,32 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
     }
     fabric.host = loadedFigures(view, host);
     fabric.cross = loadedFigures(view, cross);
+  }
+  fabric.hier3 = layout.threeLevel();
+  if (fabric.hier3) {
+    const auto at = [](const std::vector<int>& v, int i) { return v[static_cast<size_t>(i)]; };
+    fabric.devices = static_cast<int>(layout.hostDevices.front().size());
+    fabric.deviceRanks = static_cast<int>(layout.deviceRanks.front().size());
+    std::vector<std::pair<int, int>> device;
+    std::vector<std::pair<int, int>> mid;
+    std::vector<std::pair<int, int>> cross;
+    for (int h = 0; h < fabric.hosts; ++h) {
+      const std::vector<int>& devs = layout.hostDevices[static_cast<size_t>(h)];
+      const std::vector<int>& nextDevs = layout.hostDevices[static_cast<size_t>(mod(h + 1, fabric.hosts))];
+      for (int d = 0; d < fabric.devices; ++d) {
+        const std::vector<int>& ranks = layout.deviceRanks[static_cast<size_t>(at(devs, d))];
+        const std::vector<int>& nextDev = layout.deviceRanks[static_cast<size_t>(at(devs, mod(d + 1, fabric.devices)))];
+        const std::vector<int>& nextHost = layout.deviceRanks[static_cast<size_t>(at(nextDevs, d))];
+        for (int g = 0; g < fabric.deviceRanks; ++g) {
+          device.emplace_back(at(ranks, g), at(ranks, mod(g + 1, fabric.deviceRanks)));
+          mid.emplace_back(at(ranks, g), at(nextDev, g));
+          cross.emplace_back(at(ranks, g), at(nextHost, g));
+        }
+      }
+    }
+    fabric.device = loadedFigures(view, device);
+    fabric.midHost = loadedFigures(view, mid);
+    fabric.crossDev = loadedFigures(view, cross);
   }
   return fabric;
 }
@@ -382,6 +425,19 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       const double host = 2 * (local - 1) * (step(f.host) + transferUs(f.host, bytes / local / k));
       const double cross = 2 * (hosts - 1) * (step(f.cross) + transferUs(f.cross, bytes / local / hosts / k));
       return k * std::max(host, cross) + std::min(host, cross);
+    }
+    case Algorithm::Hier3: {
+      // Three pipelined levels (allreduce_hier3.cc): the slowest runs once per segment, the other two add about
+      // one segment's worth each while the pipeline fills and drains.
+      const double g = f.deviceRanks;
+      const double d = f.devices;
+      const double h = f.hosts;
+      const double k = static_cast<double>(hierSegments(req.bytes, f.deviceRanks, req.sliceBytes));
+      const double device = 2 * (g - 1) * (step(f.device) + transferUs(f.device, bytes / g / k));
+      const double mid = 2 * (d - 1) * (step(f.midHost) + transferUs(f.midHost, bytes / g / d / k));
+      const double cross = 2 * (h - 1) * (step(f.crossDev) + transferUs(f.crossDev, bytes / g / d / h / k));
+      const double slowest = std::max({device, mid, cross});
+      return k * slowest + (device + mid + cross - slowest);
     }
     case Algorithm::Exchange:
     case Algorithm::RecDouble:

@@ -39,7 +39,18 @@ struct Fabric {
   int localRanks = 1;
   topo::LinkFigures host;   // every host's ring of its own ranks, all hosts at once
   topo::LinkFigures cross;  // the rings of one local index across hosts, every local index at once
+  // The 3-level algorithms (Layout::threeLevel()): D devices per host, G ranks per device.
+  bool hier3 = false;
+  int devices = 1;
+  int deviceRanks = 1;
+  topo::LinkFigures device;    // every device's ring of its own ranks, all at once
+  topo::LinkFigures midHost;   // the rings of one device index across a host's devices, all at once
+  topo::LinkFigures crossDev;  // the rings of one (device, index) position across hosts, all at once
 };
+
+// The layout of `view`'s placed ranks: its hosts, and below them devices, one per GPU or, for CPU ranks, per NUMA
+// node (a rank placed on no node is on the host's first).
+Layout layoutOf(const topo::TopologyView& view);
 
 // Prices `layout`'s ranks on `view`, whose rank r must be the communicator's rank r.
 Fabric fabricOf(const topo::TopologyView& view, const Layout& layout);
@@ -92,7 +103,7 @@ Status parseProtoSpec(std::string_view spec, PlannerOptions& opts);
 // message fits one slice on a power-of-two rank count above one, RecDouble while it fits one slice on other
 // counts, and Ring above (rules measured on shared memory). Otherwise AllReduce, AllGather and ReduceScatter take the
 // cheapest by the cost model of, in this order, Exchange and RecDouble (while they fit one slice), Ring, BiRing,
-// Hier and (AllReduce) Rabenseifner, where a later one must be at least kModelMargin cheaper than the best before it
+// Hier and (AllReduce) Hier3, Rabenseifner and Tree, where a later one must be at least kModelMargin cheaper than the best before it
 // to be chosen (the model is coarse; the earlier ones are the safer defaults). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use
 // Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can run the op, the
 // default choice is used anyway. Always returns an implemented, applicable pair; the plan's layout is left for

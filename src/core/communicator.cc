@@ -524,6 +524,10 @@ void Communicator::learnTopology() {
              view.status().message().c_str());
     return;
   }
+  // Where the view places ranks below hosts (a GPU, a NUMA node: NCCL_TOPO_FILE), or on other hosts than their
+  // host ids say (a file declaring the shape an emulation runs), the algorithms follow the view: it is what the
+  // user declared, and what the planner prices.
+  layout_ = coll::layoutOf(view.value());
   fabric_ = coll::fabricOf(view.value(), layout_);
   const coll::Fabric& f = *fabric_;
   CFX_INFO(log::Sys::Tuning,
@@ -531,6 +535,12 @@ void Communicator::learnTopology() {
            "cross-host %.2f GB/s %.1f us",
            rank_, f.hosts, f.localRanks, layout_.uniform() ? "" : " (uneven)", f.ring.gbps, f.ring.latencyUs,
            f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs);
+  if (f.hier3) {
+    CFX_INFO(log::Sys::Tuning,
+             "rank %d: 3 levels, %d devices per host x %d ranks per device; per-flow figures: device %.2f GB/s, "
+             "between devices %.2f GB/s, cross-host %.2f GB/s %.1f us",
+             rank_, f.devices, f.deviceRanks, f.device.gbps, f.midHost.gbps, f.crossDev.gbps, f.crossDev.latencyUs);
+  }
 }
 
 coll::PlanRequest Communicator::planRequest(coll::Collective coll, size_t count, DataType type) const {

@@ -221,8 +221,17 @@ class GraphBuilder {
       if (l.a.kind == Endpoint::Kind::Nic) p2pNics_.insert({l.a.host, l.a.index});
       if (l.b.kind == Endpoint::Kind::Nic) p2pNics_.insert({l.b.host, l.b.index});
     }
-    for (int a : nodesOf(l.a))
-      for (int b : nodesOf(l.b)) addLink(a, b, l.cls, l.gbps, l.latencyUs, false);
+    for (int a : nodesOf(l.a)) {
+      for (int b : nodesOf(l.b)) {
+        // A declared link between nodes that an implicit one already joins replaces it (two NUMA nodes of a host
+        // joined slower than the class says): otherwise routes would still take whichever of the two is shorter.
+        auto same = std::find_if(st_.links.begin(), st_.links.end(), [&](const GraphLink& g) {
+          return g.implicit && ((g.nodeA == a && g.nodeB == b) || (g.nodeA == b && g.nodeB == a));
+        });
+        if (same != st_.links.end()) st_.links.erase(same);
+        addLink(a, b, l.cls, l.gbps, l.latencyUs, false);
+      }
+    }
   }
 
   void connectToSwitch(int h) {

@@ -5,10 +5,12 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "conflux.h"
 #include "integration/multiproc.h"
@@ -77,6 +79,49 @@ TEST(TopologyApi, OneHostKeepsTheRingAndNcclAlgoIsHonoured) {
     EXPECT_EQ(planOf(comm, cfxCollAllGather, k64MiBFloats), "Ring");
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
   });
+  EXPECT_TRUE(result.ok());
+}
+
+// NCCL_TOPO_FILE declares 2 hosts x 2 devices (NUMA nodes joined at 2 Gbit/s) x 2 ranks; the ranks run as pairs
+// with their own NCCL_HOSTID (shared memory within a pair, tcp between). The layout follows the file, the planner
+// takes the 3-level all-reduce for large buffers, and that all-reduce gives every rank the same, right result.
+TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
+  const std::string file = "/tmp/cfx-topo-3level-" + std::to_string(::getpid()) + ".xml";
+  {
+    std::ofstream out(file);
+    out << "<system version=\"1\">\n";
+    for (int h = 0; h < 2; ++h) {
+      out << "  <host id=\"" << h << "\"><numa id=\"0\"/><numa id=\"1\"/><nic name=\"e0\" speed=\"1000\" numa=\"0\"/>"
+          << "<nic name=\"e1\" speed=\"1000\" numa=\"1\"/></host>\n"
+          << "  <link a=\"h" << h << ":numa0\" b=\"h" << h << ":numa1\" class=\"smp\" bw=\"0.25\" lat=\"20\"/>\n";
+    }
+    for (int r = 0; r < 8; ++r) out << "  <rank id=\"" << r << "\" host=\"" << r / 4 << "\" numa=\"" << r % 4 / 2 << "\"/>\n";
+    out << "</system>\n";
+  }
+  RunOptions options;
+  options.env = {{"NCCL_TOPO_FILE", file}, {"CFX_TIMEOUT_MS", "60000"}};
+  const RunResult result = runRanks(8, options, [](RankContext& ctx) {
+    ::setenv("NCCL_HOSTID", ("topo-device-" + std::to_string(ctx.rank() / 2)).c_str(), 1);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cfxTopologyInfo info{};
+    ASSERT_EQ(cfxCommGetTopology(comm, &info), ncclSuccess);
+    EXPECT_EQ(info.nHosts, 2);  // the file's hosts, not the four host ids
+    EXPECT_EQ(info.localRanks, 4);
+    EXPECT_EQ(planOf(comm, cfxCollAllReduce, k64MiBFloats), "Hier3");
+    // 4 MiB: two pipelined segments. Sum in place, average out of place.
+    const size_t count = (size_t{1} << 20) + 5;
+    std::vector<float> v(count, static_cast<float>(ctx.rank() + 1));
+    ASSERT_EQ(ncclAllReduce(v.data(), v.data(), count, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+    for (float x : v) ASSERT_EQ(x, 36.0f);
+    std::vector<int32_t> in(count), out(count, -1);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(8 * (i % 1000) + ctx.rank());
+    ASSERT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclAvg, comm, nullptr), ncclSuccess);
+    // (8 * 8k + 0 + 1 + ... + 7) / 8 = 8k + 3 (28 / 8 truncated)
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(8 * (i % 1000) + 3)) << i;
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+  std::remove(file.c_str());
   EXPECT_TRUE(result.ok());
 }
 

@@ -14,7 +14,11 @@ count neither as best nor as worst.
 
 Shapes (--shape): host (one host, --ranks-per-host ranks, no network), 2x2 (2 hosts x 2 ranks on a 1 Gbit/s
 switch), 2x4 (2 hosts x 4 ranks, 1 Gbit/s), ring4 (4 hosts x 1 rank, ring of 1 Gbit/s point-to-point links),
-4x1_rtt50 (4 hosts x 1 rank on a 1 Gbit/s switch with 50 ms RTT through the delay relay).
+4x1_rtt50 (4 hosts x 1 rank on a 1 Gbit/s switch with 50 ms RTT through the delay relay), 3level (2 hosts x 2
+devices x 2 ranks, three link speeds: shared memory within a device, 2 Gbit/s between the devices of a host, 1 Gbit/s
+per device to the switch between hosts; each device is a namespace, and the ranks get a topology file declaring
+the hosts and their devices (NUMA nodes). Besides Hier3 it runs both 2-level variants: Hier with hosts as its upper
+level, and Hier with devices as "hosts" ("hier/devices": the bed's own one-host-per-namespace file).
 
 Example (as root, from the repository root, after building perf binaries and cfx_delay_relay in build-rel):
   python3 tests/netbed/algo_table.py --build build-rel --shape 2x2 --coll all_reduce -b 1K -e 64M --reps 3
@@ -40,7 +44,22 @@ SHAPES = {
     "2x4": lambda rph: (netbed.switch(2, rate="1gbit"), 4),
     "ring4": lambda rph: (netbed.ring(4, rate="1gbit"), 1),
     "4x1_rtt50": lambda rph: (_tuned(netbed.switch(4, rate="1gbit", delay_ms=25)), 1),
+    "3level": lambda rph: (netbed.Spec(4, [netbed.Link([0, 1], "p2p", "2gbit"), netbed.Link([2, 3], "p2p", "2gbit"),
+                                           netbed.Link([0, 1, 2, 3], "switch", "1gbit")]), 2),
 }
+
+
+def three_level_xml() -> str:
+    """The 3level bed as two hosts of two NUMA nodes (the devices) with two ranks each: each node has its own 1 Gbit/s
+    NIC on the switch, and the nodes of a host are joined at 2 Gbit/s (the p2p veth between their namespaces)."""
+    xml = ['<?xml version="1.0"?>', '<system version="1">']
+    for h in range(2):
+        xml.append(f'  <host id="{h}" name="h{h}"><numa id="0"/><numa id="1"/><nic name="dev0" speed="1000" numa="0"/>'
+                   f'<nic name="dev1" speed="1000" numa="1"/></host>')
+        xml.append(f'  <link a="h{h}:numa0" b="h{h}:numa1" class="smp" bw="0.25" lat="20"/>')
+    xml += [f'  <rank id="{r}" host="{r // 4}" numa="{r % 4 // 2}"/>' for r in range(8)]
+    return "\n".join(xml + ["</system>"]) + "\n"
+
 # perf binary name -> (NCCL_ALGO collective name, fixed algorithms to compare)
 COLLS = {
     "all_reduce": ("allreduce", ["exchange", "recdouble", "ring", "biring", "hier", "rabenseifner"]),
@@ -103,6 +122,8 @@ def main() -> int:
 
     spec, rph = SHAPES[args.shape](args.ranks_per_host)
     coll_name, algos = COLLS[args.coll]
+    if args.shape == "3level" and args.coll == "all_reduce":
+        algos = ["ring", "hier", "hier/devices", "hier3"]
     settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]
     perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
     argv = [perf, "-b", args.b, "-e", args.e, "-f", args.f, "-n", args.iters, "-w", "1", "-c", "1"]
@@ -113,9 +134,17 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         bed = stack.enter_context(netbed.Bed(spec, relay=relay)) if spec.hosts > 1 else None
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="cfxalgo"))
+        topo_env = {}
+        if args.shape == "3level":
+            topo_env["NCCL_TOPO_FILE"] = os.path.join(tmp, "3level.xml")
+            with open(topo_env["NCCL_TOPO_FILE"], "w") as f:
+                f.write(three_level_xml())
         for rep in range(args.reps):
             for s in settings:
-                env = {} if s == "auto" else {"NCCL_ALGO": s}
+                # "hier/devices": Hier, planned on the bed's own file (a host per namespace).
+                env = {} if s == "auto" else {"NCCL_ALGO": s.split("/")[0]}
+                if not s.endswith("/devices"):
+                    env.update(topo_env)
                 times, p = run(bed, rph, argv, env, args.timeout, os.path.join(tmp, "tuning"), cfxrun)
                 picks.setdefault(s, {}).update(p)
                 for size, t in times.items():
@@ -130,7 +159,8 @@ def main() -> int:
     for size in sorted(samples["auto"]):
         med = {s: statistics.median(samples[s][size]) for s in settings if size in samples[s]}
         # A forced algorithm counts only where it ran (its run's log names it at this size).
-        ran = {s for s in med if s == "auto" or picks.get(s, {}).get(size, "").lower() == s.split(":")[1]}
+        ran = {s for s in med
+               if s == "auto" or picks.get(s, {}).get(size, "").lower() == s.split(":")[1].split("/")[0]}
         fixed = [med[s] for s in settings[:-1] if s in ran]
         if not fixed:
             continue

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -321,6 +322,8 @@ std::string CollCase::hostsText() const {
   if (hosts.empty()) return "";
   std::string text = " hosts=";
   for (size_t r = 0; r < hosts.size(); ++r) text += (r ? "," : "") + std::to_string(hosts[r]);
+  if (!devices.empty()) text += " devices=";
+  for (size_t r = 0; r < devices.size(); ++r) text += (r ? "," : "") + std::to_string(devices[r]);
   return text;
 }
 
@@ -342,8 +345,9 @@ CaseStats runCase(const CollCase& c) {
   }
   LoopbackWorld world(n, c.geometry, c.directThreshold);
   world.setRingChunkSlices(c.ringChunkSlices);
-  const coll::Layout layout =
-      coll::Layout::fromHostIds(c.hosts.empty() ? std::vector<uint64_t>(static_cast<size_t>(n), 0) : c.hosts);
+  const coll::Layout layout = coll::Layout::fromPlaces(
+      c.hosts.empty() ? std::vector<uint64_t>(static_cast<size_t>(n), 0) : c.hosts,
+      c.devices.empty() ? std::vector<int64_t>(static_cast<size_t>(n), 0) : c.devices);
   const coll::Plan plan{c.algorithm, &layout};
   const std::vector<Status> st = world.runRanks(
       [&](int rank, prims::Prims& prims) { return coll::runCollective(args[static_cast<size_t>(rank)], plan, prims); });
@@ -375,15 +379,19 @@ std::vector<int> sweepRoots(int nRanks) {
   return roots;
 }
 
-void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                      const std::vector<size_t>& bigCounts, bool everyRoot, const std::vector<DataType>& types) {
-  const std::vector<std::vector<uint64_t>> layouts = {
-      {0, 0, 1, 1},             {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1},
-      {0, 0, 1, 1, 2, 2, 3, 3}, {5, 9, 5, 9, 5, 9}, {0, 0, 0, 1, 1},    {0, 1, 2},
-  };
+namespace {
+
+struct Placement {
+  std::vector<uint64_t> hosts;
+  std::vector<int64_t> devices;  // empty: one device per host
+};
+
+void sweepLayouts(const std::vector<Placement>& layouts, coll::Collective coll, coll::Algorithm algorithm,
+                  const std::vector<RedOpKind>& ops, const std::vector<size_t>& bigCounts, bool everyRoot,
+                  const std::vector<DataType>& types) {
   constexpr size_t kMisalign[] = {0, 1, 4, 3};
   size_t index = 0;
-  for (const std::vector<uint64_t>& hosts : layouts) {
+  for (const auto& [hosts, devices] : layouts) {
     const int n = static_cast<int>(hosts.size());
     for (DataType type : kSweepTypes) {
       // Rooted sweeps are the data-moving ones, where a type is only its size: 4 bytes and 1 (odd sizes) suffice.
@@ -405,6 +413,7 @@ void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const st
               c.inPlace = inPlace;
               c.root = root;
               c.hosts = hosts;
+              c.devices = devices;
               c.misalign = kMisalign[index++ % std::size(kMisalign)];
               runCase(c);
               if (::testing::Test::HasFailure()) return;
@@ -414,6 +423,32 @@ void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const st
       }
     }
   }
+}
+
+}  // namespace
+
+void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
+                      const std::vector<size_t>& bigCounts, bool everyRoot, const std::vector<DataType>& types) {
+  const std::vector<Placement> layouts = {
+      {{0, 0, 1, 1}, {}},             {{0, 0, 0, 1, 1, 1}, {}}, {{0, 0, 1, 1, 2, 2}, {}}, {{0, 0, 0, 0, 1, 1, 1, 1}, {}},
+      {{0, 0, 1, 1, 2, 2, 3, 3}, {}}, {{5, 9, 5, 9, 5, 9}, {}}, {{0, 0, 0, 1, 1}, {}},    {{0, 1, 2}, {}},
+  };
+  sweepLayouts(layouts, coll, algorithm, ops, bigCounts, everyRoot, types);
+}
+
+void sweepDeviceLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
+                        const std::vector<size_t>& bigCounts) {
+  std::vector<Placement> layouts = {
+      {{0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 1, 1}},  // 2 x 2 x 2 in rank order
+      {{0, 1, 0, 1, 0, 1, 0, 1}, {7, 7, 3, 3, 3, 3, 7, 7}},  // hosts and devices interleaved, device ids reused
+      {{0, 0, 1, 1}, {0, 1, 0, 1}},                          // one rank per device: Hier
+      {{0, 0, 0, 1, 1, 1}, {0, 0, 1, 0, 0, 1}},              // devices of 2 and 1 ranks: Hier
+      {{0, 0, 0, 0}, {0, 0, 1, 1}},                          // one host: Hier, which is the ring there
+  };
+  if (!std::getenv("CFX_TEST_QUICK")) {
+    layouts.push_back({{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}});  // 3 x 2 x 2
+  }
+  sweepLayouts(layouts, coll, algorithm, ops, bigCounts, /*everyRoot=*/false, {});
 }
 
 }  // namespace cfx::testing

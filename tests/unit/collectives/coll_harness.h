@@ -30,6 +30,7 @@ struct CollCase {
   transport::FifoGeometry geometry{256, 2};
   size_t directThreshold = 0;  // LoopbackWorld's direct (single-copy) threshold; 0: slices only
   std::vector<uint64_t> hosts;  // the host of every rank, for the plan's layout (Hier); empty: all on one host
+  std::vector<int64_t> devices;  // the device of every rank on its host (Hier3); empty: one device per host
   int ringChunkSlices = 1;      // Prims::ringChunkSlices(), at most geometry.nSlots - 1
 
   std::string describe() const;
@@ -59,6 +60,12 @@ inline constexpr RedOpKind kSweepOps[] = {RedOpKind::Sum, RedOpKind::Prod, RedOp
 void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
                       const std::vector<size_t>& bigCounts, bool everyRoot = false,
                       const std::vector<DataType>& types = {});
+
+// The same for the 3-level layouts (Hier3): 2 hosts x 2 devices x 2 ranks in rank order and interleaved, 3 x 2 x 2
+// (all but CFX_TEST_QUICK runs), and the shapes where it falls back to Hier (one rank per device, uneven devices,
+// one host).
+void sweepDeviceLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
+                        const std::vector<size_t>& bigCounts);
 
 // The roots a rooted sweep covers for n ranks: 0, n - 1 and the middle, without repeats.
 std::vector<int> sweepRoots(int nRanks);

@@ -24,9 +24,7 @@ struct Machine {
 Machine machine(const std::string& xml) {
   Result<topo::TopologyView> view = topo::parseTopologyXml(xml, "test");
   EXPECT_TRUE(view.ok()) << view.status().message();
-  std::vector<uint64_t> hosts;
-  for (int r = 0; r < view.value().nRanks(); ++r) hosts.push_back(static_cast<uint64_t>(view.value().hostOf(r)));
-  Layout layout = Layout::fromHostIds(hosts);
+  Layout layout = layoutOf(view.value());
   Fabric fabric = fabricOf(view.value(), layout);
   return Machine{view.value(), std::move(layout), fabric};
 }
@@ -48,6 +46,21 @@ std::string unevenHosts() {
     xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><nic name=\"e\" speed=\"1000\"/></host>\n", h);
   }
   for (int r = 0; r < 5; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r < 3 ? 0 : 1);
+  return xml + "</system>\n";
+}
+
+// 2 hosts x 2 NUMA nodes (the devices) x 2 ranks: the nodes of a host joined at `deviceMbps`, each node with its
+// own 1 Gbit/s NIC on the switch; the namespace bed's 3-level shape (tests/netbed/algo_table.py --shape 3level).
+std::string threeLevels(int deviceMbps) {
+  std::string xml = "<system version=\"1\">\n";
+  for (int h = 0; h < 2; ++h) {
+    xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><numa id=\"1\"/><nic name=\"e0\" speed=\"1000\" numa=\"0\"/>"
+                     "<nic name=\"e1\" speed=\"1000\" numa=\"1\"/></host>\n",
+                     h);
+    xml += strprintf("  <link a=\"h%d:numa0\" b=\"h%d:numa1\" class=\"smp\" bw=\"%g\" lat=\"20\"/>\n", h, h,
+                     deviceMbps / 8000.0);
+  }
+  for (int r = 0; r < 8; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\" numa=\"%d\"/>\n", r, r / 4, r % 4 / 2);
   return xml + "</system>\n";
 }
 
@@ -290,6 +303,59 @@ TEST(PlannerModel, ParserKnowsTheNewAlgorithms) {
   Result<PlannerOptions> r = parseAlgoSpec("alltoall:hier");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("AlltoAll has no Hier algorithm"), std::string::npos);
+}
+
+TEST(PlannerModel, ThreeLevelsGoHier3WhereTheLinkBetweenDevicesIsSlow) {
+  const Machine m = machine(threeLevels(2000));
+  ASSERT_TRUE(m.layout.threeLevel());
+  EXPECT_TRUE(m.fabric.hier3);
+  EXPECT_EQ(m.fabric.devices, 2);
+  EXPECT_EQ(m.fabric.deviceRanks, 2);
+  // Two ranks of each node share its NIC, and the link between nodes carries one flow each way.
+  EXPECT_NEAR(m.fabric.crossDev.gbps, 0.125 / 2, 1e-9);
+  EXPECT_NEAR(m.fabric.midHost.gbps, 0.25 / 2, 1e-9);
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Hier3);
+  // Hier with the host as its upper level sends 1.5 times the bytes over the link between nodes that Hier3 does.
+  const double hier = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  const double hier3 = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier3);
+  EXPECT_GT(hier / hier3, 1.3);
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("^hier3")), Algorithm::Hier);
+  EXPECT_EQ(choose(m, Collective::AllReduce, 1024, parse("allreduce:hier3")), Algorithm::Hier3);
+  // Hier3 is an all-reduce only.
+  EXPECT_FALSE(parseAlgoSpec("allgather:hier3").ok());
+  // With the nodes of a host as fast as its memory, the middle level is worth nothing and costs latency.
+  const Machine fast = machine(threeLevels(400000));
+  EXPECT_TRUE(fast.fabric.hier3);
+  EXPECT_NE(choose(fast, Collective::AllReduce, 1024), Algorithm::Hier3);
+}
+
+TEST(PlannerModel, Hier3NeedsThreeEvenLevels) {
+  EXPECT_FALSE(machine(topo::testing::twoHostsFourRanks()).fabric.hier3);
+  EXPECT_EQ(estimateUs(request(machine(topo::testing::twoHostsFourRanks()), Collective::AllReduce, k64MiB),
+                       Algorithm::Hier3),
+            -1);
+  // 4 nodes x 4 GPUs x 2 dies: the GPUs are the devices, their dies the ranks of each.
+  const Machine gpus = machine(topo::testing::fourNodesFourGpusTwoDies());
+  EXPECT_TRUE(gpus.fabric.hier3);
+  EXPECT_EQ(gpus.fabric.devices, 4);
+  EXPECT_EQ(gpus.fabric.deviceRanks, 2);
+}
+
+TEST(PlannerModel, LayoutOfAViewFollowsItsPlacement) {
+  // Ranks on the first NUMA node by default or by name are on one device; ranks interleaved across hosts keep
+  // their hosts' order.
+  const Layout l = Layout::fromPlaces({3, 5, 3, 5, 3, 5}, {-2, 0, -2, 0, 8, 0});
+  EXPECT_EQ(l.nHosts(), 2);
+  EXPECT_EQ(l.hostRanks[0], (std::vector<int>{0, 2, 4}));
+  ASSERT_EQ(l.deviceRanks.size(), 3u);
+  EXPECT_EQ(l.deviceRanks[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.deviceRanks[1], (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(l.deviceRanks[2], (std::vector<int>{4}));
+  EXPECT_EQ(l.hostDevices[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.deviceIndex[3], 1);
+  EXPECT_FALSE(l.threeLevel());
+  EXPECT_TRUE(Layout::fromPlaces({0, 0, 0, 0, 1, 1, 1, 1}, {1, 1, 2, 2, 1, 1, 2, 2}).threeLevel());
+  EXPECT_FALSE(Layout::fromHostIds({0, 0, 0, 0, 1, 1, 1, 1}).threeLevel());
 }
 
 TEST(PlannerModel, BroadcastBetweenHostsGoesHierarchicalAlsoOnUnevenHosts) {

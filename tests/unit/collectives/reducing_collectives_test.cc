@@ -118,6 +118,13 @@ TEST(AllReduceHier, MatchesClosedFormOnEveryHostLayout) {
   sweepHostLayouts(Collective::AllReduce, Algorithm::Hier, {std::begin(kSweepOps), std::end(kSweepOps)}, big);
 }
 
+// Hier3 on 3-level layouts (2 x 2 x 2 in rank order and interleaved, 3 x 2 x 2) and on those where it is Hier, with
+// counts for 2 to 8 pipelined segments; the sanitizer runs keep the 2-segment count.
+TEST(AllReduceHier3, MatchesClosedFormOnEveryDeviceLayout) {
+  const std::vector<size_t> big = std::getenv("CFX_TEST_QUICK") ? std::vector<size_t>{5000} : std::vector<size_t>{5000, 40009};
+  sweepDeviceLayouts(Collective::AllReduce, Algorithm::Hier3, {std::begin(kSweepOps), std::end(kSweepOps)}, big);
+}
+
 // Hier over the same host layouts: the interleaved one ({5, 9, 5, 9, 5, 9}) checks that blocks are found by global
 // rank; uneven hosts and one rank per host run the flat ring. The sweep counts already reach 1 to 8 pipelined
 // segments (8 slices per rank and segment); 3001 adds segments of several slices per block. Min is left out as in
