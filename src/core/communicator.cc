@@ -335,6 +335,8 @@ Status Communicator::connect(const transport::UniqueId& id) {
   } else if (anyNetPair) {
     auto tcpOptions = transport::tcp::TcpOptions::fromParams();
     tcpOptions.bindAddress = bootstrap_->localAddress();  // same interface as the bootstrap, any free port
+    tcpOptions.railInterfaces.ifName = options_.bootstrap.options.ifName;
+    tcpOptions.railInterfaces.family = options_.bootstrap.options.family;
     if (tcpOptions.bindAddress.ss_family == AF_INET6) {
       reinterpret_cast<sockaddr_in6*>(&tcpOptions.bindAddress)->sin6_port = 0;
     } else {

@@ -18,7 +18,9 @@ switch), 2x4 (2 hosts x 4 ranks, 1 Gbit/s), ring4 (4 hosts x 1 rank, ring of 1 G
 devices x 2 ranks, three link speeds: shared memory within a device, 2 Gbit/s between the devices of a host, 1 Gbit/s
 per device to the switch between hosts; each device is a namespace, and the ranks get a topology file declaring
 the hosts and their devices (NUMA nodes). Besides Hier3 it runs both 2-level variants: Hier with hosts as its upper
-level, and Hier with devices as "hosts" ("hier/devices": the bed's own one-host-per-namespace file).
+level, and Hier with devices as "hosts" ("hier/devices": the bed's own one-host-per-namespace file). 2x2rails (2 hosts
+x 2 ranks, each host with two NICs on two separate 1 Gbit/s switches, CFX_SOCKET_RAILS=2 so that local rank l
+listens on NIC l): beside the algorithms it runs Hier on one rail ("hier/1rail").
 
 Example (as root, from the repository root, after building perf binaries and cfx_delay_relay in build-rel):
   python3 tests/netbed/algo_table.py --build build-rel --shape 2x2 --coll all_reduce -b 1K -e 64M --reps 3
@@ -46,7 +48,12 @@ SHAPES = {
     "4x1_rtt50": lambda rph: (_tuned(netbed.switch(4, rate="1gbit", delay_ms=25)), 1),
     "3level": lambda rph: (netbed.Spec(4, [netbed.Link([0, 1], "p2p", "2gbit"), netbed.Link([2, 3], "p2p", "2gbit"),
                                            netbed.Link([0, 1, 2, 3], "switch", "1gbit")]), 2),
+    "2x2rails": lambda rph: (netbed.Spec(2, [netbed.Link([0, 1], "switch", "1gbit"),
+                                            netbed.Link([0, 1], "switch", "1gbit")]), 2),
 }
+# Environment a shape's ranks run with, and what a setting's "/variant" suffix changes in it.
+SHAPE_ENV = {"2x2rails": {"NCCL_SOCKET_IFNAME": "eth", "CFX_SOCKET_RAILS": "2"}}
+VARIANT_ENV = {"1rail": {"CFX_SOCKET_RAILS": "1"}}
 
 
 def three_level_xml() -> str:
@@ -124,6 +131,8 @@ def main() -> int:
     coll_name, algos = COLLS[args.coll]
     if args.shape == "3level" and args.coll == "all_reduce":
         algos = ["ring", "hier", "hier/devices", "hier3"]
+    if args.shape == "2x2rails":
+        algos = [a for a in algos if a in ("ring", "hier")] + ["hier/1rail"]
     settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]
     perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
     argv = [perf, "-b", args.b, "-e", args.e, "-f", args.f, "-n", args.iters, "-w", "1", "-c", "1"]
@@ -142,9 +151,12 @@ def main() -> int:
         for rep in range(args.reps):
             for s in settings:
                 # "hier/devices": Hier, planned on the bed's own file (a host per namespace).
-                env = {} if s == "auto" else {"NCCL_ALGO": s.split("/")[0]}
+                env = dict(SHAPE_ENV.get(args.shape, {}))
+                if s != "auto":
+                    env["NCCL_ALGO"] = s.split("/")[0]
                 if not s.endswith("/devices"):
                     env.update(topo_env)
+                env.update(VARIANT_ENV.get(s.partition("/")[2], {}))
                 times, p = run(bed, rph, argv, env, args.timeout, os.path.join(tmp, "tuning"), cfxrun)
                 picks.setdefault(s, {}).update(p)
                 for size, t in times.items():

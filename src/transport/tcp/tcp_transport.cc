@@ -91,6 +91,34 @@ CFX_PARAM(std::chrono::milliseconds, lingerParam, "CFX_TCP_LINGER_MS", std::chro
           "closes the sockets (not after an abort).",
           param::inRange(std::chrono::milliseconds(0), std::chrono::milliseconds(60000)));
 
+CFX_PARAM(int, railsParam, "CFX_SOCKET_RAILS", 1,
+          "Network rails: the most interfaces (those NCCL_SOCKET_IFNAME selects, in the system's order) the ranks of "
+          "one host spread their TCP listeners over, local rank l on interface l % n. Hosts with several NICs on "
+          "separate networks then carry the hierarchical algorithms' cross-host rings on every NIC at once. 1: every "
+          "rank uses the bootstrap's interface.",
+          param::inRange(1, 16));
+
+// Where this rank listens with rails: its local rank's interface, or `fallback` when there is one interface.
+sockaddr_storage railAddress(const std::vector<PeerInfo>& peers, int rank, const TcpOptions& options,
+                             const sockaddr_storage& fallback) {
+  if (options.rails <= 1) return fallback;
+  net::InterfaceQuery query = options.railInterfaces;
+  query.maxCount = static_cast<size_t>(options.rails);
+  const std::vector<net::Interface> found = net::selectInterfaces(net::listInterfaces(), query);
+  if (found.size() <= 1) {
+    CFX_INFO(log::Sys::Net, "tcp: rank %d: CFX_SOCKET_RAILS=%d but %zu interface(s) match NCCL_SOCKET_IFNAME=\"%s\"; one rail",
+             rank, options.rails, found.size(), query.ifName.c_str());
+    return fallback;
+  }
+  int local = 0;
+  for (int r = 0; r < rank; ++r) local += peers[static_cast<size_t>(r)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  const net::Interface& rail = found[static_cast<size_t>(local) % found.size()];
+  CFX_INFO(log::Sys::Net, "tcp: rank %d (local rank %d): rail %zu of %zu, %s %s", rank, local,
+           static_cast<size_t>(local) % found.size(), found.size(), rail.name.c_str(),
+           net::addressToString(rail.addr).c_str());
+  return rail.addr;
+}
+
 std::string describePeer(const PeerInfo& info, int rank, const std::string& address, int channel) {
   return strprintf("peer rank %d (%s pid %d, %s), channel %d", rank, info.hostName[0] != '\0' ? info.hostName : "?",
                    static_cast<int>(info.pid), address.c_str(), channel);
@@ -206,6 +234,7 @@ TcpOptions TcpOptions::fromParams() {
   options.socketBufferBytes = sockBufParam.get();
   options.closeLinger = lingerParam.get();
   options.inlineIo = inlineParam.get();
+  options.rails = railsParam.get();
   const int threads = socketThreadsParam.get();
   const int socksPerThread = socksPerThreadParam.get();
   const int nSocks = nSocksParam.get();
@@ -241,6 +270,8 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
     bindAddress = bootstrap.localAddress();
     net::setAddressPort(bindAddress, 0);
   }
+  bindAddress = railAddress(peers, rank, options, bindAddress);
+  net::setAddressPort(bindAddress, 0);
   if (isWildcard(bindAddress)) {
     return Status::error(Errc::InvalidArgument,
                          strprintf("tcp: cannot advertise the wildcard address %s to peers; bind to the interface "

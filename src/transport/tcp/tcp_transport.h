@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/doorbell.h"
+#include "common/socket.h"
 #include "common/status.h"
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/tcp/tcp_stripe.h"
@@ -62,6 +63,13 @@ struct TcpOptions {
   std::chrono::milliseconds closeLinger{1000};
   // The interface to listen on: the bootstrap's localAddress() with port 0. AF_UNSPEC means exactly that.
   sockaddr_storage bindAddress{};
+  // Several NICs per host (CFX_SOCKET_RAILS > 1): of the interfaces `railInterfaces` selects (NCCL_SOCKET_IFNAME
+  // and NCCL_SOCKET_FAMILY; at most `rails` of them), the ranks of a host listen on them in turn, local rank l on
+  // interface l % n, instead of on bindAddress. Peers connect to that address, so a flow between ranks of equal
+  // local index on two hosts with the same interfaces crosses their rail l % n, and the hierarchical algorithms'
+  // cross-host rings (one per local index) run on all rails at once. One interface found: bindAddress.
+  int rails = 1;
+  cfx::net::InterfaceQuery railInterfaces;
 
   // Every field from its knob, except bindAddress, which the caller fills in. Read once per communicator.
   static TcpOptions fromParams();
