@@ -29,6 +29,7 @@
 //
 // Needs Layout::threeLevel(); otherwise it runs Hier (which is the ring where there is no host level either).
 #include <algorithm>
+#include <utility>
 
 #include "collectives/ring.h"
 #include "primitives/parallel.h"
@@ -114,6 +115,26 @@ Task hostStrand(const Hier3Op& op, size_t round, prims::Prims& prims) {
 
 }  // namespace
 
+int hier3RankAt(const Layout& layout, int host, int device, int index) {
+  const int dev = layout.hostDevices[static_cast<size_t>(host)][static_cast<size_t>(device)];
+  return layout.deviceRanks[static_cast<size_t>(dev)][static_cast<size_t>(index)];
+}
+
+Hier3Rings hier3Rings(const Layout& layout, int rank) {
+  const int h = layout.hostOf[static_cast<size_t>(rank)];
+  const int dev = layout.deviceOf[static_cast<size_t>(rank)];
+  const int g = layout.deviceIndex[static_cast<size_t>(rank)];
+  const std::vector<int>& devices = layout.hostDevices[static_cast<size_t>(h)];
+  const int d = static_cast<int>(std::find(devices.begin(), devices.end(), dev) - devices.begin());
+  Hier3Rings rings;
+  rings.device = RankRing{layout.deviceRanks[static_cast<size_t>(dev)], g};
+  for (int p = 0; p < static_cast<int>(devices.size()); ++p) rings.host.ranks.push_back(hier3RankAt(layout, h, p, g));
+  rings.host.me = d;
+  for (int k = 0; k < layout.nHosts(); ++k) rings.cross.ranks.push_back(hier3RankAt(layout, k, d, g));
+  rings.cross.me = h;
+  return rings;
+}
+
 Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
@@ -123,22 +144,11 @@ Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
     CFX_CO_TRY(co_await allReduceHier(args, plan, prims));
     co_return Status();
   }
-  const auto at = [](const std::vector<int>& v, int i) { return v[static_cast<size_t>(i)]; };
-  const int r = prims.rank();
-  const int h = at(layout->hostOf, r);
-  const int dev = at(layout->deviceOf, r);
-  const int g = at(layout->deviceIndex, r);
-  const std::vector<int>& devices = layout->hostDevices[static_cast<size_t>(h)];
-  const int d = static_cast<int>(std::find(devices.begin(), devices.end(), dev) - devices.begin());
-
+  Hier3Rings rings = hier3Rings(*layout, prims.rank());
   Hier3Op op;
-  op.deviceRing = RankRing{layout->deviceRanks[static_cast<size_t>(dev)], g};
-  for (int other : devices) op.hostRing.ranks.push_back(at(layout->deviceRanks[static_cast<size_t>(other)], g));
-  op.hostRing.me = d;
-  for (const std::vector<int>& hostDevs : layout->hostDevices) {
-    op.crossRing.ranks.push_back(at(layout->deviceRanks[static_cast<size_t>(at(hostDevs, d))], g));
-  }
-  op.crossRing.me = h;
+  op.deviceRing = std::move(rings.device);
+  op.hostRing = std::move(rings.host);
+  op.crossRing = std::move(rings.cross);
   op.in = static_cast<const char*>(args.sendbuff);
   op.out = static_cast<char*>(args.recvbuff);
   op.type = args.type;

@@ -43,6 +43,8 @@ constexpr Entry kTable[] = {
     {Collective::Broadcast, Algorithm::Hier, &broadcastHier},
     {Collective::ReduceScatter, Algorithm::Hier, &reduceScatterHier},
     {Collective::AllReduce, Algorithm::Hier3, &allReduceHier3},
+    {Collective::AllGather, Algorithm::Hier3, &allGatherHier3},
+    {Collective::ReduceScatter, Algorithm::Hier3, &reduceScatterHier3},
 };
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) {

@@ -63,7 +63,8 @@ enum class Algorithm : uint8_t {
               // ReduceScatter, Broadcast)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
   Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
-  Hier3,         // 3 levels: within each device, across the devices of a host, across hosts (AllReduce)
+  Hier3,         // 3 levels: within each device, across the devices of a host, across hosts (AllReduce, AllGather,
+                 // ReduceScatter)
 };
 inline constexpr int kNumAlgorithms = 10;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
@@ -135,6 +136,8 @@ Task allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

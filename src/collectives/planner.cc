@@ -432,6 +432,18 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       const double g = f.deviceRanks;
       const double d = f.devices;
       const double h = f.hosts;
+      if (req.coll == Collective::AllGather || req.coll == Collective::ReduceScatter) {
+        // Blocks per rank: H - 1 across hosts, H (D - 1) between devices, H D (G - 1) within a device
+        // (allgather_hier3.cc, reducescatter_hier3.cc).
+        const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
+        const double k = static_cast<double>(
+            std::min(hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
+        const double cross = (h - 1) * (step(f.crossDev) + transferUs(f.crossDev, block / k));
+        const double mid = h * (d - 1) * (step(f.midHost) + transferUs(f.midHost, block / k));
+        const double device = h * d * (g - 1) * (step(f.device) + transferUs(f.device, block / k));
+        const double slowest = std::max({device, mid, cross});
+        return k * slowest + (device + mid + cross - slowest);
+      }
       const double k = static_cast<double>(hierSegments(req.bytes, f.deviceRanks, req.sliceBytes));
       const double device = 2 * (g - 1) * (step(f.device) + transferUs(f.device, bytes / g / k));
       const double mid = 2 * (d - 1) * (step(f.midHost) + transferUs(f.midHost, bytes / g / d / k));

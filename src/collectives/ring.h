@@ -70,6 +70,17 @@ inline HalvedBlocks halvedBlocks(const RankRing& ring, size_t count) {
   return b;
 }
 
+// The three rings of the 3-level algorithms (Layout::threeLevel(); allreduce_hier3.cc) for one rank at host h,
+// device position d (among its host's devices) and index g (among its device's ranks).
+struct Hier3Rings {
+  RankRing device;  // the ranks of this device; me = g
+  RankRing host;    // index g on every device of this host; me = d
+  RankRing cross;   // device position d, index g, on every host; me = h
+};
+Hier3Rings hier3Rings(const Layout& layout, int rank);
+// The rank at host `host`, device position `device`, index `index`.
+int hier3RankAt(const Layout& layout, int host, int device, int index);
+
 // All-reduce of `count` elements over the ring, `in` to `out` (they may be the same buffer). Every rank of the
 // ring holds bit-identical results. Traffic per rank 2 (n - 1) / n * bytes; latency 2 (n - 1) hops per loop of
 // n slices.

@@ -99,7 +99,9 @@ TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
     out << "</system>\n";
   }
   RunOptions options;
-  options.env = {{"NCCL_TOPO_FILE", file}, {"CFX_TIMEOUT_MS", "60000"}};
+  // The gathering pair is forced (the planner's own pick at this size is BiRing, which this shape's per-device NICs
+  // give twice the ring's bandwidth); the all-reduce runs the planner's pick.
+  options.env = {{"NCCL_TOPO_FILE", file}, {"CFX_TIMEOUT_MS", "60000"}, {"NCCL_ALGO", "allgather:hier3;reducescatter:hier3"}};
   const RunResult result = runRanks(8, options, [](RankContext& ctx) {
     ::setenv("NCCL_HOSTID", ("topo-device-" + std::to_string(ctx.rank() / 2)).c_str(), 1);
     ncclComm_t comm = ctx.initComm();
@@ -119,6 +121,17 @@ TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
     ASSERT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclAvg, comm, nullptr), ncclSuccess);
     // (8 * 8k + 0 + 1 + ... + 7) / 8 = 8k + 3 (28 / 8 truncated)
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(8 * (i % 1000) + 3)) << i;
+    // The gathering pair: 512 KiB blocks (several pipelined segments), every rank's block in place.
+    const size_t block = (size_t{1} << 17) + 3;
+    std::vector<int32_t> all(8 * block);
+    for (size_t i = 0; i < block; ++i) all[static_cast<size_t>(ctx.rank()) * block + i] = static_cast<int32_t>(ctx.rank() * 1000 + i % 777);
+    ASSERT_EQ(ncclAllGather(all.data() + static_cast<size_t>(ctx.rank()) * block, all.data(), block, ncclInt32, comm, nullptr),
+              ncclSuccess);
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<int32_t>(i / block * 1000 + i % block % 777)) << i;
+    std::vector<int32_t> mine(block, -1);
+    ASSERT_EQ(ncclReduceScatter(all.data(), mine.data(), block, ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    // Every rank contributed the gathered buffer: 8 times its block.
+    for (size_t i = 0; i < block; ++i) ASSERT_EQ(mine[i], 8 * static_cast<int32_t>(ctx.rank() * 1000 + i % 777)) << i;
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
   });
   std::remove(file.c_str());

@@ -129,8 +129,8 @@ def main() -> int:
 
     spec, rph = SHAPES[args.shape](args.ranks_per_host)
     coll_name, algos = COLLS[args.coll]
-    if args.shape == "3level" and args.coll == "all_reduce":
-        algos = ["ring", "hier", "hier/devices", "hier3"]
+    if args.shape == "3level":
+        algos = ["ring", "biring", "hier", "hier/devices", "hier3"]
     if args.shape == "2x2rails":
         algos = [a for a in algos if a in ("ring", "hier")] + ["hier/1rail"]
     settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]

@@ -61,6 +61,12 @@ TEST(AllGatherHier, AssemblesEveryRanksBlockOnEveryHostLayout) {
   sweepHostLayouts(Collective::AllGather, Algorithm::Hier, {RedOpKind::Sum}, {3001});
 }
 
+// Hier3 on 3-level layouts (in rank order, interleaved, 3 x 2 x 2) and on those where it is Hier, with blocks of
+// several pipelined segments.
+TEST(AllGatherHier3, AssemblesEveryRanksBlockOnEveryDeviceLayout) {
+  sweepDeviceLayouts(Collective::AllGather, Algorithm::Hier3, {RedOpKind::Sum}, {3001});
+}
+
 // Every host layout above (uneven hosts, interleaved ranks, one rank per host) and roots at both ends and the
 // middle, with messages of many pieces.
 TEST(BroadcastHier, DeliversTheRootsDataOnEveryHostLayoutAndRoot) {
@@ -265,7 +271,7 @@ TEST(Collectives, EveryImplementedPairIsDispatched) {
       pairs += coll::hasAlgorithm(static_cast<Collective>(c), static_cast<Algorithm>(a)) ? 1 : 0;
     }
   }
-  EXPECT_EQ(pairs, 24);  // each has a sweep in this file or reducing_collectives_test.cc
+  EXPECT_EQ(pairs, 26);  // each has a sweep in this file or reducing_collectives_test.cc
 }
 
 }  // namespace

@@ -321,8 +321,13 @@ TEST(PlannerModel, ThreeLevelsGoHier3WhereTheLinkBetweenDevicesIsSlow) {
   EXPECT_GT(hier / hier3, 1.3);
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("^hier3")), Algorithm::Hier);
   EXPECT_EQ(choose(m, Collective::AllReduce, 1024, parse("allreduce:hier3")), Algorithm::Hier3);
-  // Hier3 is an all-reduce only.
-  EXPECT_FALSE(parseAlgoSpec("allgather:hier3").ok());
+  // The gathering pair too: the devices' link carries H (D - 1) blocks per rank instead of H (DG - 1).
+  EXPECT_EQ(choose(m, Collective::AllGather, k64MiB), Algorithm::Hier3);
+  EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB), Algorithm::Hier3);
+  EXPECT_GT(estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Hier) /
+                estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Hier3),
+            1.3);
+  EXPECT_FALSE(parseAlgoSpec("broadcast:hier3").ok());
   // With the nodes of a host as fast as its memory, the middle level is worth nothing and costs latency.
   const Machine fast = machine(threeLevels(400000));
   EXPECT_TRUE(fast.fabric.hier3);
