@@ -532,6 +532,42 @@ CFX_API ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info) 
   });
 }
 
+CFX_API ncclResult_t cfxCommGetTopologyLevels(ncclComm_t comm, cfxTopologyLevels* levels) {
+  return api::call("cfxCommGetTopologyLevels", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    if (levels == nullptr) return Status::error(Errc::InvalidArgument, "levels is NULL");
+    if (c->asyncError() == Errc::InProgress) {
+      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
+    }
+    const coll::Layout& layout = c->layout();
+    std::memset(levels, 0, sizeof(*levels));
+    const auto r = static_cast<size_t>(c->rank());
+    const auto h = static_cast<size_t>(layout.hostOf[r]);
+    if (layout.deviceOf.empty()) {  // nothing known below hosts: each host is one device
+      levels->devices = 1;
+      levels->deviceRank = layout.localIndex[r];
+      levels->deviceRanks = static_cast<int>(layout.hostRanks[h].size());
+      return Status();
+    }
+    const int dev = layout.deviceOf[r];
+    const std::vector<int>& devices = layout.hostDevices[h];
+    levels->threeLevel = layout.threeLevel() ? 1 : 0;
+    levels->devices = static_cast<int>(devices.size());
+    levels->device = static_cast<int>(std::find(devices.begin(), devices.end(), dev) - devices.begin());
+    levels->deviceRank = layout.deviceIndex[r];
+    levels->deviceRanks = static_cast<int>(layout.deviceRanks[static_cast<size_t>(dev)].size());
+    if (const coll::Fabric* f = c->fabric(); f != nullptr && f->hier3) {
+      levels->deviceGbps = f->device.gbps;
+      levels->deviceLatencyUs = f->device.latencyUs;
+      levels->midGbps = f->midHost.gbps;
+      levels->midLatencyUs = f->midHost.latencyUs;
+      levels->crossGbps = f->crossDev.gbps;
+      levels->crossLatencyUs = f->crossDev.latencyUs;
+    }
+    return Status();
+  });
+}
+
 CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype,
                                     cfxPlanInfo* plan) {
   return api::call("cfxCommGetPlan", [&]() -> Status {

@@ -41,6 +41,14 @@ TEST(TopologyApi, TwoHostsOfTwoRanksPlanHierarchicalAllReduce) {
     EXPECT_EQ(info.localRanks, 2);
     EXPECT_EQ(info.uniform, 1);
     EXPECT_EQ(info.priced, 1);
+    cfxTopologyLevels levels{};
+    ASSERT_EQ(cfxCommGetTopologyLevels(comm, &levels), ncclSuccess);
+    EXPECT_EQ(levels.threeLevel, 0);  // nothing places ranks below hosts: each host is one device
+    EXPECT_EQ(levels.devices, 1);
+    EXPECT_EQ(levels.deviceRanks, 2);
+    EXPECT_EQ(levels.deviceRank, ctx.rank() % 2);
+    EXPECT_EQ(levels.midGbps, 0);
+    EXPECT_EQ(cfxCommGetTopologyLevels(comm, nullptr), ncclInvalidArgument);
     // Two ranks of a host share its network link in the cross-host step.
     EXPECT_GT(info.crossGbps, 0);
     EXPECT_NEAR(info.crossGbps * 2, info.ringGbps, 1e-9);
@@ -110,6 +118,18 @@ TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
     ASSERT_EQ(cfxCommGetTopology(comm, &info), ncclSuccess);
     EXPECT_EQ(info.nHosts, 2);  // the file's hosts, not the four host ids
     EXPECT_EQ(info.localRanks, 4);
+    cfxTopologyLevels levels{};
+    ASSERT_EQ(cfxCommGetTopologyLevels(comm, &levels), ncclSuccess);
+    EXPECT_EQ(levels.threeLevel, 1);
+    EXPECT_EQ(levels.devices, 2);
+    EXPECT_EQ(levels.device, ctx.rank() % 4 / 2);
+    EXPECT_EQ(levels.deviceRank, ctx.rank() % 2);
+    EXPECT_EQ(levels.deviceRanks, 2);
+    // Each 1 Gbit/s NIC serves its device's two ranks; each 2 Gbit/s link between devices one flow each way, which
+    // the two indices share.
+    EXPECT_NEAR(levels.crossGbps, 0.125 / 2, 1e-9);
+    EXPECT_NEAR(levels.midGbps, 0.25 / 2, 1e-9);
+    EXPECT_GT(levels.deviceGbps, levels.midGbps);
     EXPECT_EQ(planOf(comm, cfxCollAllReduce, k64MiBFloats), "Hier3");
     // 4 MiB: two pipelined segments. Sum in place, average out of place.
     const size_t count = (size_t{1} << 20) + 5;
