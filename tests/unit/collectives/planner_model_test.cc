@@ -320,7 +320,12 @@ TEST(PlannerModel, ThreeLevelsGoHier3WhereTheLinkBetweenDevicesIsSlow) {
   const double hier3 = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier3);
   EXPECT_GT(hier / hier3, 1.3);
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("^hier3")), Algorithm::Hier);
-  EXPECT_EQ(choose(m, Collective::AllReduce, 1024, parse("allreduce:hier3")), Algorithm::Hier3);
+  // Below a slice per rank it is not offered (its steps' wake-ups cost more than the model's latencies), and
+  // forcing it there falls back to the default.
+  EXPECT_EQ(estimateUs(request(m, Collective::AllReduce, 8 * kSlice - 1), Algorithm::Hier3), -1);
+  EXPECT_NE(choose(m, Collective::AllReduce, 256 * 1024), Algorithm::Hier3);
+  EXPECT_EQ(choose(m, Collective::AllReduce, 8 * kSlice, parse("allreduce:hier3")), Algorithm::Hier3);
+  EXPECT_NE(choose(m, Collective::AllReduce, 1024, parse("allreduce:hier3")), Algorithm::Hier3);
   // The gathering pair too: the devices' link carries H (D - 1) blocks per rank instead of H (DG - 1).
   EXPECT_EQ(choose(m, Collective::AllGather, k64MiB), Algorithm::Hier3);
   EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB), Algorithm::Hier3);
@@ -331,7 +336,7 @@ TEST(PlannerModel, ThreeLevelsGoHier3WhereTheLinkBetweenDevicesIsSlow) {
   // With the nodes of a host as fast as its memory, the middle level is worth nothing and costs latency.
   const Machine fast = machine(threeLevels(400000));
   EXPECT_TRUE(fast.fabric.hier3);
-  EXPECT_NE(choose(fast, Collective::AllReduce, 1024), Algorithm::Hier3);
+  EXPECT_NE(choose(fast, Collective::AllReduce, 8 * kSlice), Algorithm::Hier3);
 }
 
 TEST(PlannerModel, Hier3NeedsThreeEvenLevels) {
