@@ -5,7 +5,8 @@
 // each host's ranks are numbered together, and its latency grows with every rank. Instead, one leader per host:
 //   across hosts  the root -> the leader of the next host -> ... (hosts in order from the root's), one chain;
 //   within hosts  every leader -> the other ranks of its host in rank order, one chain per host.
-// The root leads its own host; elsewhere the leader is the rank with the root's local index where the host has
+// Where the layout knows devices (a GPU, a NUMA node), the chain within a host goes device by device, starting with
+// the leader's, so a 3-level machine's links between devices carry the message once each. The root leads its own host; elsewhere the leader is the rank with the root's local index where the host has
 // one, else the host's first rank, so with uniform hosts the cross chain uses one local index's links.
 // A leader forwards each piece down the cross chain first, then into its host, so the pieces cross every host
 // link once and the hosts fill in parallel. Time: about (H - 1) + (L - 1) + bytes / sliceBytes slice transfers
@@ -15,6 +16,7 @@
 // receives only from its one predecessor and the graph is a tree, so every FIFO drains from the leaves up: no
 // deadlock for any size or FIFO depth. The out-of-place root copies sendbuff to recvbuff at the end.
 #include <algorithm>
+#include <utility>
 
 #include "collectives/collective.h"
 
@@ -42,10 +44,19 @@ HierLinks hierLinks(const Layout& layout, int root, int r) {
   const int hostPos = mod(h - rootHost, nHosts);  // position in the cross chain
   const int leader = leaderOf(h);
   HierLinks links;
-  // Within the host: the leader first, then the other ranks in rank order.
+  // Within the host: the leader first, then the other ranks of its device, then every other device's ranks, devices
+  // in order, each in rank order: the chain crosses each link between devices once, however ranks are numbered.
   std::vector<int> chain{leader};
   for (int q : layout.hostRanks[static_cast<size_t>(h)]) {
     if (q != leader) chain.push_back(q);
+  }
+  if (!layout.deviceOf.empty()) {
+    const int leaderDevice = layout.deviceOf[static_cast<size_t>(leader)];
+    std::stable_sort(chain.begin() + 1, chain.end(), [&](int a, int b) {
+      const int da = layout.deviceOf[static_cast<size_t>(a)];
+      const int db = layout.deviceOf[static_cast<size_t>(b)];
+      return std::make_pair(da != leaderDevice, da) < std::make_pair(db != leaderDevice, db);
+    });
   }
   const auto at = static_cast<size_t>(std::find(chain.begin(), chain.end(), r) - chain.begin());
   if (r == leader) {

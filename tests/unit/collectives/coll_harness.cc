@@ -437,7 +437,7 @@ void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const st
 }
 
 void sweepDeviceLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                        const std::vector<size_t>& bigCounts) {
+                        const std::vector<size_t>& bigCounts, bool everyRoot) {
   std::vector<Placement> layouts = {
       {{0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 1, 1}},  // 2 x 2 x 2 in rank order
       {{0, 1, 0, 1, 0, 1, 0, 1}, {7, 7, 3, 3, 3, 3, 7, 7}},  // hosts and devices interleaved, device ids reused
@@ -448,7 +448,7 @@ void sweepDeviceLayouts(coll::Collective coll, coll::Algorithm algorithm, const 
   if (!std::getenv("CFX_TEST_QUICK")) {
     layouts.push_back({{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}});  // 3 x 2 x 2
   }
-  sweepLayouts(layouts, coll, algorithm, ops, bigCounts, /*everyRoot=*/false, {});
+  sweepLayouts(layouts, coll, algorithm, ops, bigCounts, everyRoot, {});
 }
 
 }  // namespace cfx::testing

@@ -65,7 +65,7 @@ void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const st
 // (all but CFX_TEST_QUICK runs), and the shapes where it falls back to Hier (one rank per device, uneven devices,
 // one host).
 void sweepDeviceLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
-                        const std::vector<size_t>& bigCounts);
+                        const std::vector<size_t>& bigCounts, bool everyRoot = false);
 
 // The roots a rooted sweep covers for n ranks: 0, n - 1 and the middle, without repeats.
 std::vector<int> sweepRoots(int nRanks);

@@ -67,6 +67,11 @@ TEST(AllGatherHier3, AssemblesEveryRanksBlockOnEveryDeviceLayout) {
   sweepDeviceLayouts(Collective::AllGather, Algorithm::Hier3, {RedOpKind::Sum}, {3001});
 }
 
+// Hier's broadcast on the device layouts, whose host chains go device by device (interleaved numbering included).
+TEST(BroadcastHier, DeliversTheRootsDataOnEveryDeviceLayoutAndRoot) {
+  sweepDeviceLayouts(Collective::Broadcast, Algorithm::Hier, {RedOpKind::Sum}, {3001}, /*everyRoot=*/true);
+}
+
 // Every host layout above (uneven hosts, interleaved ranks, one rank per host) and roots at both ends and the
 // middle, with messages of many pieces.
 TEST(BroadcastHier, DeliversTheRootsDataOnEveryHostLayoutAndRoot) {
