@@ -14,7 +14,7 @@
 // Bytes through each host's network link, each way: L (H - 1) blocks, against HL - 1 for the flat ring (2 hosts of
 // 4 ranks: 4 against 7). Step 1 moves (L - 1) H blocks per rank through shared memory, cheap beside a network link.
 // Latency: H (L - 1) + (H - 1) hops per loop of slices, the first H (L - 1) of them through shared memory. Memory:
-// H blocks of scratch per rank.
+// H blocks of scratch per rank (scratch.h: kept for the next op).
 //
 // Pipelining, as in allgather_hier.cc run backwards: every block is cut into segments; in round i the host strand
 // reduces segment i within the host while the cross strand reduce-scatters segment i - 1 across hosts
@@ -31,10 +31,9 @@
 // Needs every host to run the same number of ranks (Layout::uniform); otherwise, or with one host or one rank per
 // host, it is the flat ring, which is what it reduces to there.
 #include <algorithm>
-#include <memory>
-#include <new>
 
 #include "collectives/ring.h"
+#include "collectives/scratch.h"
 #include "primitives/parallel.h"
 
 namespace cfx::coll {
@@ -99,12 +98,12 @@ Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   const size_t nHosts = static_cast<size_t>(layout->nHosts());
   // Lives in this frame until the last round: the cross strand reads it one round after the host strand wrote it.
-  std::unique_ptr<char[]> partials(new (std::nothrow) char[std::max<size_t>(nHosts * args.count * elt, 1)]);
-  if (!partials) {
+  Result<ScratchBlock> partials = takeScratch(nHosts * args.count * elt);
+  if (!partials.ok()) {
     co_return Status::error(Errc::SystemError,
-                            strprintf("rank %d: cannot allocate %zu bytes of scratch memory for a hierarchical "
-                                      "reduce-scatter; use a smaller count or NCCL_ALGO=reducescatter:ring",
-                                      r, nHosts * args.count * elt));
+                            strprintf("rank %d: %s for a hierarchical reduce-scatter; use a smaller count or "
+                                      "NCCL_ALGO=reducescatter:ring",
+                                      r, partials.status().message().c_str()));
   }
   HierScatter s;
   s.layout = layout;
@@ -113,7 +112,7 @@ Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   s.crossRing.me = h;
   s.in = static_cast<const char*>(args.sendbuff);
   s.out = static_cast<char*>(args.recvbuff);
-  s.partials = partials.get();
+  s.partials = partials.value().data();
   s.count = args.count;
   s.type = args.type;
   s.hostOp = args.op;

@@ -10,7 +10,7 @@
 //      devices; position d finishes slot (k, d) in place: its host's partial of the block of rank (k, d, g);
 //   3. across hosts, reduce-scatters slots (0..H-1, d) on the ring of position (d, g); host h finishes its own block.
 // Blocks each way per rank: (G - 1) H D within a device, (D - 1) H between devices, H - 1 across hosts. Memory: H D
-// blocks of scratch per rank.
+// blocks of scratch per rank (scratch.h: kept for the next op).
 //
 // Pipelining: every block is cut into segments; in round i the device strand runs step 1 for segment i, the host
 // strand step 2 for segment i - 1, the cross strand step 3 for segment i - 2 (disjoint peers, disjoint FIFOs). In
@@ -21,11 +21,10 @@
 // element is reduced in one fixed order (device, host, cross), so the bits are the same from run to run. Falls back
 // to Hier where the layout has no three even levels.
 #include <algorithm>
-#include <memory>
-#include <new>
 #include <utility>
 
 #include "collectives/ring.h"
+#include "collectives/scratch.h"
 #include "primitives/parallel.h"
 
 namespace cfx::coll {
@@ -102,16 +101,16 @@ Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   const size_t nSlots = static_cast<size_t>(layout->nHosts()) * static_cast<size_t>(s.rings.host.n());
   // Lives in this frame until the last round: later strands read what earlier ones wrote.
-  std::unique_ptr<char[]> slots(new (std::nothrow) char[std::max<size_t>(nSlots * args.count * elt, 1)]);
-  if (!slots) {
+  Result<ScratchBlock> slots = takeScratch(nSlots * args.count * elt);
+  if (!slots.ok()) {
     co_return Status::error(Errc::SystemError,
-                            strprintf("rank %d: cannot allocate %zu bytes of scratch memory for a 3-level "
-                                      "reduce-scatter; use a smaller count or NCCL_ALGO=reducescatter:ring",
-                                      prims.rank(), nSlots * args.count * elt));
+                            strprintf("rank %d: %s for a 3-level reduce-scatter; use a smaller count or "
+                                      "NCCL_ALGO=reducescatter:ring",
+                                      prims.rank(), slots.status().message().c_str()));
   }
   s.in = static_cast<const char*>(args.sendbuff);
   s.out = static_cast<char*>(args.recvbuff);
-  s.slots = slots.get();
+  s.slots = slots.value().data();
   s.count = args.count;
   s.type = args.type;
   s.deviceOp = args.op;
