@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "collectives/pipeline.h"
 #include "collectives/ring.h"
-#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -35,9 +35,6 @@ struct Hier3Gather {
   ElemRange piece(int rank, size_t seg) const {
     return {static_cast<size_t>(rank) * count + segments.begin(static_cast<int>(seg)),
             segments.size(static_cast<int>(seg))};
-  }
-  bool has(size_t round, size_t stage) const {
-    return round >= stage && round - stage < static_cast<size_t>(segments.n);
   }
 };
 
@@ -91,17 +88,13 @@ Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
                             std::max<size_t>(args.count, 1));
   a.segments = EvenSplit{args.count, static_cast<int>(k)};
-  for (size_t round = 0; round < k + 2; ++round) {
+  CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
     std::vector<Task> strands;
-    if (a.has(round, 0)) strands.push_back(crossGather(a, round, prims));
-    if (a.has(round, 1)) strands.push_back(hostGather(a, round - 1, prims));
-    if (a.has(round, 2)) strands.push_back(deviceGather(a, round - 2, prims));
-    if (strands.size() == 1) {
-      CFX_CO_TRY(co_await std::move(strands.front()));
-    } else {
-      CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
-    }
-  }
+    if (pipelineHas(round, 0, a.segments.n)) strands.push_back(crossGather(a, round, prims));
+    if (pipelineHas(round, 1, a.segments.n)) strands.push_back(hostGather(a, round - 1, prims));
+    if (pipelineHas(round, 2, a.segments.n)) strands.push_back(deviceGather(a, round - 2, prims));
+    return strands;
+  }));
   co_return Status();
 }
 

@@ -31,8 +31,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "collectives/pipeline.h"
 #include "collectives/ring.h"
-#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -96,10 +96,7 @@ Task deviceAllGather(const Hier3Op& op, size_t seg, prims::Prims& prims) {
   return ringAllGather(op.deviceRing, op.out, op.parts(seg), op.type, prims);
 }
 
-// Whether round `round` has stage `stage` (0..4) of some segment: stage s of segment round - s.
-bool has(const Hier3Op& op, size_t round, size_t stage) {
-  return round >= stage && round - stage < static_cast<size_t>(op.segments.n);
-}
+bool has(const Hier3Op& op, size_t round, size_t stage) { return pipelineHas(round, stage, op.segments.n); }
 
 Task deviceStrand(const Hier3Op& op, size_t round, prims::Prims& prims) {
   if (has(op, round, 4)) CFX_CO_TRY(co_await deviceAllGather(op, round - 4, prims));
@@ -163,17 +160,13 @@ Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = hierSegments(args.count * dataTypeSize(args.type), op.deviceRing.n(), prims.sliceBytes());
   op.segments = EvenSplit{args.count, static_cast<int>(k)};
 
-  for (size_t round = 0; round < k + 4; ++round) {
+  CFX_CO_TRY(co_await pipelinedRounds(k + 4, [&](size_t round) {
     std::vector<Task> strands;
     if (has(op, round, 0) || has(op, round, 4)) strands.push_back(deviceStrand(op, round, prims));
     if (has(op, round, 1) || has(op, round, 3)) strands.push_back(hostStrand(op, round, prims));
     if (has(op, round, 2)) strands.push_back(crossAllReduce(op, round - 2, prims));
-    if (strands.size() == 1) {
-      CFX_CO_TRY(co_await std::move(strands.front()));
-    } else {
-      CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
-    }
-  }
+    return strands;
+  }));
   co_return Status();
 }
 

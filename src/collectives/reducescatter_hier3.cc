@@ -23,9 +23,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "collectives/pipeline.h"
 #include "collectives/ring.h"
 #include "collectives/scratch.h"
-#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -50,9 +50,6 @@ struct Hier3Scatter {
             segments.size(static_cast<int>(seg))};
   }
   int slot(int host, int device) const { return host * rings.host.n() + device; }
-  bool has(size_t round, size_t stage) const {
-    return round >= stage && round - stage < static_cast<size_t>(segments.n);
-  }
 };
 
 Task deviceReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
@@ -122,17 +119,13 @@ Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
                             std::max<size_t>(args.count, 1));
   s.segments = EvenSplit{args.count, static_cast<int>(k)};
-  for (size_t round = 0; round < k + 2; ++round) {
+  CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
     std::vector<Task> strands;
-    if (s.has(round, 0)) strands.push_back(deviceReduceScatter(s, round, prims));
-    if (s.has(round, 1)) strands.push_back(hostReduceScatter(s, round - 1, prims));
-    if (s.has(round, 2)) strands.push_back(crossReduceScatter(s, round - 2, prims));
-    if (strands.size() == 1) {
-      CFX_CO_TRY(co_await std::move(strands.front()));
-    } else {
-      CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
-    }
-  }
+    if (pipelineHas(round, 0, s.segments.n)) strands.push_back(deviceReduceScatter(s, round, prims));
+    if (pipelineHas(round, 1, s.segments.n)) strands.push_back(hostReduceScatter(s, round - 1, prims));
+    if (pipelineHas(round, 2, s.segments.n)) strands.push_back(crossReduceScatter(s, round - 2, prims));
+    return strands;
+  }));
   co_return Status();
 }
 
