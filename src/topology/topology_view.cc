@@ -239,7 +239,11 @@ class GraphBuilder {
     const LinkFigures net = data_.classFigures[static_cast<size_t>(LinkClass::Net)];
     if (switch_ < 0) switch_ = addNode(-1, 3, 0, -1, "switch");
     if (host.nics.empty()) {
-      for (int n : numaNodesFor(h, -1)) addLink(n, switch_, LinkClass::Net, {}, net.latencyUs / 2, true);
+      // One network link per host, from its first NUMA node (a synthetic shape that names no NIC still has one
+      // host link): one per node would double a two-node host's network, and would join its nodes through the
+      // switch, a path that wins over a declared slow link between them.
+      const std::vector<int> nodes = numaNodesFor(h, -1);
+      if (!nodes.empty()) addLink(nodes.front(), switch_, LinkClass::Net, {}, net.latencyUs / 2, true);
       return;
     }
     for (size_t i = 0; i < host.nics.size(); ++i) {

@@ -13,7 +13,8 @@
 //   NIC  <-> switch                  Net, at the NIC's speed, half the class latency per side; only for NICs
 //                                    that no explicit Net link names, so a declared ring of point-to-point
 //                                    links is not short-circuited through the switch
-//   NUMA <-> switch                  Net, for a host with no NIC at all (synthetic shapes may omit them)
+//   NUMA <-> switch                  Net, from the first NUMA node of a host with no NIC at all (synthetic
+//                                    shapes may omit them): one host link, as if it had one NIC
 // Explicit links (TopologyData::links) are added as declared; a link naming a GPU without a die joins every die.
 // A route is the path of least total latency, ties broken by the wider bottleneck and then by node order, so
 // the same data always gives the same routes.

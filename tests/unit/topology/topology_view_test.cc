@@ -97,13 +97,13 @@ TEST(TopologyView, RanksSharingOneNodeUseMemoryFigures) {
 TEST(TopologyView, ADeclaredLinkReplacesTheImplicitOneBetweenTheSameNodes) {
   const TopologyView v = load(
       R"(<system version="1"><host id="0"><numa id="0"/><numa id="1"/></host>
-         <link a="h0:numa0" b="h0:numa1" class="smp" bw="0.25" lat="5"/>
+         <link a="h0:numa0" b="h0:numa1" class="smp" bw="0.25" lat="40"/>
          <rank id="0" host="0" numa="0"/><rank id="1" host="0" numa="1"/></system>)",
       "slow-smp.xml");
   const PathFigures p = v.linkBetween(0, 1);
   EXPECT_EQ(p.cls, LinkClass::Smp);
   EXPECT_DOUBLE_EQ(p.gbps, 0.25);
-  EXPECT_DOUBLE_EQ(p.latencyUs, 5);
+  EXPECT_DOUBLE_EQ(p.latencyUs, 40);  // slower than the net class: no path through the switch wins
   int smp = 0;
   for (const GraphLink& l : v.links()) smp += l.cls == LinkClass::Smp;
   EXPECT_EQ(smp, 1);
