@@ -304,11 +304,11 @@ ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info);
  * one host on one GPU, or CPU ranks on one NUMA node, share a device. The 3-level algorithms (Hier3) need every
  * host to hold the same number (> 1) of devices, each with the same number (> 1) of ranks. */
 typedef struct {
-  int threeLevel;         /* 1 when the 3-level algorithms apply */
-  int devices;            /* devices on this rank's host (1 when nothing places ranks below hosts) */
-  int device;             /* this rank's device, by position among its host's devices (order of lowest rank) */
-  int deviceRank;         /* this rank's position among its device's ranks (rank order) */
-  int deviceRanks;        /* ranks on this rank's device */
+  int threeLevel;  /* 1 when the 3-level algorithms apply */
+  int devices;     /* devices on this rank's host (1 when nothing places ranks below hosts) */
+  int device;      /* this rank's device, by position among its host's devices (order of lowest rank) */
+  int deviceRank;  /* this rank's position among its device's ranks (rank order) */
+  int deviceRanks; /* ranks on this rank's device */
   /* The model's per-flow figures for the three levels' rings (as in cfxTopologyInfo); zero unless threeLevel. */
   double deviceGbps, deviceLatencyUs; /* every device's ring of its own ranks */
   double midGbps, midLatencyUs;       /* the rings of one index across a host's devices */

@@ -85,8 +85,9 @@ Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   prims::Prims::copy(a.out + static_cast<size_t>(prims.rank()) * args.count * elt, args.sendbuff, args.count * elt);
   // Hier's segment rule, on the bytes each rank gathers across hosts; the same on every rank.
-  const size_t k = std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
-                            std::max<size_t>(args.count, 1));
+  const size_t k =
+      std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
+               std::max<size_t>(args.count, 1));
   a.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
     std::vector<Task> strands;

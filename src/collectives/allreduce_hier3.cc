@@ -65,7 +65,8 @@ struct Hier3Op {
     const ElemRange part = parts(seg)[static_cast<size_t>(deviceRing.me)];
     const EvenSplit split{part.count, hostRing.n()};
     std::vector<ElemRange> blocks(static_cast<size_t>(hostRing.n()));
-    for (int p = 0; p < hostRing.n(); ++p) blocks[static_cast<size_t>(p)] = {part.offset + split.begin(p), split.size(p)};
+    for (int p = 0; p < hostRing.n(); ++p)
+      blocks[static_cast<size_t>(p)] = {part.offset + split.begin(p), split.size(p)};
     return blocks;
   }
   char* at(ElemRange range) const { return out + range.offset * elt(); }

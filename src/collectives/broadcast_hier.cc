@@ -5,9 +5,10 @@
 // each host's ranks are numbered together, and its latency grows with every rank. Instead, one leader per host:
 //   across hosts  the root -> the leader of the next host -> ... (hosts in order from the root's), one chain;
 //   within hosts  every leader -> the other ranks of its host in rank order, one chain per host.
-// Where the layout knows devices (a GPU, a NUMA node), the chain within a host goes device by device, starting with
-// the leader's, so a 3-level machine's links between devices carry the message once each. The root leads its own host; elsewhere the leader is the rank with the root's local index where the host has
-// one, else the host's first rank, so with uniform hosts the cross chain uses one local index's links.
+// The root leads its own host; elsewhere the leader is the rank with the root's local index where the host has
+// one, else the host's first rank, so with uniform hosts the cross chain uses one local index's links. Where the
+// layout knows devices (a GPU, a NUMA node), the chain within a host goes device by device, starting with the
+// leader's, so a 3-level machine's links between devices carry the message once each.
 // A leader forwards each piece down the cross chain first, then into its host, so the pieces cross every host
 // link once and the hosts fill in parallel. Time: about (H - 1) + (L - 1) + bytes / sliceBytes slice transfers
 // (flat chain: n - 2 + bytes / sliceBytes), and each host's network link carries the message once.

@@ -103,7 +103,8 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Hier: return "Hier";
     case Algorithm::Rabenseifner: return "Rabenseifner";
     case Algorithm::Tree: return "Tree";
-    case Algorithm::Hier3: return "Hier3";
+    case Algorithm::Hier3:
+      return "Hier3";
   }
   return "unknown";
 }

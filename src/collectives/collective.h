@@ -52,15 +52,15 @@ struct CollArgs {
 };
 
 enum class Algorithm : uint8_t {
-  Ring,       // bandwidth-optimal ring (AllReduce, AllGather, ReduceScatter)
-  Chain,      // pipelined chain from or to the root (Broadcast, Reduce)
-  Direct,     // every rank talks to every peer at once (AlltoAll, Gather, Scatter; AllReduce, AllGather,
-              // ReduceScatter and Broadcast on one host, where receivers read senders' buffers in place)
-  RecDouble,  // recursive doubling: log2(n) steps, for small AllReduce / AllGather
-  Exchange,   // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
-  BiRing,     // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
-  Hier,       // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather,
-              // ReduceScatter, Broadcast)
+  Ring,          // bandwidth-optimal ring (AllReduce, AllGather, ReduceScatter)
+  Chain,         // pipelined chain from or to the root (Broadcast, Reduce)
+  Direct,        // every rank talks to every peer at once (AlltoAll, Gather, Scatter; AllReduce, AllGather,
+                 // ReduceScatter and Broadcast on one host, where receivers read senders' buffers in place)
+  RecDouble,     // recursive doubling: log2(n) steps, for small AllReduce / AllGather
+  Exchange,      // pairwise exchange, both ranks combine: log2(n) message latencies, small AllReduce on 2^k ranks
+  BiRing,        // two rings at once, one each way, on half the buffer each (AllReduce, AllGather, ReduceScatter)
+  Hier,          // 2 levels: within each host, then across hosts among ranks of one local index (AllReduce, AllGather,
+                 // ReduceScatter, Broadcast)
   Rabenseifner,  // recursive halving then doubling: the ring's bandwidth at log2(n) latency (AllReduce)
   Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
   Hier3,         // 3 levels: within each device, across the devices of a host, across hosts (AllReduce, AllGather,
@@ -69,8 +69,9 @@ enum class Algorithm : uint8_t {
 inline constexpr int kNumAlgorithms = 10;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
-// Where the ranks run, as far as algorithms care: which ranks share a host. The same on every rank (core/ builds
-// it from the host hashes every rank exchanged at init), so every rank makes the same plan.
+// Where the ranks run, as far as algorithms care: which ranks share a host, and a device below it. The same on every
+// rank (core/ builds it from the topology view every rank derives alike: the host hashes every rank exchanged at
+// init, or NCCL_TOPO_FILE's placement; planner.h layoutOf), so every rank makes the same plan.
 struct Layout {
   std::vector<int> hostOf;                  // per rank: its host, hosts numbered in order of their lowest rank
   std::vector<std::vector<int>> hostRanks;  // per host: its ranks, ascending

@@ -20,8 +20,8 @@ namespace {
 // host (or with nothing known) they are taken whenever they apply.
 constexpr Algorithm kLatencyFamily[] = {Algorithm::Exchange, Algorithm::RecDouble};
 // Algorithms priced by the model, safest first: a later one must be clearly cheaper than the best before it.
-constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange, Algorithm::RecDouble, Algorithm::Ring,
-                                       Algorithm::BiRing,   Algorithm::Hier,      Algorithm::Hier3,
+constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange,     Algorithm::RecDouble, Algorithm::Ring,
+                                       Algorithm::BiRing,       Algorithm::Hier,      Algorithm::Hier3,
                                        Algorithm::Rabenseifner, Algorithm::Tree};
 // One always-applicable algorithm per remaining collective.
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
@@ -441,8 +441,8 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
         // Blocks per rank: H - 1 across hosts, H (D - 1) between devices, H D (G - 1) within a device
         // (allgather_hier3.cc, reducescatter_hier3.cc).
         const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
-        const double k = static_cast<double>(
-            std::min(hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
+        const double k = static_cast<double>(std::min(
+            hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
         const double cross = (h - 1) * (step(f.crossDev) + transferUs(f.crossDev, block / k));
         const double mid = h * (d - 1) * (step(f.midHost) + transferUs(f.midHost, block / k));
         const double device = h * d * (g - 1) * (step(f.device) + transferUs(f.device, block / k));

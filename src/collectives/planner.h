@@ -103,11 +103,11 @@ Status parseProtoSpec(std::string_view spec, PlannerOptions& opts);
 // message fits one slice on a power-of-two rank count above one, RecDouble while it fits one slice on other
 // counts, and Ring above (rules measured on shared memory). Otherwise AllReduce, AllGather and ReduceScatter take the
 // cheapest by the cost model of, in this order, Exchange and RecDouble (while they fit one slice), Ring, BiRing,
-// Hier and (AllReduce) Hier3, Rabenseifner and Tree, where a later one must be at least kModelMargin cheaper than the best before it
-// to be chosen (the model is coarse; the earlier ones are the safer defaults). Without a fabric they use Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use
-// Direct. Algorithms the options exclude are skipped; if they exclude every algorithm that can run the op, the
-// default choice is used anyway. Always returns an implemented, applicable pair; the plan's layout is left for
-// the caller to fill in.
+// Hier, Hier3 and (AllReduce) Rabenseifner and Tree, where a later one must be at least kModelMargin cheaper than the
+// best before it to be chosen (the model is coarse; the earlier ones are the safer defaults). Without a fabric they use
+// Ring. Broadcast and Reduce use Chain; AlltoAll, Gather and Scatter use Direct. Algorithms the options exclude are
+// skipped; if they exclude every algorithm that can run the op, the default choice is used anyway. Always returns an
+// implemented, applicable pair; the plan's layout is left for the caller to fill in.
 inline constexpr double kModelMargin = 0.05;
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts);
 

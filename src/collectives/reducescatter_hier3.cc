@@ -116,8 +116,9 @@ Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   s.hostOp.preMultiply = false;
   s.crossOp = args.op;
   s.crossOp.preMultiply = false;
-  const size_t k = std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
-                            std::max<size_t>(args.count, 1));
+  const size_t k =
+      std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
+               std::max<size_t>(args.count, 1));
   s.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
     std::vector<Task> strands;

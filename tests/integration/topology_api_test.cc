@@ -2,7 +2,6 @@
 // cfxCommGetTopology and cfxCommGetPlan through the public API: what the planner knows of where ranks run, and
 // what it would choose, on one host and on "hosts" made with NCCL_HOSTID (shared memory within, tcp between).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdint>
@@ -103,13 +102,15 @@ TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
           << "<nic name=\"e1\" speed=\"1000\" numa=\"1\"/></host>\n"
           << "  <link a=\"h" << h << ":numa0\" b=\"h" << h << ":numa1\" class=\"smp\" bw=\"0.25\" lat=\"20\"/>\n";
     }
-    for (int r = 0; r < 8; ++r) out << "  <rank id=\"" << r << "\" host=\"" << r / 4 << "\" numa=\"" << r % 4 / 2 << "\"/>\n";
+    for (int r = 0; r < 8; ++r)
+      out << "  <rank id=\"" << r << "\" host=\"" << r / 4 << "\" numa=\"" << r % 4 / 2 << "\"/>\n";
     out << "</system>\n";
   }
   RunOptions options;
   // The gathering pair is forced (the planner's own pick at this size is BiRing, which this shape's per-device NICs
   // give twice the ring's bandwidth); the all-reduce runs the planner's pick.
-  options.env = {{"NCCL_TOPO_FILE", file}, {"CFX_TIMEOUT_MS", "60000"}, {"NCCL_ALGO", "allgather:hier3;reducescatter:hier3"}};
+  options.env = {
+      {"NCCL_TOPO_FILE", file}, {"CFX_TIMEOUT_MS", "60000"}, {"NCCL_ALGO", "allgather:hier3;reducescatter:hier3"}};
   const RunResult result = runRanks(8, options, [](RankContext& ctx) {
     ::setenv("NCCL_HOSTID", ("topo-device-" + std::to_string(ctx.rank() / 2)).c_str(), 1);
     ncclComm_t comm = ctx.initComm();
@@ -144,10 +145,13 @@ TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
     // The gathering pair: 512 KiB blocks (several pipelined segments), every rank's block in place.
     const size_t block = (size_t{1} << 17) + 3;
     std::vector<int32_t> all(8 * block);
-    for (size_t i = 0; i < block; ++i) all[static_cast<size_t>(ctx.rank()) * block + i] = static_cast<int32_t>(ctx.rank() * 1000 + i % 777);
-    ASSERT_EQ(ncclAllGather(all.data() + static_cast<size_t>(ctx.rank()) * block, all.data(), block, ncclInt32, comm, nullptr),
+    for (size_t i = 0; i < block; ++i)
+      all[static_cast<size_t>(ctx.rank()) * block + i] = static_cast<int32_t>(ctx.rank() * 1000 + i % 777);
+    ASSERT_EQ(ncclAllGather(all.data() + static_cast<size_t>(ctx.rank()) * block, all.data(), block, ncclInt32, comm,
+                            nullptr),
               ncclSuccess);
-    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<int32_t>(i / block * 1000 + i % block % 777)) << i;
+    for (size_t i = 0; i < all.size(); ++i)
+      ASSERT_EQ(all[i], static_cast<int32_t>(i / block * 1000 + i % block % 777)) << i;
     std::vector<int32_t> mine(block, -1);
     ASSERT_EQ(ncclReduceScatter(all.data(), mine.data(), block, ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
     // Every rank contributed the gathered buffer: 8 times its block.

@@ -106,12 +106,14 @@ sockaddr_storage railAddress(const std::vector<PeerInfo>& peers, int rank, const
   query.maxCount = static_cast<size_t>(options.rails);
   const std::vector<net::Interface> found = net::selectInterfaces(net::listInterfaces(), query);
   if (found.size() <= 1) {
-    CFX_INFO(log::Sys::Net, "tcp: rank %d: CFX_SOCKET_RAILS=%d but %zu interface(s) match NCCL_SOCKET_IFNAME=\"%s\"; one rail",
-             rank, options.rails, found.size(), query.ifName.c_str());
+    CFX_INFO(log::Sys::Net,
+             "tcp: rank %d: CFX_SOCKET_RAILS=%d but %zu interface(s) match NCCL_SOCKET_IFNAME=\"%s\"; one rail", rank,
+             options.rails, found.size(), query.ifName.c_str());
     return fallback;
   }
   int local = 0;
-  for (int r = 0; r < rank; ++r) local += peers[static_cast<size_t>(r)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  for (int r = 0; r < rank; ++r)
+    local += peers[static_cast<size_t>(r)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
   const net::Interface& rail = found[static_cast<size_t>(local) % found.size()];
   CFX_INFO(log::Sys::Net, "tcp: rank %d (local rank %d): rail %zu of %zu, %s %s", rank, local,
            static_cast<size_t>(local) % found.size(), found.size(), rail.name.c_str(),

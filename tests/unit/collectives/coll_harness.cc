@@ -345,9 +345,9 @@ CaseStats runCase(const CollCase& c) {
   }
   LoopbackWorld world(n, c.geometry, c.directThreshold);
   world.setRingChunkSlices(c.ringChunkSlices);
-  const coll::Layout layout = coll::Layout::fromPlaces(
-      c.hosts.empty() ? std::vector<uint64_t>(static_cast<size_t>(n), 0) : c.hosts,
-      c.devices.empty() ? std::vector<int64_t>(static_cast<size_t>(n), 0) : c.devices);
+  const coll::Layout layout =
+      coll::Layout::fromPlaces(c.hosts.empty() ? std::vector<uint64_t>(static_cast<size_t>(n), 0) : c.hosts,
+                               c.devices.empty() ? std::vector<int64_t>(static_cast<size_t>(n), 0) : c.devices);
   const coll::Plan plan{c.algorithm, &layout};
   const std::vector<Status> st = world.runRanks(
       [&](int rank, prims::Prims& prims) { return coll::runCollective(args[static_cast<size_t>(rank)], plan, prims); });
@@ -430,8 +430,14 @@ void sweepLayouts(const std::vector<Placement>& layouts, coll::Collective coll, 
 void sweepHostLayouts(coll::Collective coll, coll::Algorithm algorithm, const std::vector<RedOpKind>& ops,
                       const std::vector<size_t>& bigCounts, bool everyRoot, const std::vector<DataType>& types) {
   const std::vector<Placement> layouts = {
-      {{0, 0, 1, 1}, {}},             {{0, 0, 0, 1, 1, 1}, {}}, {{0, 0, 1, 1, 2, 2}, {}}, {{0, 0, 0, 0, 1, 1, 1, 1}, {}},
-      {{0, 0, 1, 1, 2, 2, 3, 3}, {}}, {{5, 9, 5, 9, 5, 9}, {}}, {{0, 0, 0, 1, 1}, {}},    {{0, 1, 2}, {}},
+      {{0, 0, 1, 1}, {}},
+      {{0, 0, 0, 1, 1, 1}, {}},
+      {{0, 0, 1, 1, 2, 2}, {}},
+      {{0, 0, 0, 0, 1, 1, 1, 1}, {}},
+      {{0, 0, 1, 1, 2, 2, 3, 3}, {}},
+      {{5, 9, 5, 9, 5, 9}, {}},
+      {{0, 0, 0, 1, 1}, {}},
+      {{0, 1, 2}, {}},
   };
   sweepLayouts(layouts, coll, algorithm, ops, bigCounts, everyRoot, types);
 }

@@ -54,9 +54,10 @@ std::string unevenHosts() {
 std::string threeLevels(int deviceMbps) {
   std::string xml = "<system version=\"1\">\n";
   for (int h = 0; h < 2; ++h) {
-    xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/><numa id=\"1\"/><nic name=\"e0\" speed=\"1000\" numa=\"0\"/>"
-                     "<nic name=\"e1\" speed=\"1000\" numa=\"1\"/></host>\n",
-                     h);
+    xml += strprintf(
+        "  <host id=\"%d\"><numa id=\"0\"/><numa id=\"1\"/><nic name=\"e0\" speed=\"1000\" numa=\"0\"/>"
+        "<nic name=\"e1\" speed=\"1000\" numa=\"1\"/></host>\n",
+        h);
     xml += strprintf("  <link a=\"h%d:numa0\" b=\"h%d:numa1\" class=\"smp\" bw=\"%g\" lat=\"20\"/>\n", h, h,
                      deviceMbps / 8000.0);
   }
@@ -341,9 +342,9 @@ TEST(PlannerModel, ThreeLevelsGoHier3WhereTheLinkBetweenDevicesIsSlow) {
 
 TEST(PlannerModel, Hier3NeedsThreeEvenLevels) {
   EXPECT_FALSE(machine(topo::testing::twoHostsFourRanks()).fabric.hier3);
-  EXPECT_EQ(estimateUs(request(machine(topo::testing::twoHostsFourRanks()), Collective::AllReduce, k64MiB),
-                       Algorithm::Hier3),
-            -1);
+  EXPECT_EQ(
+      estimateUs(request(machine(topo::testing::twoHostsFourRanks()), Collective::AllReduce, k64MiB), Algorithm::Hier3),
+      -1);
   // 4 nodes x 4 GPUs x 2 dies: the GPUs are the devices, their dies the ranks of each.
   const Machine gpus = machine(topo::testing::fourNodesFourGpusTwoDies());
   EXPECT_TRUE(gpus.fabric.hier3);

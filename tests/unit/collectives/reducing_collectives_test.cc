@@ -121,7 +121,8 @@ TEST(AllReduceHier, MatchesClosedFormOnEveryHostLayout) {
 // Hier3 on 3-level layouts (2 x 2 x 2 in rank order and interleaved, 3 x 2 x 2) and on those where it is Hier, with
 // counts for 2 to 8 pipelined segments; the sanitizer runs keep the 2-segment count.
 TEST(AllReduceHier3, MatchesClosedFormOnEveryDeviceLayout) {
-  const std::vector<size_t> big = std::getenv("CFX_TEST_QUICK") ? std::vector<size_t>{5000} : std::vector<size_t>{5000, 40009};
+  const std::vector<size_t> big =
+      std::getenv("CFX_TEST_QUICK") ? std::vector<size_t>{5000} : std::vector<size_t>{5000, 40009};
   sweepDeviceLayouts(Collective::AllReduce, Algorithm::Hier3, {std::begin(kSweepOps), std::end(kSweepOps)}, big);
 }
 
@@ -146,8 +147,9 @@ TEST(ReduceScatterHier, MatchesClosedFormOnEveryHostLayout) {
 // sanitizer runs keep Max, Avg (post-divide for integers) and PreMulSum.
 TEST(ReduceScatterHier3, MatchesClosedFormOnEveryDeviceLayout) {
   using enum RedOpKind;
-  const std::vector<RedOpKind> ops =
-      std::getenv("CFX_TEST_QUICK") ? std::vector<RedOpKind>{Max, Avg, PreMulSum} : std::vector<RedOpKind>{Sum, Prod, Max, Avg, PreMulSum};
+  const std::vector<RedOpKind> ops = std::getenv("CFX_TEST_QUICK")
+                                         ? std::vector<RedOpKind>{Max, Avg, PreMulSum}
+                                         : std::vector<RedOpKind>{Sum, Prod, Max, Avg, PreMulSum};
   sweepDeviceLayouts(Collective::ReduceScatter, Algorithm::Hier3, ops, {3001});
 }
 

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The scratch pool: blocks come back for the next op, are never shared by two holders, and the pool keeps at most
 // kScratchKeepBytes.
+#include "collectives/scratch.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "collectives/scratch.h"
 
 namespace cfx::coll {
 namespace {
