@@ -16,8 +16,8 @@
 // (Layout::uniform); otherwise, or with one host or one rank per host, it is the flat ring.
 #include <algorithm>
 
+#include "collectives/pipeline.h"
 #include "collectives/ring.h"
-#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -33,10 +33,7 @@ struct HierGather {
   EvenSplit segments{0, 1};
 
   // Segment `seg` of the block of rank `rank`.
-  ElemRange piece(int rank, size_t seg) const {
-    return {static_cast<size_t>(rank) * count + segments.begin(static_cast<int>(seg)),
-            segments.size(static_cast<int>(seg))};
-  }
+  ElemRange piece(int rank, size_t seg) const { return blockSegment(count, segments, rank, seg); }
 };
 
 Task crossGather(const HierGather& g, size_t seg, prims::Prims& prims) {
@@ -80,20 +77,14 @@ Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   prims::Prims::copy(g.out + static_cast<size_t>(r) * args.count * elt, args.sendbuff, args.count * elt);
   // The same segment rule as the hierarchical all-reduce, on the bytes each rank gathers across hosts.
-  const size_t k = std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
-                            std::max<size_t>(args.count, 1));
+  const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   g.segments = EvenSplit{args.count, static_cast<int>(k)};
-  for (size_t round = 0; round < k + 1; ++round) {
-    const bool cross = round < k;
-    const bool host = round >= 1;
-    if (cross && host) {
-      CFX_CO_TRY(co_await prims::Parallel(crossGather(g, round, prims), hostGather(g, round - 1, prims)));
-    } else if (cross) {
-      CFX_CO_TRY(co_await crossGather(g, round, prims));
-    } else {
-      CFX_CO_TRY(co_await hostGather(g, round - 1, prims));
-    }
-  }
+  CFX_CO_TRY(co_await pipelinedRounds(k + 1, [&](size_t round) {
+    std::vector<Task> strands;
+    if (pipelineHas(round, 0, g.segments.n)) strands.push_back(crossGather(g, round, prims));
+    if (pipelineHas(round, 1, g.segments.n)) strands.push_back(hostGather(g, round - 1, prims));
+    return strands;
+  }));
   co_return Status();
 }
 

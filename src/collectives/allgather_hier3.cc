@@ -32,10 +32,7 @@ struct Hier3Gather {
   DataType type = DataType::Float32;
   EvenSplit segments{0, 1};
 
-  ElemRange piece(int rank, size_t seg) const {
-    return {static_cast<size_t>(rank) * count + segments.begin(static_cast<int>(seg)),
-            segments.size(static_cast<int>(seg))};
-  }
+  ElemRange piece(int rank, size_t seg) const { return blockSegment(count, segments, rank, seg); }
 };
 
 Task crossGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
@@ -85,9 +82,7 @@ Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t elt = dataTypeSize(args.type);
   prims::Prims::copy(a.out + static_cast<size_t>(prims.rank()) * args.count * elt, args.sendbuff, args.count * elt);
   // Hier's segment rule, on the bytes each rank gathers across hosts; the same on every rank.
-  const size_t k =
-      std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
-               std::max<size_t>(args.count, 1));
+  const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   a.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
     std::vector<Task> strands;

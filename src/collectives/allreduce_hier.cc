@@ -28,8 +28,8 @@
 // host, it is the flat ring, which is what it reduces to there.
 #include <algorithm>
 
+#include "collectives/pipeline.h"
 #include "collectives/ring.h"
-#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -82,9 +82,8 @@ Task allGatherStep(const HierOp& op, size_t seg, prims::Prims& prims) {
 
 // Round i's host strand: all-gather of segment i - 2, then reduce-scatter of segment i (either may be absent).
 Task hostRound(const HierOp& op, size_t round, prims::Prims& prims) {
-  const size_t k = static_cast<size_t>(op.segments.n);
-  if (round >= 2 && round - 2 < k) CFX_CO_TRY(co_await allGatherStep(op, round - 2, prims));
-  if (round < k) CFX_CO_TRY(co_await reduceScatterStep(op, round, prims));
+  if (pipelineHas(round, 2, op.segments.n)) CFX_CO_TRY(co_await allGatherStep(op, round - 2, prims));
+  if (pipelineHas(round, 0, op.segments.n)) CFX_CO_TRY(co_await reduceScatterStep(op, round, prims));
   co_return Status();
 }
 
@@ -93,6 +92,11 @@ Task hostRound(const HierOp& op, size_t round, prims::Prims& prims) {
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes) {
   const size_t perRank = bytes / static_cast<size_t>(std::max(localRanks, 1));
   return std::clamp<size_t>(perRank / (kMinSegmentSlicesPerRank * std::max<size_t>(sliceBytes, 1)), 1, kMaxSegments);
+}
+
+size_t hierBlockSegments(size_t count, size_t eltBytes, int nHosts, size_t sliceBytes) {
+  return std::min(hierSegments(count * eltBytes * static_cast<size_t>(nHosts), 1, sliceBytes),
+                  std::max<size_t>(count, 1));
 }
 
 Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
@@ -115,25 +119,20 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   op.in = static_cast<const char*>(args.sendbuff);
   op.out = static_cast<char*>(args.recvbuff);
   op.type = args.type;
-  op.hostOp = args.op;
-  op.hostOp.postDivide = false;
-  op.crossOp = args.op;
-  op.crossOp.preMultiply = false;
+  op.hostOp = firstOfChain(args.op);
+  op.crossOp = lastOfChain(args.op);
   // Every rank derives the same segment count from the op alone.
   const size_t k = hierSegments(args.count * dataTypeSize(args.type), op.hostRing.n(), prims.sliceBytes());
   op.segments = EvenSplit{args.count, static_cast<int>(k)};
 
-  for (size_t round = 0; round < k + 2; ++round) {
-    const bool cross = round >= 1 && round - 1 < k;
-    const bool host = round < k || (round >= 2 && round - 2 < k);
-    if (cross && host) {
-      CFX_CO_TRY(co_await prims::Parallel(hostRound(op, round, prims), crossStep(op, round - 1, prims)));
-    } else if (cross) {
-      CFX_CO_TRY(co_await crossStep(op, round - 1, prims));
-    } else if (host) {
-      CFX_CO_TRY(co_await hostRound(op, round, prims));
+  CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
+    std::vector<Task> strands;
+    if (pipelineHas(round, 0, op.segments.n) || pipelineHas(round, 2, op.segments.n)) {
+      strands.push_back(hostRound(op, round, prims));
     }
-  }
+    if (pipelineHas(round, 1, op.segments.n)) strands.push_back(crossStep(op, round - 1, prims));
+    return strands;
+  }));
   co_return Status();
 }
 

@@ -150,12 +150,9 @@ Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   op.in = static_cast<const char*>(args.sendbuff);
   op.out = static_cast<char*>(args.recvbuff);
   op.type = args.type;
-  op.deviceOp = args.op;
-  op.deviceOp.postDivide = false;
-  op.hostOp = op.deviceOp;
-  op.hostOp.preMultiply = false;
-  op.crossOp = args.op;
-  op.crossOp.preMultiply = false;
+  op.deviceOp = firstOfChain(args.op);
+  op.hostOp = middleOfChain(args.op);
+  op.crossOp = lastOfChain(args.op);
   // Every rank derives the same segment count from the op alone.
   // (Hier's rule on the device level: its parts are the largest messages.)
   const size_t k = hierSegments(args.count * dataTypeSize(args.type), op.deviceRing.n(), prims.sliceBytes());

@@ -152,6 +152,9 @@ Task reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& o
 // How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it). The
 // all-gather and reduce-scatter pass the bytes one rank moves across hosts (H blocks) and localRanks 1.
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);
+// The segments every block of a hierarchical all-gather or reduce-scatter is cut into: hierSegments on the bytes
+// one rank moves across `nHosts` hosts, at most one per element of a block of `count` elements of `eltBytes`.
+size_t hierBlockSegments(size_t count, size_t eltBytes, int nHosts, size_t sliceBytes);
 
 // Contiguous split of `count` elements into n nearly equal parts: part i is [begin(i), begin(i+1)).
 struct EvenSplit {

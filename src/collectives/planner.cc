@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/ring.h"
+
 namespace cfx::coll {
 
 namespace {
@@ -359,25 +361,16 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
   }
   fabric.hier3 = layout.threeLevel();
   if (fabric.hier3) {
-    const auto at = [](const std::vector<int>& v, int i) { return v[static_cast<size_t>(i)]; };
     fabric.devices = static_cast<int>(layout.hostDevices.front().size());
     fabric.deviceRanks = static_cast<int>(layout.deviceRanks.front().size());
     std::vector<std::pair<int, int>> device;
     std::vector<std::pair<int, int>> mid;
     std::vector<std::pair<int, int>> cross;
-    for (int h = 0; h < fabric.hosts; ++h) {
-      const std::vector<int>& devs = layout.hostDevices[static_cast<size_t>(h)];
-      const std::vector<int>& nextDevs = layout.hostDevices[static_cast<size_t>(mod(h + 1, fabric.hosts))];
-      for (int d = 0; d < fabric.devices; ++d) {
-        const std::vector<int>& ranks = layout.deviceRanks[static_cast<size_t>(at(devs, d))];
-        const std::vector<int>& nextDev = layout.deviceRanks[static_cast<size_t>(at(devs, mod(d + 1, fabric.devices)))];
-        const std::vector<int>& nextHost = layout.deviceRanks[static_cast<size_t>(at(nextDevs, d))];
-        for (int g = 0; g < fabric.deviceRanks; ++g) {
-          device.emplace_back(at(ranks, g), at(ranks, mod(g + 1, fabric.deviceRanks)));
-          mid.emplace_back(at(ranks, g), at(nextDev, g));
-          cross.emplace_back(at(ranks, g), at(nextHost, g));
-        }
-      }
+    for (int r = 0; r < n; ++r) {  // each rank to its successor on each of its three rings (allreduce_hier3.cc)
+      const Hier3Rings rings = hier3Rings(layout, r);
+      device.emplace_back(r, rings.device.next());
+      mid.emplace_back(r, rings.host.next());
+      cross.emplace_back(r, rings.cross.next());
     }
     fabric.device = loadedFigures(view, device);
     fabric.midHost = loadedFigures(view, mid);
@@ -420,8 +413,7 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
         // Cross: a ring of H over each rank's block; host: H rings of L, one per source (all-gather) or destination
         // (reduce-scatter) host (allgather_hier.cc, reducescatter_hier.cc: the same steps, run the other way).
         const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
-        const double k = static_cast<double>(
-            std::min(hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
+        const double k = static_cast<double>(hierBlockSegments(block, 1, f.hosts, req.sliceBytes));
         const double cross = (hosts - 1) * (step(f.cross) + transferUs(f.cross, block / k));
         const double host = hosts * (local - 1) * (step(f.host) + transferUs(f.host, block / k));
         return k * std::max(host, cross) + std::min(host, cross);
@@ -441,8 +433,7 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
         // Blocks per rank: H - 1 across hosts, H (D - 1) between devices, H D (G - 1) within a device
         // (allgather_hier3.cc, reducescatter_hier3.cc).
         const size_t block = req.bytes / static_cast<size_t>(req.nRanks);
-        const double k = static_cast<double>(std::min(
-            hierSegments(block * static_cast<size_t>(f.hosts), 1, req.sliceBytes), std::max<size_t>(block, 1)));
+        const double k = static_cast<double>(hierBlockSegments(block, 1, f.hosts, req.sliceBytes));
         const double cross = (h - 1) * (step(f.crossDev) + transferUs(f.crossDev, block / k));
         const double mid = h * (d - 1) * (step(f.midHost) + transferUs(f.midHost, block / k));
         const double device = h * d * (g - 1) * (step(f.device) + transferUs(f.device, block / k));

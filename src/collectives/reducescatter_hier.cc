@@ -32,9 +32,9 @@
 // host, it is the flat ring, which is what it reduces to there.
 #include <algorithm>
 
+#include "collectives/pipeline.h"
 #include "collectives/ring.h"
 #include "collectives/scratch.h"
-#include "primitives/parallel.h"
 
 namespace cfx::coll {
 
@@ -55,10 +55,7 @@ struct HierScatter {
 
   size_t elt() const { return dataTypeSize(type); }
   // Segment `seg` of the `block`-th block of a buffer of such blocks.
-  ElemRange piece(int block, size_t seg) const {
-    return {static_cast<size_t>(block) * count + segments.begin(static_cast<int>(seg)),
-            segments.size(static_cast<int>(seg))};
-  }
+  ElemRange piece(int block, size_t seg) const { return blockSegment(count, segments, block, seg); }
 };
 
 // Step 1 for segment `seg`: one host ring reduce-scatter per host k, of the blocks of host k's ranks.
@@ -115,26 +112,18 @@ Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   s.partials = partials.value().data();
   s.count = args.count;
   s.type = args.type;
-  s.hostOp = args.op;
-  s.hostOp.postDivide = false;
-  s.crossOp = args.op;
-  s.crossOp.preMultiply = false;
+  s.hostOp = firstOfChain(args.op);
+  s.crossOp = lastOfChain(args.op);
   // The all-gather's segment rule, on the bytes each rank reduce-scatters across hosts (its H partials); every rank
   // derives the same count from the op alone.
-  const size_t k =
-      std::min(hierSegments(args.count * elt * nHosts, 1, prims.sliceBytes()), std::max<size_t>(args.count, 1));
+  const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   s.segments = EvenSplit{args.count, static_cast<int>(k)};
-  for (size_t round = 0; round < k + 1; ++round) {
-    const bool host = round < k;
-    const bool cross = round >= 1;
-    if (host && cross) {
-      CFX_CO_TRY(co_await prims::Parallel(hostReduceScatter(s, round, prims), crossReduceScatter(s, round - 1, prims)));
-    } else if (host) {
-      CFX_CO_TRY(co_await hostReduceScatter(s, round, prims));
-    } else {
-      CFX_CO_TRY(co_await crossReduceScatter(s, round - 1, prims));
-    }
-  }
+  CFX_CO_TRY(co_await pipelinedRounds(k + 1, [&](size_t round) {
+    std::vector<Task> strands;
+    if (pipelineHas(round, 0, s.segments.n)) strands.push_back(hostReduceScatter(s, round, prims));
+    if (pipelineHas(round, 1, s.segments.n)) strands.push_back(crossReduceScatter(s, round - 1, prims));
+    return strands;
+  }));
   co_return Status();
 }
 

@@ -45,10 +45,7 @@ struct Hier3Scatter {
   ReduceOp crossOp;   // the final step only
 
   size_t elt() const { return dataTypeSize(type); }
-  ElemRange piece(int block, size_t seg) const {
-    return {static_cast<size_t>(block) * count + segments.begin(static_cast<int>(seg)),
-            segments.size(static_cast<int>(seg))};
-  }
+  ElemRange piece(int block, size_t seg) const { return blockSegment(count, segments, block, seg); }
   int slot(int host, int device) const { return host * rings.host.n() + device; }
 };
 
@@ -110,15 +107,10 @@ Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   s.slots = slots.value().data();
   s.count = args.count;
   s.type = args.type;
-  s.deviceOp = args.op;
-  s.deviceOp.postDivide = false;
-  s.hostOp = s.deviceOp;
-  s.hostOp.preMultiply = false;
-  s.crossOp = args.op;
-  s.crossOp.preMultiply = false;
-  const size_t k =
-      std::min(hierSegments(args.count * elt * static_cast<size_t>(layout->nHosts()), 1, prims.sliceBytes()),
-               std::max<size_t>(args.count, 1));
+  s.deviceOp = firstOfChain(args.op);
+  s.hostOp = middleOfChain(args.op);
+  s.crossOp = lastOfChain(args.op);
+  const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   s.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
     std::vector<Task> strands;

@@ -52,6 +52,29 @@ struct ElemRange {
   size_t count = 0;
 };
 
+// Segment `seg` of the `block`-th of consecutive blocks of `count` elements, every block cut alike by `segments`
+// (the pieces the pipelined hierarchical algorithms move per round).
+inline ElemRange blockSegment(size_t count, const EvenSplit& segments, int block, size_t seg) {
+  return {static_cast<size_t>(block) * count + segments.begin(static_cast<int>(seg)),
+          segments.size(static_cast<int>(seg))};
+}
+
+// The op for each building block of a chain (see above): the first applies the pre-multiplier and leaves the final
+// step, a middle one does neither, the last applies only the final step. A chain of two has no middle.
+inline ReduceOp firstOfChain(ReduceOp op) {
+  op.postDivide = false;
+  return op;
+}
+inline ReduceOp middleOfChain(ReduceOp op) {
+  op.preMultiply = false;
+  op.postDivide = false;
+  return op;
+}
+inline ReduceOp lastOfChain(ReduceOp op) {
+  op.preMultiply = false;
+  return op;
+}
+
 // The blocks of the bidirectional collectives: rank b's block [b * count, (b + 1) * count) cut in two, the first
 // halves addressed by position on `ring`, the second halves by position on its reverse.
 struct HalvedBlocks {

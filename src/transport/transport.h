@@ -51,6 +51,14 @@ inline int ranksOnHostOf(const std::vector<PeerInfo>& peers, int rank) {
   return n;
 }
 
+// Rank's position among the ranks of `peers` that share its host, in rank order.
+inline int localIndexOf(const std::vector<PeerInfo>& peers, int rank) {
+  int n = 0;
+  for (int r = 0; r < rank; ++r)
+    n += peers[static_cast<size_t>(r)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  return n;
+}
+
 // The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`. When the bytes
 // lie in memory the sender exported (shm_export.h: ncclMemAlloc's host blocks), the block is named too, so the
 // receiver can map it and read with plain loads instead of a system call per piece.

@@ -111,9 +111,7 @@ sockaddr_storage railAddress(const std::vector<PeerInfo>& peers, int rank, const
              options.rails, found.size(), query.ifName.c_str());
     return fallback;
   }
-  int local = 0;
-  for (int r = 0; r < rank; ++r)
-    local += peers[static_cast<size_t>(r)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
+  const int local = localIndexOf(peers, rank);
   const net::Interface& rail = found[static_cast<size_t>(local) % found.size()];
   CFX_INFO(log::Sys::Net, "tcp: rank %d (local rank %d): rail %zu of %zu, %s %s", rank, local,
            static_cast<size_t>(local) % found.size(), found.size(), rail.name.c_str(),
