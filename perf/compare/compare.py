@@ -28,6 +28,7 @@ is built once for the whole race and removed at the end, also on failure.
 import contextlib
 
 import argparse
+import dataclasses
 import csv
 import datetime
 import json
@@ -205,10 +206,18 @@ def netns_bed(a):
         sys.exit("compare: --link-p2p joins exactly 2 hosts")
     spec = (netbed.pair(a.link_rate, a.link_rtt_ms) if a.link_p2p
             else netbed.switch(a.netns, a.link_rate, a.link_rtt_ms / 2))
+    # Several NICs per host: the same link again, each on a network of its own.
+    spec.links = [dataclasses.replace(link) for _ in range(a.link_count) for link in spec.links]
     if a.link_rtt_ms:
         spec.tcp_buf_max = 32 << 20  # a long fat link needs large TCP windows; see netbed.Spec
     relay = a.relay or os.path.join(a.build, "tools", "cfx_delay_relay")
     return netbed.Bed(spec, relay)
+
+
+def all_devs(bed, h):
+    """Host h's devices in link order: its NICs when --link-count gives it several (every host has the same names,
+    one per link, so Open MPI's btl_tcp_if_include names them once for all hosts)."""
+    return [bed.dev[h][k] for k in sorted(bed.dev[h])]
 
 
 def make_netns_variants(a, sizes, benches, bed, work):
@@ -227,10 +236,14 @@ def make_netns_variants(a, sizes, benches, bed, work):
     perf = os.path.join(a.build, "perf", f"{a.coll}_perf")
     cmd = [perf, "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(a.factor), "-n", str(a.iters), "-w",
            str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"]
-    envs = [dict(e, MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="29500", NCCL_SOCKET_IFNAME=bed.primary_dev(h),
-                 NCCL_HOSTID=bed.hosts[h], CFX_PERF_ROTATE="0") for e, h in zip(rank_env, host_of)]
+    # With several links every rank's NICs are rails (the bootstrap still takes the first match, the primary).
+    rails = {} if a.link_count == 1 else {"CFX_SOCKET_RAILS": str(a.link_count)}
+    envs = [dict(e, MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="29500", NCCL_HOSTID=bed.hosts[h], CFX_PERF_ROTATE="0",
+                 NCCL_SOCKET_IFNAME=bed.primary_dev(h) if a.link_count == 1 else ",".join(all_devs(bed, h)), **rails)
+            for e, h in zip(rank_env, host_of)]
     text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} MASTER_ADDR={bed.primary_addr(0)} MASTER_PORT=<port> "
-            f"NCCL_SOCKET_IFNAME=<dev> NCCL_HOSTID=<host> CFX_PERF_ROTATE=0 " + " ".join(cmd) + f"  ({where})")
+            f"NCCL_SOCKET_IFNAME=<dev{'s' if rails else ''}> NCCL_HOSTID=<host> CFX_PERF_ROTATE=0 "
+            + "".join(f"{k}={v} " for k, v in rails.items()) + " ".join(cmd) + f"  ({where})")
     variants.append(Variant("conflux", [ns + cmd for ns in in_ns], envs, parse_nccl_tests, text))
 
     # --bind-to none: every orted believes it has the machine's cores to itself and would bind its first rank to
@@ -244,7 +257,8 @@ def make_netns_variants(a, sizes, benches, bed, work):
             "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
             "--mca", "plm_rsh_agent", os.path.join(HERE, "netns_agent.sh"),
             "--mca", "oob_tcp_if_include", dev, "--mca", "btl", "tcp,self", "--mca", "pml", "ob1",
-            "--mca", "btl_tcp_if_include", dev, benches["mpi_bench"]] + bench_args + ["--algo", "tcp"])
+            "--mca", "btl_tcp_if_include", ",".join(all_devs(bed, 0)), benches["mpi_bench"]] + bench_args
+           + ["--algo", "tcp"])
     if a.np > (os.cpu_count() or 1):
         # Each orted sees only its own host's ranks, so none notices that all of them share this machine's cores
         # and Open MPI would busy-poll as on an idle node; on one node it yields once oversubscribed. Say so.
@@ -532,6 +546,9 @@ def main():
     p.add_argument("--link-rate", default=None, help="namespace mode: tc rate of the link (e.g. 1gbit)")
     p.add_argument("--link-rtt-ms", type=float, default=0.0, help="namespace mode: RTT through the delay relay")
     p.add_argument("--link-p2p", action="store_true", help="namespace mode, 2 hosts: point-to-point, no bridge")
+    p.add_argument("--link-count", type=int, default=1,
+                   help="namespace mode: that many such links, each a network of its own (NICs per host); Conflux "
+                        "runs with CFX_SOCKET_RAILS set to it, Open MPI's TCP BTL includes every NIC, Gloo the first")
     p.add_argument("--relay", default=None, help="cfx_delay_relay (default BUILD/tools/cfx_delay_relay)")
     a = p.parse_args()
 
@@ -549,8 +566,10 @@ def main():
             p.error("--netns needs at least 2 hosts")
         FAMILY_OF["mpi-tcp"] = "Open MPI"  # the only Open MPI transport that crosses hosts here
         FAMILY_OF["mpi-tcp-vader"] = "Open MPI"  # the same, with shared memory within a host
+        if a.link_count < 1 or a.link_count > 4:
+            p.error("--link-count takes 1 to 4 links (a rank listens on at most 4 rails)")
         tag += f"_netns{a.netns}" + (f"_{a.link_rate}" if a.link_rate else "") + (
-            f"_rtt{a.link_rtt_ms:g}ms" if a.link_rtt_ms else "")
+            f"_rtt{a.link_rtt_ms:g}ms" if a.link_rtt_ms else "") + (f"_x{a.link_count}" if a.link_count > 1 else "")
     a.build = os.path.abspath(a.build)
     out = os.path.abspath(a.out or os.path.join(REPO, "perf", "results", tag))
     raw = os.path.abspath(a.raw_dir or os.path.join(REPO, "perf", "results", "raw", tag))
@@ -572,8 +591,11 @@ def main():
             shutil.rmtree(store_root, ignore_errors=True)
             sys.exit(f"compare: cannot build the namespace bed: {e}")
         variants = make_netns_variants(a, sizes, benches, bed, store_root)
+        links = "point-to-point link" if a.link_p2p else "switch"
         netns_text = (f"{a.netns} network namespaces ({a.np // a.netns} ranks each) on "
-                      f"{'a point-to-point link' if a.link_p2p else 'one switch'}, "
+                      + (f"{a.link_count} {links}es" if links == "switch" and a.link_count > 1
+                         else f"{a.link_count} {links}s" if a.link_count > 1 else f"one {links}")
+                      + (" (one NIC each per host)" if a.link_count > 1 else "") + ", "
                       f"{a.link_rate or 'unshaped'}{f', RTT {a.link_rtt_ms:g} ms' if a.link_rtt_ms else ''} "
                       f"(tests/netbed); Open MPI = mpi-tcp, or mpi-tcp-vader where faster")
     else:
@@ -617,7 +639,8 @@ def main():
         reproduce = (f"python3 perf/compare/compare.py --coll {a.coll} --np {a.np} --sizes {a.sizes} --reps {a.reps} "
                      f"--netns {a.netns}" + (f" --link-rate {a.link_rate}" if a.link_rate else "")
                      + (f" --link-rtt-ms {a.link_rtt_ms:g}" if a.link_rtt_ms else "")
-                     + (" --link-p2p" if a.link_p2p else ""))
+                     + (" --link-p2p" if a.link_p2p else "")
+                     + (f" --link-count {a.link_count}" if a.link_count > 1 else ""))
     meta = dict(collective=a.coll, ranks=a.np, datatype="float32", op="sum", sizes=sizes, reps=a.reps,
                 iters=a.iters, warmup=a.warmup, started=started.isoformat(timespec="seconds"), elapsed_s=elapsed,
                 load_before=load_before, load_after=f"{os.getloadavg()[0]:.2f}", machine=machine_info(),

@@ -102,8 +102,8 @@ struct PeerStriping {
 
 class Connector {
  public:
-  Connector(const ConnectPlan& plan, net::Listener& listener)
-      : plan_(plan), listener_(listener), striping_(static_cast<size_t>(plan.nRanks)) {}
+  Connector(const ConnectPlan& plan, std::vector<net::Listener>& listeners)
+      : plan_(plan), listeners_(listeners), striping_(static_cast<size_t>(plan.nRanks)) {}
   Result<std::vector<EstablishedSocket>> run();
 
  private:
@@ -114,7 +114,7 @@ class Connector {
   Status decideStriping(Handshake& h, double rttSeconds);
   Status startOutgoing(Handshake& h);
   Status beginHello(Handshake& h);
-  void acceptAll();
+  void acceptAll(net::Listener& listener);
   void evictOldestStranger();
   Result<Outcome> advance(Handshake& h, short revents);
   Result<Outcome> advanceOutgoing(Handshake& h, short revents);
@@ -134,7 +134,7 @@ class Connector {
   }
 
   const ConnectPlan& plan_;
-  net::Listener& listener_;
+  std::vector<net::Listener>& listeners_;
   std::vector<PeerStriping> striping_;
   std::vector<std::unique_ptr<Handshake>> pending_;
   std::vector<std::unique_ptr<Handshake>> spawned_;  // created during a poll round, joined to pending_ after it
@@ -144,6 +144,7 @@ class Connector {
   int remaining_ = 0;
   std::vector<EstablishedSocket> established_;
   Status refusal_;  // the first Refused outcome, returned once every handshake has settled
+  bool congestionRefused_ = false;  // the kernel refused plan_'s congestion control (logged once)
 };
 
 // Sends what is left of h.out. True when all of it went out, false on would-block; an error on failure.
@@ -188,7 +189,7 @@ void expectIn(Handshake& h, size_t bytes) {
 }
 
 Status Connector::startOutgoing(Handshake& h) {
-  const sockaddr_storage& to = plan_.listeners[static_cast<size_t>(h.peer)].address;
+  const sockaddr_storage& to = streamAddress(plan_.listeners[static_cast<size_t>(h.peer)], h.stream);
   bool connected = false;
   int err = 0;
   const PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
@@ -228,6 +229,7 @@ Status Connector::decideStriping(Handshake& h, double rttSeconds) {
   PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
   AutotuneInputs inputs = *plan_.autotune;
   inputs.rttSeconds = rttSeconds;
+  inputs.rails = listenerCount(plan_.listeners[static_cast<size_t>(h.peer)]);
   const AutotuneDecision decision = autotune(inputs);
   striping.nStreams = decision.nStreams;
   striping.socketBufferBytes = decision.socketBufferBytes;
@@ -263,9 +265,9 @@ Status Connector::beginHello(Handshake& h) {
   return Status();
 }
 
-void Connector::acceptAll() {
+void Connector::acceptAll(net::Listener& listener) {
   for (;;) {
-    Result<std::optional<net::Socket>> accepted = listener_.tryAccept();
+    Result<std::optional<net::Socket>> accepted = listener.tryAccept();
     if (!accepted.ok()) {
       // Out of descriptors, most likely; the connections still queued are retried on the next poll round.
       CFX_WARN("tcp: rank %d: accepting on its data port failed: %s", plan_.rank, accepted.status().message().c_str());
@@ -307,10 +309,11 @@ Outcome Connector::drop(Handshake& h, const std::string& why) {
 Status Connector::outgoingFailure(const Handshake& h, const std::string& why) const {
   return Status::error(
       Errc::RemoteError,
-      strprintf("tcp: rank %d could not connect to rank %d (%s) for channel %d: %s; check that "
+      strprintf("tcp: rank %d could not connect to rank %d (%s) for channel %d, stream %d: %s; check that "
                 "rank's log",
-                plan_.rank, h.peer, net::addressToString(plan_.listeners[static_cast<size_t>(h.peer)].address).c_str(),
-                h.channel, why.c_str()));
+                plan_.rank, h.peer,
+                net::addressToString(streamAddress(plan_.listeners[static_cast<size_t>(h.peer)], h.stream)).c_str(),
+                h.channel, h.stream, why.c_str()));
 }
 
 Result<Outcome> Connector::advance(Handshake& h, short revents) {
@@ -541,6 +544,22 @@ void Connector::settle(Handshake& h) {
 Status Connector::finish(Handshake& h) {
   CFX_TRY(tuneDataSocket(h.sock.fd()));
   const PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+  const std::string& congestion = striping.nStreams > 1 ? plan_.stripedCongestion : plan_.congestion;
+  std::string why;
+  if (!congestion.empty() && !setCongestionControl(h.sock.fd(), congestion, &why) && !congestionRefused_) {
+    congestionRefused_ = true;  // once per setup: every socket would say the same
+    if (plan_.congestionExplicit) {
+      CFX_WARN(
+          "tcp: rank %d: CFX_TCP_CONGESTION=%s refused (%s); the data sockets keep the system's congestion "
+          "control",
+          plan_.rank, congestion.c_str(), why.c_str());
+    } else {
+      CFX_INFO(log::Sys::Net,
+               "tcp: rank %d: %s congestion control for striped links refused (%s); keeping the "
+               "system's",
+               plan_.rank, congestion.c_str(), why.c_str());
+    }
+  }
   // Autotuned buffers: the first outgoing socket and every accepted one were created before the decision was
   // known. Setting them now still works: the window scale of the SYN already allowed for the kernel's maximum.
   if (plan_.autotune || !h.outgoing) applyBufferSizes(h.sock.fd(), striping.socketBufferBytes);
@@ -625,8 +644,10 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
     if (plan_.deadline.expired()) return timeoutError();
     const auto now = Clock::now();
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.deadline.remaining(kPollSlice));
-    fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
-    polled.assign(1, nullptr);
+    fds.clear();
+    for (const net::Listener& listener : listeners_) fds.push_back(pollfd{listener.fd(), POLLIN, 0});
+    const size_t nListeners = fds.size();
+    polled.assign(nListeners, nullptr);
     for (auto& h : pending_) {
       if (h->outgoing && !h->sock.valid()) {
         if (now >= h->retryAt) {
@@ -645,7 +666,7 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
       return Status::error(Errc::SystemError, strprintf("tcp: poll(): %s", std::strerror(errno)));
     }
     if (n <= 0) continue;
-    for (size_t i = 1; i < fds.size(); ++i) {
+    for (size_t i = nListeners; i < fds.size(); ++i) {
       Handshake& h = *polled[i];
       if (fds[i].revents == 0 || h.finished) continue;
       CFX_TRY_ASSIGN(const Outcome outcome, advance(h, fds[i].revents));
@@ -656,7 +677,9 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
         settle(h);
       }
     }
-    if (fds[0].revents != 0) acceptAll();
+    for (size_t i = 0; i < nListeners; ++i) {
+      if (fds[i].revents != 0) acceptAll(listeners_[i]);
+    }
     std::erase_if(pending_, [](const std::unique_ptr<Handshake>& h) { return h->finished; });
     for (auto& h : spawned_) pending_.push_back(std::move(h));
     spawned_.clear();
@@ -673,12 +696,13 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
 
 }  // namespace
 
-Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan, net::Listener& listener) {
+Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan,
+                                                            std::vector<net::Listener>& listeners) {
   if (plan.secret == nullptr || plan.nStreams < 1 || plan.connect.size() != static_cast<size_t>(plan.nRanks) ||
-      plan.listeners.size() != static_cast<size_t>(plan.nRanks)) {
+      plan.listeners.size() != static_cast<size_t>(plan.nRanks) || listeners.empty()) {
     return Status::error(Errc::InternalError, "tcp: malformed connection plan");
   }
-  Connector connector(plan, listener);
+  Connector connector(plan, listeners);
   return connector.run();
 }
 

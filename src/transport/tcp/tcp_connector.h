@@ -34,6 +34,11 @@ struct ConnectPlan {
   std::vector<ListenRecord> listeners;  // every rank's data listener, from the bootstrap allGather
   int64_t socketBufferBytes = 0;        // without autotune: applied before connect(); 0 keeps kernel autotuning
   Deadline deadline;                    // for the whole setup, retries included
+  // TCP congestion control set on each data socket once it is authenticated: `congestion` on links of one stream,
+  // `stripedCongestion` on links of several; "" keeps the system's default (see TcpOptions::congestion).
+  std::string congestion;
+  std::string stripedCongestion;
+  bool congestionExplicit = false;  // the user named it: a refusal is a WARN, not an INFO
 };
 
 // One authenticated socket, ready for the proxy. The socket is non-blocking and tuned with tuneDataSocket().
@@ -45,9 +50,10 @@ struct EstablishedSocket {
   int nStreams = 1;  // of this socket's link
 };
 
-// For every peer p with plan.connect[p]: connects kNumChannels x nStreams sockets to p's listener when
-// rank < p (nStreams fixed, or chosen per peer by autotuning and logged at INFO), and accepts as many from p on
-// `listener` (non-blocking) when p < rank, as p's Hellos say. Returns when all are authenticated.
+// For every peer p with plan.connect[p]: connects kNumChannels x nStreams sockets to p's listeners when
+// rank < p (nStreams fixed, or chosen per peer by autotuning and logged at INFO; stream s to streamAddress(s), so
+// the streams take p's rails in turn), and accepts as many from p on `listeners` (non-blocking; this rank's own
+// rail first) when p < rank, as p's Hellos say. Returns when all are authenticated.
 //
 // A connection on the data port that fails any check (garbage, wrong secret, wrong addressee, silence while
 // others are waiting) is logged at WARN with its address and closed; setup carries on.
@@ -55,6 +61,7 @@ struct EstablishedSocket {
 // to fails the handshake or refuses us; InvalidUsage when a legitimate peer has an incompatible slot geometry or
 // stripe size, or announces different stream counts for one link.
 // Blocking: yes, bounded by plan.deadline.
-Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan, net::Listener& listener);
+Result<std::vector<EstablishedSocket>> establishConnections(const ConnectPlan& plan,
+                                                            std::vector<net::Listener>& listeners);
 
 }  // namespace cfx::transport::tcp

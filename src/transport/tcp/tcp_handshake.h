@@ -25,6 +25,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -48,11 +49,29 @@ using Nonce = std::array<uint8_t, kNonceBytes>;
 using Mac = std::array<uint8_t, kMacBytes>;
 using SessionId = std::array<uint8_t, kSessionBytes>;
 
-// What every rank publishes through the bootstrap's allGather: where its data listener is.
+// The most interfaces one rank listens on (CFX_SOCKET_RAILS): its own rail and up to three more.
+inline constexpr int kMaxRailListeners = 4;
+
+// What every rank publishes through the bootstrap's allGather: where its data listeners are. `address` is the
+// rank's own rail (every link's stream 0 goes there); with rails, `extra` holds the host's other rails, in the
+// order the streams of a link to the rank use them after `address` (streamAddress()).
 struct ListenRecord {
   sockaddr_storage address;
-  SessionId session;  // random per listener; every Hello must echo it
+  SessionId session;    // random per rank, shared by its listeners; every Hello must echo it
+  uint32_t nExtra = 0;  // listeners besides `address`, at most kMaxRailListeners - 1
+  sockaddr_storage extra[kMaxRailListeners - 1];
 };
+
+// How many addresses a record names (a peer's record is not trusted beyond kMaxRailListeners).
+inline int listenerCount(const ListenRecord& record) {
+  return 1 + static_cast<int>(std::min<uint32_t>(record.nExtra, kMaxRailListeners - 1));
+}
+// Where stream `stream` of a link to the record's rank connects: its rails in turn, starting with `address`, so
+// that a link of as many streams as rails crosses each rail once.
+inline const sockaddr_storage& streamAddress(const ListenRecord& record, int stream) {
+  const int k = stream % listenerCount(record);
+  return k == 0 ? record.address : record.extra[k - 1];
+}
 
 struct Hello {
   uint32_t fromRank = 0;  // the connecting (lower) rank

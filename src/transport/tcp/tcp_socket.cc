@@ -146,6 +146,15 @@ int finishConnect(int fd) {
   return soError;
 }
 
+bool setCongestionControl(int fd, const std::string& name, std::string* why) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0) return true;
+  const int err = errno;
+  *why = err == ENOENT  ? "not available in this kernel"
+         : err == EPERM ? "not in net.ipv4.tcp_allowed_congestion_control (and no CAP_NET_ADMIN)"
+                        : std::strerror(err);
+  return false;
+}
+
 Status tuneDataSocket(int fd) {
   const int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <string>
 
 #include "common/socket.h"
 #include "common/status.h"
@@ -36,6 +37,11 @@ KernelBufferLimits readKernelBufferLimits();
 // The speed of the interface that holds `local` in bytes per second, from /sys/class/net/<name>/speed; 0 when
 // unknown (loopback, many virtual interfaces).
 double interfaceBytesPerSecond(const sockaddr_storage& local);
+
+// Sets the socket's TCP congestion control (TCP_CONGESTION) to `name`. False, with *why saying what the kernel
+// answered, where it refused: the algorithm is not built or loaded, or not in net.ipv4.tcp_allowed_congestion_control
+// for a process without CAP_NET_ADMIN. The socket then keeps the system's default.
+bool setCongestionControl(int fd, const std::string& name, std::string* why);
 
 // Options for an established data socket: TCP_NODELAY (the proxy batches frames itself) and keepalive tuned so
 // that a peer host that vanishes without a FIN or RST is noticed within about two minutes.

@@ -108,14 +108,17 @@ Result<StripeHeader> decodeStripeHeader(std::span<const uint8_t> in, const Strip
 
 AutotuneDecision autotune(const AutotuneInputs& in) {
   AutotuneDecision d;
-  d.assumedBytesPerSecond = in.linkBytesPerSecond > 0 ? in.linkBytesPerSecond : kAssumedBytesPerSecond;
-  d.bdpBytes = d.assumedBytesPerSecond * std::max(0.0, in.rttSeconds);
   const int maxStreams = std::clamp(in.maxStreams, 1, kMaxStreams);
+  const int rails = std::clamp(in.rails, 1, maxStreams);
+  d.assumedBytesPerSecond = (in.linkBytesPerSecond > 0 ? in.linkBytesPerSecond : kAssumedBytesPerSecond) * rails;
+  d.bdpBytes = d.assumedBytesPerSecond * std::max(0.0, in.rttSeconds);
   // The window one stream can open: half its receive buffer (tcp_adv_win_scale's default share for data).
   const double buffer = static_cast<double>(std::max(in.autotuneCapBytes, in.fixedBufferCapBytes));
   const double window = std::max<double>(64 * 1024, buffer / 2);
   const double needed = std::ceil(d.bdpBytes / window);
   d.nStreams = static_cast<int>(std::clamp(needed, 1.0, static_cast<double>(maxStreams)));
+  d.nStreams = std::min((d.nStreams + rails - 1) / rails * rails, maxStreams / rails * rails);
+  d.rails = rails;
   // Per stream, a window's share of the BDP plus the same again for the kernel's overhead. Kernel autotuning
   // grows to autotuneCap on its own and spends memory only when the path needs it, so a fixed buffer is set only
   // when autotuning would stop short and the kernel would honour the request.
@@ -131,8 +134,9 @@ std::string describe(const AutotuneDecision& d, double rttSeconds) {
   std::string buffers = d.socketBufferBytes > 0
                             ? strprintf("%lld-byte socket buffers", static_cast<long long>(d.socketBufferBytes))
                             : std::string("kernel-autotuned socket buffers");
-  return strprintf("%d stream%s (BDP %.0f B at %.2f Gbit/s x %.3f ms), %s", d.nStreams, d.nStreams == 1 ? "" : "s",
-                   d.bdpBytes, d.assumedBytesPerSecond * 8 / 1e9, rttSeconds * 1e3, buffers.c_str());
+  const std::string rails = d.rails > 1 ? strprintf(" over %d rails", d.rails) : std::string();
+  return strprintf("%d stream%s%s (BDP %.0f B at %.2f Gbit/s x %.3f ms), %s", d.nStreams, d.nStreams == 1 ? "" : "s",
+                   rails.c_str(), d.bdpBytes, d.assumedBytesPerSecond * 8 / 1e9, rttSeconds * 1e3, buffers.c_str());
 }
 
 size_t pathSlotBytes(size_t baseSlotBytes, int nSlots, double bdpBytes, uint64_t fifoCapBytes) {

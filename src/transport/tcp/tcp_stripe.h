@@ -80,20 +80,26 @@ struct AutotuneInputs {
   int64_t autotuneCapBytes = 0;     // the receive buffer kernel autotuning grows a socket to: tcp_rmem[2]
   int64_t fixedBufferCapBytes = 0;  // the largest SO_SNDBUF/SO_RCVBUF the kernel honours: min(wmem_max, rmem_max)
   int maxStreams = 8;
+  // Rails to the peer (the listeners it advertises, one per NIC): each carries linkBytesPerSecond, and the
+  // streams take them in turn, so the link gets at least one stream per rail and a multiple of the rail count.
+  int rails = 1;
 };
 
 struct AutotuneDecision {
   int nStreams = 1;
   int64_t socketBufferBytes = 0;  // 0: keep kernel autotuning
   double bdpBytes = 0;            // bandwidth x RTT, for the log line
-  double assumedBytesPerSecond = 0;
+  double assumedBytesPerSecond = 0;  // summed over the rails
+  int rails = 1;
 };
 
 // Picks the stream count and socket buffers for one peer from the bandwidth-delay product: one TCP stream moves
 // at most about half its receive buffer per round trip (the kernel keeps the rest for bookkeeping), so a link
 // needs ceil(BDP / (buffer / 2)) streams to fill the pipe, buffer being the larger of what autotuning reaches
 // and what a fixed SO_RCVBUF may be. A fixed buffer is set only when autotuning would stop short of the
-// per-stream window and the kernel honours the size.
+// per-stream window and the kernel honours the size. With several rails the path is that many NICs wide: the BDP
+// is summed over them, and the count rounded up to a multiple of the rails (down where maxStreams cuts it), so
+// every rail carries as many stripes as the others.
 AutotuneDecision autotune(const AutotuneInputs& in);
 
 // "4 streams (BDP 6.2 MB at 1.00 Gbit/s x 50.1 ms), kernel-autotuned buffers": for the INFO line.

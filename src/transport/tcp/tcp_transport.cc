@@ -81,6 +81,13 @@ CFX_PARAM(bool, inlineParam, "CFX_TCP_INLINE", true,
           "all-reduce of 2 ranks over loopback took a quarter of the time. Applies only where this host's ranks do "
           "not outnumber its CPUs (beyond that the polling slows everyone). 0: only the proxy thread touches the "
           "sockets.");
+CFX_PARAM(std::string, congestionParam, "CFX_TCP_CONGESTION", "auto",
+          "TCP congestion control of the data sockets. auto: cubic on links striped over several sockets (a slot "
+          "waits for its slowest stripe, and a pacing controller such as BBR paces each socket by its own, often low, "
+          "estimate), the system's default (net.ipv4.tcp_congestion_control) on one-socket links. system: never set. "
+          "Any other name (cubic, bbr, reno, ...) is set on every data socket. Where the kernel refuses (not loaded, "
+          "or not in net.ipv4.tcp_allowed_congestion_control for a process without CAP_NET_ADMIN) the sockets keep "
+          "the default.");
 CFX_PARAM(std::chrono::milliseconds, connectTimeoutParam, "CFX_TCP_CONNECT_TIMEOUT_MS",
           std::chrono::milliseconds(30000),
           "How long setting up the TCP data connections may take (connect retries and authentication) before it "
@@ -92,16 +99,18 @@ CFX_PARAM(std::chrono::milliseconds, lingerParam, "CFX_TCP_LINGER_MS", std::chro
           param::inRange(std::chrono::milliseconds(0), std::chrono::milliseconds(60000)));
 
 CFX_PARAM(int, railsParam, "CFX_SOCKET_RAILS", 1,
-          "Network rails: the most interfaces (those NCCL_SOCKET_IFNAME selects, in the system's order) the ranks of "
-          "one host spread their TCP listeners over, local rank l on interface l % n. Hosts with several NICs on "
-          "separate networks then carry the hierarchical algorithms' cross-host rings on every NIC at once. 1: every "
-          "rank uses the bootstrap's interface.",
+          "Network rails: the most interfaces (those NCCL_SOCKET_IFNAME selects, in the system's order) a rank listens "
+          "on, its own first (local rank l takes interface l % n), at most 4. A link to a rank on k interfaces gets at "
+          "least k sockets (CFX_TCP_AUTOTUNE), one per interface in turn, so hosts with several NICs on separate "
+          "networks carry every link's stripes, and the hierarchical algorithms' cross-host rings, on every NIC at "
+          "once. 1: every rank uses the bootstrap's interface.",
           param::inRange(1, 16));
 
-// Where this rank listens with rails: its local rank's interface, or `fallback` when there is one interface.
-sockaddr_storage railAddress(const std::vector<PeerInfo>& peers, int rank, const TcpOptions& options,
-                             const sockaddr_storage& fallback) {
-  if (options.rails <= 1) return fallback;
+// Where this rank listens: with rails, its local rank's interface first (every link's stream 0 comes there), then
+// the host's other rails in turn, at most kMaxRailListeners; without, or with one interface, `fallback` alone.
+std::vector<sockaddr_storage> railAddresses(const std::vector<PeerInfo>& peers, int rank, const TcpOptions& options,
+                                            const sockaddr_storage& fallback) {
+  if (options.rails <= 1) return {fallback};
   net::InterfaceQuery query = options.railInterfaces;
   query.maxCount = static_cast<size_t>(options.rails);
   const std::vector<net::Interface> found = net::selectInterfaces(net::listInterfaces(), query);
@@ -109,14 +118,19 @@ sockaddr_storage railAddress(const std::vector<PeerInfo>& peers, int rank, const
     CFX_INFO(log::Sys::Net,
              "tcp: rank %d: CFX_SOCKET_RAILS=%d but %zu interface(s) match NCCL_SOCKET_IFNAME=\"%s\"; one rail", rank,
              options.rails, found.size(), query.ifName.c_str());
-    return fallback;
+    return {fallback};
   }
-  const int local = localIndexOf(peers, rank);
-  const net::Interface& rail = found[static_cast<size_t>(local) % found.size()];
-  CFX_INFO(log::Sys::Net, "tcp: rank %d (local rank %d): rail %zu of %zu, %s %s", rank, local,
-           static_cast<size_t>(local) % found.size(), found.size(), rail.name.c_str(),
-           net::addressToString(rail.addr).c_str());
-  return rail.addr;
+  const auto local = static_cast<size_t>(localIndexOf(peers, rank));
+  std::vector<sockaddr_storage> out;
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(found.size(), kMaxRailListeners); ++i) {
+    const net::Interface& rail = found[(local + i) % found.size()];
+    out.push_back(rail.addr);
+    names += strprintf("%s%s %s", i == 0 ? "" : ", ", rail.name.c_str(), net::addressToString(rail.addr).c_str());
+  }
+  CFX_INFO(log::Sys::Net, "tcp: rank %d (local rank %zu): rail %zu of %zu; listening on %s", rank, local,
+           local % found.size(), found.size(), names.c_str());
+  return out;
 }
 
 std::string describePeer(const PeerInfo& info, int rank, const std::string& address, int channel) {
@@ -130,10 +144,14 @@ void useOwnScope(const sockaddr_storage& local, std::vector<ListenRecord>& liste
   if (local.ss_family != AF_INET6) return;
   const auto& mine = reinterpret_cast<const sockaddr_in6&>(local);
   if (!IN6_IS_ADDR_LINKLOCAL(&mine.sin6_addr)) return;
-  for (ListenRecord& record : listeners) {
-    if (record.address.ss_family != AF_INET6) continue;
-    auto& theirs = reinterpret_cast<sockaddr_in6&>(record.address);
+  const auto rescope = [&](sockaddr_storage& address) {
+    if (address.ss_family != AF_INET6) return;
+    auto& theirs = reinterpret_cast<sockaddr_in6&>(address);
     if (IN6_IS_ADDR_LINKLOCAL(&theirs.sin6_addr)) theirs.sin6_scope_id = mine.sin6_scope_id;
+  };
+  for (ListenRecord& record : listeners) {
+    rescope(record.address);
+    for (int k = 1; k < listenerCount(record); ++k) rescope(record.extra[k - 1]);
   }
 }
 
@@ -234,6 +252,7 @@ TcpOptions TcpOptions::fromParams() {
   options.socketBufferBytes = sockBufParam.get();
   options.closeLinger = lingerParam.get();
   options.inlineIo = inlineParam.get();
+  options.congestion = congestionParam.get();
   options.rails = railsParam.get();
   const int threads = socketThreadsParam.get();
   const int socksPerThread = socksPerThreadParam.get();
@@ -270,22 +289,31 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
     bindAddress = bootstrap.localAddress();
     net::setAddressPort(bindAddress, 0);
   }
-  bindAddress = railAddress(peers, rank, options, bindAddress);
-  net::setAddressPort(bindAddress, 0);
-  if (isWildcard(bindAddress)) {
-    return Status::error(Errc::InvalidArgument,
-                         strprintf("tcp: cannot advertise the wildcard address %s to peers; bind to the interface "
-                                   "the bootstrap chose (NCCL_SOCKET_IFNAME)",
-                                   net::addressToString(bindAddress).c_str()));
-  }
-  CFX_TRY_ASSIGN(net::Listener listener, net::Listener::listen(bindAddress));
-  // Inherited by every accepted socket. Autotuned buffers are set per peer once the connecting side decided.
-  if (!options.autotune) applyBufferSizes(listener.fd(), options.socketBufferBytes);
-  const sockaddr_storage bound = listener.address();
-
+  std::vector<net::Listener> ownListeners;
   std::vector<ListenRecord> listeners(static_cast<size_t>(nRanks));
   ListenRecord& mine = listeners[static_cast<size_t>(rank)];
-  mine.address = bound;
+  std::vector<sockaddr_storage> addresses = options.listenAddresses;
+  if (addresses.empty()) addresses = railAddresses(peers, rank, options, bindAddress);
+  if (addresses.size() > static_cast<size_t>(kMaxRailListeners)) addresses.resize(kMaxRailListeners);
+  for (sockaddr_storage address : addresses) {
+    net::setAddressPort(address, 0);
+    if (isWildcard(address)) {
+      return Status::error(Errc::InvalidArgument,
+                           strprintf("tcp: cannot advertise the wildcard address %s to peers; bind to the interface "
+                                     "the bootstrap chose (NCCL_SOCKET_IFNAME)",
+                                     net::addressToString(address).c_str()));
+    }
+    CFX_TRY_ASSIGN(net::Listener listener, net::Listener::listen(address));
+    // Inherited by every accepted socket. Autotuned buffers are set per peer once the connecting side decided.
+    if (!options.autotune) applyBufferSizes(listener.fd(), options.socketBufferBytes);
+    if (ownListeners.empty()) {
+      mine.address = listener.address();
+    } else {
+      mine.extra[mine.nExtra++] = listener.address();
+    }
+    ownListeners.push_back(std::move(listener));
+  }
+  const sockaddr_storage bound = mine.address;
   CFX_TRY(crypto::randomBytes(mine.session));
   CFX_TRY(bootstrap.allGather(listeners.data(), sizeof(ListenRecord)));
 
@@ -314,8 +342,14 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   useOwnScope(bound, plan.listeners);
   plan.socketBufferBytes = options.autotune ? 0 : options.socketBufferBytes;
   plan.deadline = deadline;
-  CFX_TRY_ASSIGN(std::vector<EstablishedSocket> sockets, establishConnections(plan, listener));
-  listener.close();  // every expected peer is connected; later strangers get a refusal from the kernel
+  if (options.congestion == "auto") {
+    plan.stripedCongestion = kStripedCongestion;
+  } else if (options.congestion != "system" && !options.congestion.empty()) {
+    plan.congestion = plan.stripedCongestion = options.congestion;
+    plan.congestionExplicit = true;
+  }
+  CFX_TRY_ASSIGN(std::vector<EstablishedSocket> sockets, establishConnections(plan, ownListeners));
+  ownListeners.clear();  // every expected peer is connected; later strangers get a refusal from the kernel
   // Collective like the listener allGather above: every rank gets here, with or without TCP peers.
   FifoGeometry geometry = options.geometry;
   CFX_TRY_ASSIGN(geometry.slotBytes, agreeSlotBytes(bootstrap, sockets, options, bound));
@@ -333,6 +367,8 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   }
   std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
   transport->slotBytes_ = geometry.slotBytes;
+  // Autotuned links stripe over every rail; a fixed socket count over as many rails as it has sockets.
+  transport->rails_ = options.autotune ? listenerCount(mine) : std::min(listenerCount(mine), options.nSocks);
   std::vector<std::vector<std::unique_ptr<TcpStream>>> streams(static_cast<size_t>(nThreads));
   std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
   const size_t nSockets = sockets.size();

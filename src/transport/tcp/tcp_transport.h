@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/doorbell.h"
@@ -32,6 +33,13 @@ namespace cfx::transport::tcp {
 
 class TcpLink;
 class TcpProxy;
+
+// What "auto" congestion control puts on striped links. A slot is published only once every stripe is in, so the
+// link runs at the pace of its slowest stream; a pacing controller (BBR, the default on some distributions) paces
+// each stream by its own bandwidth estimate, which in bursty ring traffic is often a fraction of its share: two
+// streams on one 1 Gbit/s link made a 64 MiB all-reduce 1.4-2x slower under BBR, and no slower under cubic
+// (docs/notes/tcp_transport.md).
+inline constexpr const char* kStripedCongestion = "cubic";
 
 struct TcpOptions {
   FifoGeometry geometry{.slotBytes = 256 * 1024, .nSlots = 8};
@@ -64,12 +72,20 @@ struct TcpOptions {
   // The interface to listen on: the bootstrap's localAddress() with port 0. AF_UNSPEC means exactly that.
   sockaddr_storage bindAddress{};
   // Several NICs per host (CFX_SOCKET_RAILS > 1): of the interfaces `railInterfaces` selects (NCCL_SOCKET_IFNAME
-  // and NCCL_SOCKET_FAMILY; at most `rails` of them), the ranks of a host listen on them in turn, local rank l on
-  // interface l % n, instead of on bindAddress. Peers connect to that address, so a flow between ranks of equal
-  // local index on two hosts with the same interfaces crosses their rail l % n, and the hierarchical algorithms'
-  // cross-host rings (one per local index) run on all rails at once. One interface found: bindAddress.
+  // and NCCL_SOCKET_FAMILY; at most `rails` of them), a rank listens on up to kMaxRailListeners, its own rail first
+  // (local rank l on interface l % n) and then the others in turn, instead of on bindAddress. Stream s of a link
+  // connects to the peer's address s % k (tcp_handshake.h: streamAddress()), and autotuning gives a link at least
+  // k streams, so flows between ranks of equal local index start on one rail and every link stripes over all of
+  // them. One interface found: bindAddress.
   int rails = 1;
   cfx::net::InterfaceQuery railInterfaces;
+  // Where set, the addresses this rank listens on (its own rail first, at most kMaxRailListeners), in place of
+  // bindAddress and the rails: for tests, which have one interface but many loopback addresses.
+  std::vector<sockaddr_storage> listenAddresses;
+  // TCP congestion control of the data sockets (CFX_TCP_CONGESTION): "auto" sets kStripedCongestion on links of
+  // several streams and leaves one-stream links to the system's default; "system" never sets it; any other value
+  // is set on every data socket. Where the kernel refuses, sockets keep the default (logged once).
+  std::string congestion = "auto";
 
   // Every field from its knob, except bindAddress, which the caller fills in. Read once per communicator.
   static TcpOptions fromParams();
@@ -114,6 +130,9 @@ class TcpTransport {
   size_t slotBytes() const { return slotBytes_; }
   // Connected peers (each has kNumChannels connections).
   int nPeers() const;
+  // How many rails (CFX_SOCKET_RAILS) this rank's links stripe over: the interfaces it listens on, or fewer where
+  // a fixed socket count has fewer sockets. 1 without rails.
+  int rails() const { return rails_; }
 
  private:
   TcpTransport(int rank, Doorbell& doorbell, std::chrono::milliseconds linger);
@@ -122,6 +141,7 @@ class TcpTransport {
   Doorbell& doorbell_;
   const std::chrono::milliseconds linger_;
   size_t slotBytes_ = 0;
+  int rails_ = 1;
   std::vector<std::shared_ptr<TcpLink>> links_;
   std::vector<std::unique_ptr<TcpProxy>> proxies_;
   // Set by abort() (any thread), read by the destructor: relaxed is enough, the proxy is stopped after.

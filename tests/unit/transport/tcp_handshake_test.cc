@@ -3,6 +3,7 @@
 #include "transport/tcp/tcp_handshake.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 
 #include "transport/tcp/tcp_connection.h"
 
@@ -140,6 +141,35 @@ TEST(TcpHandshake, ProofFromAnotherSessionIsRefused) {
   EXPECT_FALSE(
       macEquals(mine, clientMac(secretFilledWith(0x5a), encodeHello(otherListener).data(), nonce).value().data()))
       << "another listener session under the same secret";
+}
+
+TEST(TcpHandshake, StreamsTakeTheRailsOfTheirPeerInTurn) {
+  const auto at = [](uint16_t port) {
+    sockaddr_storage a{};
+    auto& in = reinterpret_cast<sockaddr_in&>(a);
+    in.sin_family = AF_INET;
+    in.sin_port = htons(port);
+    return a;
+  };
+  const auto port = [](const sockaddr_storage& a) { return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port); };
+  ListenRecord one{};
+  one.address = at(100);
+  EXPECT_EQ(listenerCount(one), 1);
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(port(streamAddress(one, s)), 100) << "stream " << s;
+
+  ListenRecord three{};
+  three.address = at(100);
+  three.extra[0] = at(101);
+  three.extra[1] = at(102);
+  three.nExtra = 2;
+  EXPECT_EQ(listenerCount(three), 3);
+  const int expected[] = {100, 101, 102, 100, 101, 102, 100};
+  for (int s = 0; s < 7; ++s) EXPECT_EQ(port(streamAddress(three, s)), expected[s]) << "stream " << s;
+
+  // A record announcing more listeners than it can hold is read only as far as it goes.
+  three.nExtra = 1000;
+  EXPECT_EQ(listenerCount(three), kMaxRailListeners);
+  EXPECT_EQ(port(streamAddress(three, kMaxRailListeners)), 100);
 }
 
 TEST(TcpHandshake, SpanDecodersCheckTheLength) {

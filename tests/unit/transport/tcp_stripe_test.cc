@@ -183,6 +183,31 @@ TEST(TcpAutotune, FixedBuffersOnlyWhereAutotuningFallsShortAndTheKernelHonoursTh
   EXPECT_GE(static_cast<double>(raised.socketBufferBytes) * raised.nStreams, raised.bdpBytes);
 }
 
+TEST(TcpAutotune, RailsGetAStreamEachAndAMultipleOfTheirCount) {
+  // A short path needs one stream, but a peer on two NICs gets two, one per rail.
+  AutotuneInputs lan = debianDefaults(200e-6, 10e9 / 8);
+  lan.rails = 2;
+  const AutotuneDecision two = autotune(lan);
+  EXPECT_EQ(two.nStreams, 2);
+  EXPECT_DOUBLE_EQ(two.assumedBytesPerSecond, 2 * 10e9 / 8) << "the path is two NICs wide";
+  EXPECT_NE(describe(two, 200e-6).find("over 2 rails"), std::string::npos) << describe(two, 200e-6);
+  // 1 Gbit/s x 50 ms per rail, 3 streams' worth for one rail: two rails need 4 streams' worth, rounded to 4.
+  AutotuneInputs wan = debianDefaults(0.050, 1e9 / 8);
+  wan.rails = 2;
+  EXPECT_EQ(autotune(wan).nStreams, 6) << "12.5 MB over 2 MiB windows is 6 streams, already a multiple of 2";
+  wan.rails = 4;
+  EXPECT_EQ(autotune(wan).nStreams, 8) << "four rails: 25 MB wants 12 streams, cut to the cap of 8";
+  // The cap keeps whole rounds of rails: 3 rails under a cap of 8 streams give 6, not 8 or 9.
+  AutotuneInputs three = debianDefaults(0.100, 10e9 / 8);
+  three.rails = 3;
+  EXPECT_EQ(autotune(three).nStreams, 6);
+  // More rails than the cap allows streams: one stream per rail up to the cap.
+  AutotuneInputs many = debianDefaults(200e-6, 10e9 / 8);
+  many.rails = 4;
+  many.maxStreams = 2;
+  EXPECT_EQ(autotune(many).nStreams, 2);
+}
+
 TEST(TcpAutotune, UnknownSpeedAssumesTenGigabitAndTheLogLineSaysSo) {
   const AutotuneDecision d = autotune(debianDefaults(0.010, 0));
   EXPECT_DOUBLE_EQ(d.assumedBytesPerSecond, 10e9 / 8);

@@ -2,12 +2,17 @@
 // TcpTransport over striped links (transport layer): slots spread over several sockets per link and several proxy
 // threads, ranks that disagree on the striping, and autotuned links. Fixtures are in tcp_test_util.h.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tcp_test_util.h"
+#include "transport/tcp/tcp_socket.h"
 
 namespace cfx::transport::tcp::testing {
 namespace {
@@ -77,6 +82,47 @@ TEST(TcpTransport, TheConnectingRankDecidesTheStripingAndTheOtherFollows) {
     const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], 3, 200, everyone);
     EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
   });
+}
+
+// Rails: every rank listens on two loopback addresses (its own first). Autotuning gives each link a stream per
+// rail, the second stream connects to the peer's second address, and setup only completes if both listeners
+// accept. The congestion control named cannot exist: setup goes on with the system's (and says so once).
+TEST(TcpTransport, RanksOnSeveralRailsAcceptAStreamOnEach) {
+  constexpr int kRanks = 3;
+  FakeWorld world(kRanks);
+  auto ranks = createRanks(world, [](int r) {
+    TcpOptions o = testOptions(16384, 4);
+    o.autotune = true;
+    o.minStripeBytes = 4096;
+    o.congestion = "no-such-cc";
+    for (int k = 0; k < 2; ++k) {
+      sockaddr_storage a = loopback();
+      // 127.0.0.1 and 127.0.0.2, this rank's own rail first.
+      reinterpret_cast<sockaddr_in&>(a).sin_addr.s_addr = htonl(INADDR_LOOPBACK + static_cast<uint32_t>((r + k) % 2));
+      o.listenAddresses.push_back(a);
+    }
+    return o;
+  });
+  for (auto& r : ranks) ASSERT_TRUE(r->status.ok()) << "rank " << r->rank << ": " << r->status.message();
+  runRanks(kRanks, [&](int r) {
+    const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], kRanks, 200, everyone);
+    EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
+  });
+}
+
+TEST(TcpSocket, CongestionControlIsSetWhereTheKernelHasItAndRefusedWithAReasonWhereNot) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  std::string why;
+  // reno is built into every Linux kernel and always allowed.
+  EXPECT_TRUE(setCongestionControl(fd, "reno", &why)) << why;
+  char name[16] = {};
+  socklen_t len = sizeof(name);
+  ASSERT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+  EXPECT_STREQ(name, "reno");
+  EXPECT_FALSE(setCongestionControl(fd, "no-such-cc", &why));
+  EXPECT_NE(why.find("not available"), std::string::npos) << why;
+  ::close(fd);
 }
 
 TEST(TcpTransport, AutotunedLinksOverLoopbackCarryFrames) {
