@@ -120,31 +120,46 @@ double transferUs(const topo::LinkFigures& f, double bytes) {
   return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
 }
 
-// Per-flow figures of a set of flows that run at once; see the cost model in planner.h.
-topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vector<std::pair<int, int>>& flows) {
-  std::vector<std::vector<topo::TopologyView::Hop>> routes;
-  std::map<std::pair<topo::LinkId, bool>, int> load;
+// Per-flow figures of a set of flows that run at once; see the cost model in planner.h. With `rails` > 1 a flow
+// between hosts is striped evenly over that many rails (TopologyView::routeBetween(a, b, rail)), as the TCP
+// transport stripes a link over a stream per rail: each part loads its links with 1 / rails of a flow, and the flow
+// moves at the pace of its slowest part.
+topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vector<std::pair<int, int>>& flows,
+                                int rails) {
+  const int parts = std::max(1, rails);
+  const double weight = 1.0 / parts;
+  std::vector<std::vector<std::vector<topo::TopologyView::Hop>>> routes;  // [flow][part]
+  std::map<std::pair<topo::LinkId, bool>, double> load;
   std::map<int, int> copiesBy;  // per rank: its flows that are copies through one node's memory
   for (const auto& [a, b] : flows) {
-    routes.push_back(a == b ? std::vector<topo::TopologyView::Hop>{} : view.routeBetween(a, b));
-    for (const topo::TopologyView::Hop& hop : routes.back()) ++load[{hop.link, hop.forward}];
-    if (a != b && routes.back().empty()) ++copiesBy[a];
+    routes.emplace_back();
+    for (int k = 0; k < parts; ++k) {
+      routes.back().push_back(a == b       ? std::vector<topo::TopologyView::Hop>{}
+                              : parts == 1 ? view.routeBetween(a, b)
+                                           : view.routeBetween(a, b, k));
+      for (const topo::TopologyView::Hop& hop : routes.back().back()) load[{hop.link, hop.forward}] += weight;
+    }
+    if (a != b && routes.back().front().empty()) ++copiesBy[a];
   }
   topo::LinkFigures out{std::numeric_limits<double>::infinity(), 0};
   for (size_t i = 0; i < flows.size(); ++i) {
     const auto& [a, b] = flows[i];
     if (a == b) continue;
     topo::LinkFigures f{std::numeric_limits<double>::infinity(), 0};
-    if (routes[i].empty()) {
+    if (routes[i].front().empty()) {
       // Two ranks on one node copy through its memory, and a copy runs on a rank's core (the Memory class is one
       // core's copy rate): a rank that feeds two such flows at once gives each half its core.
       const topo::PathFigures p = view.linkBetween(a, b);
       f = {p.gbps / copiesBy[a], p.latencyUs};
     }
-    for (const topo::TopologyView::Hop& hop : routes[i]) {
-      const topo::GraphLink& link = view.links()[static_cast<size_t>(hop.link)];
-      f.gbps = std::min(f.gbps, link.figures.gbps / load[{hop.link, hop.forward}]);
-      f.latencyUs += link.figures.latencyUs;
+    for (const auto& part : routes[i]) {
+      double latency = 0;
+      for (const topo::TopologyView::Hop& hop : part) {
+        const topo::GraphLink& link = view.links()[static_cast<size_t>(hop.link)];
+        f.gbps = std::min(f.gbps, link.figures.gbps / load[{hop.link, hop.forward}]);
+        latency += link.figures.latencyUs;
+      }
+      f.latencyUs = std::max(f.latencyUs, latency);
     }
     out.gbps = std::min(out.gbps, f.gbps);
     out.latencyUs = std::max(out.latencyUs, f.latencyUs);
@@ -323,7 +338,7 @@ Layout layoutOf(const topo::TopologyView& view) {
   return Layout::fromPlaces(hosts, devices);
 }
 
-Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
+Fabric fabricOf(const topo::TopologyView& view, const Layout& layout, int rails) {
   Fabric fabric;
   const int n = layout.nRanks();
   std::vector<std::pair<int, int>> ring;
@@ -333,13 +348,13 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
     both.emplace_back(r, mod(r + 1, n));
     both.emplace_back(r, mod(r - 1, n));
   }
-  fabric.ring = loadedFigures(view, ring);
-  fabric.biRing = n >= 3 ? loadedFigures(view, both) : fabric.ring;
+  fabric.ring = loadedFigures(view, ring, rails);
+  fabric.biRing = n >= 3 ? loadedFigures(view, both, rails) : fabric.ring;
   const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   for (int mask = 1; mask < p; mask <<= 1) {
     std::vector<std::pair<int, int>> round;
     for (int r = 0; r < p; ++r) round.emplace_back(r, r ^ mask);
-    fabric.butterfly.push_back(loadedFigures(view, round));
+    fabric.butterfly.push_back(loadedFigures(view, round, rails));
   }
   fabric.hosts = layout.nHosts();
   fabric.localRanks = static_cast<int>(layout.hostRanks.front().size());
@@ -356,8 +371,8 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
         cross.emplace_back(ranks[static_cast<size_t>(l)], nextHost[static_cast<size_t>(l)]);
       }
     }
-    fabric.host = loadedFigures(view, host);
-    fabric.cross = loadedFigures(view, cross);
+    fabric.host = loadedFigures(view, host, rails);
+    fabric.cross = loadedFigures(view, cross, rails);
   }
   fabric.hier3 = layout.threeLevel();
   if (fabric.hier3) {
@@ -372,9 +387,9 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout) {
       mid.emplace_back(r, rings.host.next());
       cross.emplace_back(r, rings.cross.next());
     }
-    fabric.device = loadedFigures(view, device);
-    fabric.midHost = loadedFigures(view, mid);
-    fabric.crossDev = loadedFigures(view, cross);
+    fabric.device = loadedFigures(view, device, rails);
+    fabric.midHost = loadedFigures(view, mid, rails);
+    fabric.crossDev = loadedFigures(view, cross, rails);
   }
   return fabric;
 }

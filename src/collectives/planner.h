@@ -52,8 +52,10 @@ struct Fabric {
 // node (a rank placed on no node is on the host's first).
 Layout layoutOf(const topo::TopologyView& view);
 
-// Prices `layout`'s ranks on `view`, whose rank r must be the communicator's rank r.
-Fabric fabricOf(const topo::TopologyView& view, const Layout& layout);
+// Prices `layout`'s ranks on `view`, whose rank r must be the communicator's rank r. `rails`: how many of a host's
+// NICs each flow between hosts is striped over (CFX_SOCKET_RAILS with autotuned TCP streams); 1 routes every flow
+// through the host's first NIC on its route.
+Fabric fabricOf(const topo::TopologyView& view, const Layout& layout, int rails = 1);
 
 struct PlanRequest {
   Collective coll = Collective::AllReduce;

@@ -357,17 +357,23 @@ Status Communicator::connect(const transport::UniqueId& id) {
   }
   // Every hop must slice a message identically: agree on the smallest slice any rank can carry, and on the
   // fewest slices per ring chunk (1 wherever some rank has a shared-memory peer or ordinary slots).
-  std::vector<uint64_t> slices(static_cast<size_t>(2 * nRanks_), 0);
-  slices[static_cast<size_t>(2 * rank_)] = slice;
-  slices[static_cast<size_t>(2 * rank_ + 1)] = static_cast<uint64_t>(chunkSlices);
-  CFX_TRY(bootstrap_->allGather(slices.data(), 2 * sizeof(uint64_t)));
+  // With them, the network rails the planner prices (the fewest any rank listens on), so every rank plans alike.
+  constexpr int kAgreed = 3;
+  std::vector<uint64_t> slices(static_cast<size_t>(kAgreed * nRanks_), 0);
+  slices[static_cast<size_t>(kAgreed * rank_)] = slice;
+  slices[static_cast<size_t>(kAgreed * rank_ + 1)] = static_cast<uint64_t>(chunkSlices);
+  slices[static_cast<size_t>(kAgreed * rank_ + 2)] = static_cast<uint64_t>(tcp_ ? tcp_->rails() : 1);
+  CFX_TRY(bootstrap_->allGather(slices.data(), kAgreed * sizeof(uint64_t)));
   sliceBytes_ = SIZE_MAX;
   uint64_t agreedChunk = UINT64_MAX;
+  uint64_t agreedRails = UINT64_MAX;
   for (int p = 0; p < nRanks_; ++p) {
-    sliceBytes_ = std::min<size_t>(sliceBytes_, slices[static_cast<size_t>(2 * p)]);
-    agreedChunk = std::min(agreedChunk, slices[static_cast<size_t>(2 * p + 1)]);
+    sliceBytes_ = std::min<size_t>(sliceBytes_, slices[static_cast<size_t>(kAgreed * p)]);
+    agreedChunk = std::min(agreedChunk, slices[static_cast<size_t>(kAgreed * p + 1)]);
+    agreedRails = std::min(agreedRails, slices[static_cast<size_t>(kAgreed * p + 2)]);
   }
   ringChunkSlices_ = static_cast<int>(std::clamp<uint64_t>(agreedChunk, 1, 64));
+  netRails_ = static_cast<int>(std::clamp<uint64_t>(agreedRails, 1, 64));
   // Direct messages go only where every pair supports them, from the agreed threshold on (the Direct algorithms
   // send whole blocks from strands of their own, prims.h); shm_->direct() is the same on every rank, so every rank
   // plans alike.
@@ -530,13 +536,14 @@ void Communicator::learnTopology() {
   // host ids say (a file declaring the shape an emulation runs), the algorithms follow the view: it is what the
   // user declared, and what the planner prices.
   layout_ = coll::layoutOf(view.value());
-  fabric_ = coll::fabricOf(view.value(), layout_);
+  fabric_ = coll::fabricOf(view.value(), layout_, netRails_);
   const coll::Fabric& f = *fabric_;
+  const std::string rails = netRails_ > 1 ? strprintf(", striped over %d rails", netRails_) : std::string();
   CFX_INFO(log::Sys::Tuning,
-           "rank %d: %d hosts x %d ranks%s; per-flow figures: ring %.2f GB/s %.1f us, biring %.2f GB/s, host %.2f GB/s, "
-           "cross-host %.2f GB/s %.1f us",
-           rank_, f.hosts, f.localRanks, layout_.uniform() ? "" : " (uneven)", f.ring.gbps, f.ring.latencyUs,
-           f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs);
+           "rank %d: %d hosts x %d ranks%s; per-flow figures%s: ring %.2f GB/s %.1f us, biring %.2f GB/s, host %.2f "
+           "GB/s, cross-host %.2f GB/s %.1f us",
+           rank_, f.hosts, f.localRanks, layout_.uniform() ? "" : " (uneven)", rails.c_str(), f.ring.gbps,
+           f.ring.latencyUs, f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs);
   if (f.hier3) {
     CFX_INFO(log::Sys::Tuning,
              "rank %d: 3 levels, %d devices per host x %d ranks per device; per-flow figures: device %.2f GB/s, "

@@ -207,6 +207,7 @@ class Communicator {
   std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
   int ringChunkSlices_ = 1;  // prims::Prims::ringChunkSlices(); agreed at init like sliceBytes_
+  int netRails_ = 1;         // network rails every TCP link stripes over (the fewest any rank has); planner input
   coll::Layout layout_;
   std::optional<coll::Fabric> fabric_;
   std::optional<topo::Calibration> calibration_;  // agreed at init when CFX_TOPO_CALIBRATE is set

@@ -238,18 +238,24 @@ class GraphBuilder {
     const Host& host = data_.hosts[h];
     const LinkFigures net = data_.classFigures[static_cast<size_t>(LinkClass::Net)];
     if (switch_ < 0) switch_ = addNode(-1, 3, 0, -1, "switch");
+    st_.switchNode = switch_;
+    st_.railLinks.resize(data_.hosts.size());
     if (host.nics.empty()) {
       // One network link per host, from its first NUMA node (a synthetic shape that names no NIC still has one
       // host link): one per node would double a two-node host's network, and would join its nodes through the
       // switch, a path that wins over a declared slow link between them.
       const std::vector<int> nodes = numaNodesFor(h, -1);
-      if (!nodes.empty()) addLink(nodes.front(), switch_, LinkClass::Net, {}, net.latencyUs / 2, true);
+      if (!nodes.empty()) {
+        st_.railLinks[h].push_back(static_cast<LinkId>(st_.links.size()));
+        addLink(nodes.front(), switch_, LinkClass::Net, {}, net.latencyUs / 2, true);
+      }
       return;
     }
     for (size_t i = 0; i < host.nics.size(); ++i) {
       if (p2pNics_.count({h, static_cast<int>(i)})) continue;
       std::optional<double> gbps;
       if (host.nics[i].speedMbps) gbps = *host.nics[i].speedMbps / 8000.0;
+      st_.railLinks[h].push_back(static_cast<LinkId>(st_.links.size()));
       addLink(nodeOf(h, Endpoint::Kind::Nic, static_cast<int>(i), -1), switch_, LinkClass::Net, gbps, net.latencyUs / 2,
               true);
     }
@@ -374,6 +380,53 @@ std::vector<TopologyView::Hop> TopologyView::routeBetween(int rankA, int rankB) 
   int node = state_->rankNode[rankA];
   for (LinkId id : pathBetween(rankA, rankB)) {
     const GraphLink& l = state_->links[id];
+    route.push_back({id, l.nodeA == node});
+    node = l.nodeA == node ? l.nodeB : l.nodeA;
+  }
+  return route;
+}
+
+std::vector<TopologyView::Hop> TopologyView::routeBetween(int rankA, int rankB, int rail) const {
+  std::vector<Hop> route = routeBetween(rankA, rankB);
+  const State& st = *state_;
+  const std::vector<LinkId>& outOfA = st.railLinks[hostOf(rankA)];
+  const std::vector<LinkId>& intoB = st.railLinks[hostOf(rankB)];
+  if (outOfA.size() < 2 && intoB.size() < 2) return route;
+  // Where the route crosses the switch: a link of A's host into it, then one of B's host out of it.
+  const auto crossing = std::find_if(route.begin(), route.end(), [&](const Hop& hop) {
+    return std::find(outOfA.begin(), outOfA.end(), hop.link) != outOfA.end();
+  });
+  if (crossing == route.end() || crossing + 1 == route.end() ||
+      std::find(intoB.begin(), intoB.end(), (crossing + 1)->link) == intoB.end()) {
+    return route;
+  }
+  const LinkId up = outOfA[static_cast<size_t>(rail) % outOfA.size()];
+  const LinkId down = intoB[static_cast<size_t>(rail) % intoB.size()];
+  const auto farEnd = [&](LinkId id) {  // the NIC (or NUMA node) end of a switch link
+    const GraphLink& l = st.links[id];
+    return l.nodeA == st.switchNode ? l.nodeB : l.nodeA;
+  };
+  // Walks rank r's shortest-path tree from `node` back to r's node: the links in the order node -> rank.
+  const auto towardRank = [&](int rank, int node) {
+    const int home = st.rankNode[rank];
+    const std::vector<int>& prev = st.prevLink[st.sourceOfNode[home]];
+    std::vector<LinkId> links;
+    while (node != home) {
+      const GraphLink& l = st.links[prev[node]];
+      links.push_back(prev[node]);
+      node = l.nodeA == node ? l.nodeB : l.nodeA;
+    }
+    return links;
+  };
+  std::vector<LinkId> path = towardRank(rankA, farEnd(up));
+  std::reverse(path.begin(), path.end());
+  path.push_back(up);
+  path.push_back(down);
+  for (LinkId id : towardRank(rankB, farEnd(down))) path.push_back(id);
+  route.clear();
+  int node = st.rankNode[rankA];
+  for (LinkId id : path) {
+    const GraphLink& l = st.links[id];
     route.push_back({id, l.nodeA == node});
     node = l.nodeA == node ? l.nodeB : l.nodeA;
   }

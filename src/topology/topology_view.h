@@ -82,6 +82,13 @@ class TopologyView {
     bool forward = true;
   };
   std::vector<Hop> routeBetween(int rankA, int rankB) const;
+  // The route when traffic between hosts goes over rail `rail`: where routeBetween() crosses the switch, it leaves
+  // rankA's host through that host's switch-attached NIC rail % (its count) and enters rankB's host through NIC
+  // rail % (that host's count), in NIC order; the rest follows the shortest paths to and from those NICs. Routes
+  // that do not cross the switch (one host, declared point-to-point links) are routeBetween()'s.
+  std::vector<Hop> routeBetween(int rankA, int rankB, int rail) const;
+  // How many switch-attached links host h has: its NICs that no declared link names, or 1 for a host without NICs.
+  int railsOf(int h) const;
   // The figures between two ranks: Self for the same rank, Memory figures for two ranks on one NUMA node or
   // one GPU die, else bottleneck(pathBetween(rankA, rankB)).
   PathFigures linkBetween(int rankA, int rankB) const;
@@ -121,6 +128,8 @@ struct TopologyView::State {
   // Shortest-path trees from every node a rank runs on: prevLink[source][node], -1 at the source or when unreached.
   std::vector<int> sourceOfNode;  // node -> row in prevLink, -1 when no rank runs there
   std::vector<std::vector<int>> prevLink;
+  std::vector<std::vector<LinkId>> railLinks;  // per host: its links to the switch, in NIC order
+  int switchNode = -1;
 };
 
 inline const TopologyData& TopologyView::data() const { return state_->data; }
@@ -132,6 +141,7 @@ inline const RankPlace& TopologyView::placeOf(int rank) const { return state_->d
 inline const std::vector<int>& TopologyView::ranksOnHost(int h) const { return state_->ranksOnHost[h]; }
 inline int TopologyView::localRankOf(int rank) const { return state_->localRank[rank]; }
 inline const std::vector<GraphLink>& TopologyView::links() const { return state_->links; }
+inline int TopologyView::railsOf(int h) const { return static_cast<int>(state_->railLinks[h].size()); }
 inline const std::string& TopologyView::nodeName(int node) const { return state_->nodeNames[node]; }
 inline LinkFigures TopologyView::figures(LinkClass cls) const {
   return state_->data.classFigures[static_cast<size_t>(cls)];

@@ -21,12 +21,24 @@ struct Machine {
   Fabric fabric;
 };
 
-Machine machine(const std::string& xml) {
+Machine machine(const std::string& xml, int rails = 1) {
   Result<topo::TopologyView> view = topo::parseTopologyXml(xml, "test");
   EXPECT_TRUE(view.ok()) << view.status().message();
   Layout layout = layoutOf(view.value());
-  Fabric fabric = fabricOf(view.value(), layout);
+  Fabric fabric = fabricOf(view.value(), layout, rails);
   return Machine{view.value(), std::move(layout), fabric};
+}
+
+// `hosts` hosts of `perHost` ranks, each host with `nics` NICs of 1 Gbit/s behind one switch (the rails bed).
+std::string railHosts(int hosts, int perHost, int nics) {
+  std::string xml = "<system version=\"1\">\n";
+  for (int h = 0; h < hosts; ++h) {
+    xml += strprintf("  <host id=\"%d\"><numa id=\"0\"/>", h);
+    for (int k = 0; k < nics; ++k) xml += strprintf("<nic name=\"eth%d\" speed=\"1000\"/>", k);
+    xml += "</host>\n";
+  }
+  for (int r = 0; r < hosts * perHost; ++r) xml += strprintf("  <rank id=\"%d\" host=\"%d\"/>\n", r, r / perHost);
+  return xml + "</system>\n";
 }
 
 // `hosts` hosts of `perHost` ranks, each host with one NIC of `mbps` behind a switch.
@@ -93,6 +105,29 @@ TEST(PlannerModel, TwoHostsOfFourRanksGoHierarchicalForLargeAllReduce) {
   // Four ranks share each host's NIC in the cross-host step: a quarter of 1 Gbit/s each.
   EXPECT_NEAR(m.fabric.cross.gbps, 0.125 / 4, 1e-9);
   EXPECT_NEAR(m.fabric.ring.gbps, 0.125, 1e-9);
+}
+
+TEST(PlannerModel, RailsStripeEveryHostFlowOverEveryNic) {
+  // One rank per host, two NICs: without rails the ring's one flow per host pair takes the first NIC; striped over
+  // both, it moves twice as fast.
+  const Machine one = machine(railHosts(2, 1, 2));
+  const Machine two = machine(railHosts(2, 1, 2), 2);
+  EXPECT_NEAR(one.fabric.ring.gbps, 0.125, 1e-9);
+  EXPECT_NEAR(two.fabric.ring.gbps, 0.25, 1e-9);
+  EXPECT_LT(estimateUs(request(two, Collective::AllReduce, k64MiB), Algorithm::Ring),
+            0.55 * estimateUs(request(one, Collective::AllReduce, k64MiB), Algorithm::Ring));
+  // Two ranks per host: Hier's two cross-host rings share the first NIC without rails, and have a NIC's worth
+  // each with them; the flat ring's one cross flow per direction gets both NICs.
+  const Machine hierOne = machine(railHosts(2, 2, 2));
+  const Machine hierTwo = machine(railHosts(2, 2, 2), 2);
+  EXPECT_NEAR(hierOne.fabric.cross.gbps, 0.125 / 2, 1e-9);
+  EXPECT_NEAR(hierTwo.fabric.cross.gbps, 0.125, 1e-9);
+  EXPECT_NEAR(hierTwo.fabric.ring.gbps, 0.25, 1e-9);
+  // More rails than NICs, or rails on hosts with one NIC, change nothing.
+  const Machine single = machine(railHosts(2, 2, 1), 4);
+  EXPECT_NEAR(single.fabric.cross.gbps, 0.125 / 2, 1e-9);
+  EXPECT_NEAR(single.fabric.ring.gbps, 0.125, 1e-9);
+  EXPECT_NEAR(machine(railHosts(2, 1, 2), 4).fabric.ring.gbps, 0.25, 1e-9);
 }
 
 TEST(PlannerModel, TwoHostsOfFourRanksGatherHierarchically) {

@@ -40,6 +40,44 @@ TEST(TopologyView, TwoHostsFourRanksAnswerRankQueries) {
   EXPECT_DOUBLE_EQ(viaPath.latencyUs, remote.latencyUs);
 }
 
+TEST(TopologyView, RailRoutesLeaveAndEnterThroughTheRailsNic) {
+  // Two hosts with two NICs each (the second on NUMA node 1), and a host with one NIC; ranks on NUMA node 0.
+  const TopologyView v = load(
+      "<system version=\"1\">\n"
+      "  <host id=\"0\"><numa id=\"0\"/><numa id=\"1\"/><nic name=\"a\" speed=\"1000\"/>"
+      "<nic name=\"b\" speed=\"1000\" numa=\"1\"/></host>\n"
+      "  <host id=\"1\"><numa id=\"0\"/><numa id=\"1\"/><nic name=\"a\" speed=\"1000\"/>"
+      "<nic name=\"b\" speed=\"1000\" numa=\"1\"/></host>\n"
+      "  <host id=\"2\"><numa id=\"0\"/><nic name=\"a\" speed=\"1000\"/></host>\n"
+      "  <rank id=\"0\" host=\"0\" numa=\"0\"/><rank id=\"1\" host=\"1\" numa=\"0\"/>"
+      "<rank id=\"2\" host=\"2\"/><rank id=\"3\" host=\"0\" numa=\"0\"/>\n"
+      "</system>\n",
+      "rails.xml");
+  EXPECT_EQ(v.railsOf(0), 2);
+  EXPECT_EQ(v.railsOf(2), 1);
+  const auto names = [&](const std::vector<TopologyView::Hop>& route) {
+    std::vector<std::string> out;
+    for (const TopologyView::Hop& hop : route) {
+      const GraphLink& l = v.links()[static_cast<size_t>(hop.link)];
+      out.push_back(v.nodeName(hop.forward ? l.nodeA : l.nodeB) + ">" + v.nodeName(hop.forward ? l.nodeB : l.nodeA));
+    }
+    return out;
+  };
+  using Path = std::vector<std::string>;
+  EXPECT_EQ(names(v.routeBetween(0, 1, 0)), names(v.routeBetween(0, 1)));
+  EXPECT_EQ(names(v.routeBetween(0, 1, 0)),
+            (Path{"h0:numa0>h0:nic0", "h0:nic0>switch", "switch>h1:nic0", "h1:nic0>h1:numa0"}));
+  // Rail 1 leaves through the second NIC, reached from node 0 over the host's NUMA link.
+  EXPECT_EQ(names(v.routeBetween(0, 1, 1)), (Path{"h0:numa0>h0:numa1", "h0:numa1>h0:nic1", "h0:nic1>switch",
+                                                  "switch>h1:nic1", "h1:nic1>h1:numa1", "h1:numa1>h1:numa0"}));
+  EXPECT_EQ(names(v.routeBetween(0, 1, 2)), names(v.routeBetween(0, 1, 0))) << "rails wrap around";
+  // A host with one NIC uses it on every rail; the other end still takes its rail's NIC.
+  EXPECT_EQ(names(v.routeBetween(2, 0, 1)),
+            (Path{"h2:numa0>h2:nic0", "h2:nic0>switch", "switch>h0:nic1", "h0:nic1>h0:numa1", "h0:numa1>h0:numa0"}));
+  // Within a host there is no switch to cross: the plain route.
+  EXPECT_TRUE(v.routeBetween(0, 3, 1).empty());
+}
+
 TEST(TopologyView, FourHostRingRoutesAroundTheRingNotThroughASwitch) {
   const TopologyView v = load(testing::fourHostRing(), "ring.xml");
   EXPECT_EQ(v.nHosts(), 4);
