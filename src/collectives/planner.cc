@@ -120,24 +120,29 @@ double transferUs(const topo::LinkFigures& f, double bytes) {
   return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
 }
 
-// Per-flow figures of a set of flows that run at once; see the cost model in planner.h. With `rails` > 1 a flow
-// between hosts is striped evenly over that many rails (TopologyView::routeBetween(a, b, rail)), as the TCP
-// transport stripes a link over a stream per rail: each part loads its links with 1 / rails of a flow, and the flow
-// moves at the pace of its slowest part.
+// Per-flow figures of a set of flows that run at once; see the cost model in planner.h. With `rails` > 1 the flows
+// between hosts take the rails as the TCP transport lays its links on them: a link belongs to its higher rank (the
+// listener), and goes striped evenly over every rail where that rank's host has fewer ranks than rails, else on
+// the rail of the listener's local index (TopologyView::routeBetween(a, b, rail)). A striped part loads its links
+// with 1 / rails of a flow, and the flow moves at the pace of its slowest part.
 topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vector<std::pair<int, int>>& flows,
                                 int rails) {
-  const int parts = std::max(1, rails);
-  const double weight = 1.0 / parts;
   std::vector<std::vector<std::vector<topo::TopologyView::Hop>>> routes;  // [flow][part]
+  std::vector<double> weights;                                            // [flow]: each part's share
   std::map<std::pair<topo::LinkId, bool>, double> load;
   std::map<int, int> copiesBy;  // per rank: its flows that are copies through one node's memory
   for (const auto& [a, b] : flows) {
     routes.emplace_back();
+    const int listener = std::max(a, b);
+    const bool striped = rails > 1 && static_cast<int>(view.ranksOnHost(view.hostOf(listener)).size()) < rails;
+    const int parts = striped ? rails : 1;
+    weights.push_back(1.0 / parts);
     for (int k = 0; k < parts; ++k) {
       routes.back().push_back(a == b       ? std::vector<topo::TopologyView::Hop>{}
-                              : parts == 1 ? view.routeBetween(a, b)
-                                           : view.routeBetween(a, b, k));
-      for (const topo::TopologyView::Hop& hop : routes.back().back()) load[{hop.link, hop.forward}] += weight;
+                              : rails <= 1 ? view.routeBetween(a, b)
+                              : striped    ? view.routeBetween(a, b, k)
+                                           : view.routeBetween(a, b, view.localRankOf(listener) % rails));
+      for (const topo::TopologyView::Hop& hop : routes.back().back()) load[{hop.link, hop.forward}] += weights.back();
     }
     if (a != b && routes.back().front().empty()) ++copiesBy[a];
   }

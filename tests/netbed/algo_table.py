@@ -19,8 +19,8 @@ devices x 2 ranks, three link speeds: shared memory within a device, 2 Gbit/s be
 per device to the switch between hosts; each device is a namespace, and the ranks get a topology file declaring
 the hosts and their devices (NUMA nodes). Besides Hier3 it runs both 2-level variants: Hier with hosts as its upper
 level, and Hier with devices as "hosts" ("hier/devices": the bed's own one-host-per-namespace file). 2x2rails (2 hosts
-x 2 ranks, each host with two NICs on two separate 1 Gbit/s switches, CFX_SOCKET_RAILS=2 so that local rank l
-listens on NIC l): beside the algorithms it runs Hier on one rail ("hier/1rail").
+x 2 ranks, each host with two NICs on two separate 1 Gbit/s switches, CFX_SOCKET_RAILS=2 so that every link
+stripes over both NICs): the ring and Hier on both rails and on one ("ring/1rail", "hier/1rail").
 
 Example (as root, from the repository root, after building perf binaries and cfx_delay_relay in build-rel):
   python3 tests/netbed/algo_table.py --build build-rel --shape 2x2 --coll all_reduce -b 1K -e 64M --reps 3
@@ -132,7 +132,7 @@ def main() -> int:
     if args.shape == "3level":
         algos = ["ring", "biring", "hier", "hier/devices", "hier3"]
     if args.shape == "2x2rails":
-        algos = [a for a in algos if a in ("ring", "hier")] + ["hier/1rail"]
+        algos = ["ring", "ring/1rail", "hier", "hier/1rail"]
     settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]
     perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
     argv = [perf, "-b", args.b, "-e", args.e, "-f", args.f, "-n", args.iters, "-w", "1", "-c", "1"]

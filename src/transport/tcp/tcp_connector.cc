@@ -229,7 +229,9 @@ Status Connector::decideStriping(Handshake& h, double rttSeconds) {
   PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
   AutotuneInputs inputs = *plan_.autotune;
   inputs.rttSeconds = rttSeconds;
-  inputs.rails = listenerCount(plan_.listeners[static_cast<size_t>(h.peer)]);
+  if (static_cast<size_t>(h.peer) < plan_.stripeRails.size()) {
+    inputs.rails = plan_.stripeRails[static_cast<size_t>(h.peer)];
+  }
   const AutotuneDecision decision = autotune(inputs);
   striping.nStreams = decision.nStreams;
   striping.socketBufferBytes = decision.socketBufferBytes;

@@ -32,6 +32,8 @@ struct ConnectPlan {
   std::optional<AutotuneInputs> autotune;
   std::vector<bool> connect;            // symmetric across ranks; connect[rank] is ignored
   std::vector<ListenRecord> listeners;  // every rank's data listener, from the bootstrap allGather
+  // Per peer: the rails an autotuned link to it stripes over (AutotuneInputs::rails); 1, or empty, for none.
+  std::vector<int> stripeRails;
   int64_t socketBufferBytes = 0;        // without autotune: applied before connect(); 0 keeps kernel autotuning
   Deadline deadline;                    // for the whole setup, retries included
   // TCP congestion control set on each data socket once it is authenticated: `congestion` on links of one stream,

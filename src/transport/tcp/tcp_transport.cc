@@ -339,6 +339,15 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   }
   plan.connect = connect;
   plan.listeners = listeners;
+  // A peer whose host runs at least as many ranks as it has rails has them covered by its ranks' own rails (each
+  // listens first on its local index's NIC): one stream per link keeps the hierarchical rings, one per local
+  // index, each on a NIC of its own, and striping would only add a wait for the slower stripe (10 % on the rails
+  // bed). A host with fewer ranks than rails fills them only if each link stripes over all of them.
+  plan.stripeRails.assign(static_cast<size_t>(nRanks), 1);
+  for (int p = 0; p < nRanks; ++p) {
+    const int rails = listenerCount(listeners[static_cast<size_t>(p)]);
+    if (ranksOnHostOf(peers, p) < rails) plan.stripeRails[static_cast<size_t>(p)] = rails;
+  }
   useOwnScope(bound, plan.listeners);
   plan.socketBufferBytes = options.autotune ? 0 : options.socketBufferBytes;
   plan.deadline = deadline;

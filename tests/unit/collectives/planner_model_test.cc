@@ -116,14 +116,16 @@ TEST(PlannerModel, RailsStripeEveryHostFlowOverEveryNic) {
   EXPECT_NEAR(two.fabric.ring.gbps, 0.25, 1e-9);
   EXPECT_LT(estimateUs(request(two, Collective::AllReduce, k64MiB), Algorithm::Ring),
             0.55 * estimateUs(request(one, Collective::AllReduce, k64MiB), Algorithm::Ring));
-  // Two ranks per host: Hier's two cross-host rings share the first NIC without rails, and have a NIC's worth
-  // each with them; the flat ring's one cross flow per direction gets both NICs.
+  // Two ranks per host cover two rails themselves: a link is not striped but lies on its listener's (higher
+  // rank's) rail, its local index. Hier's two cross-host rings share the first NIC without rails and have one each
+  // with them; the flat ring's crossing links (1-2 and 3-0) land on rails 0 and 1, a NIC each.
   const Machine hierOne = machine(railHosts(2, 2, 2));
   const Machine hierTwo = machine(railHosts(2, 2, 2), 2);
   EXPECT_NEAR(hierOne.fabric.cross.gbps, 0.125 / 2, 1e-9);
   EXPECT_NEAR(hierTwo.fabric.cross.gbps, 0.125, 1e-9);
-  EXPECT_NEAR(hierTwo.fabric.ring.gbps, 0.25, 1e-9);
-  // More rails than NICs, or rails on hosts with one NIC, change nothing.
+  EXPECT_NEAR(hierTwo.fabric.ring.gbps, 0.125, 1e-9);
+  EXPECT_EQ(choose(hierTwo, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  // Rails on hosts with one NIC change nothing; more rails than NICs stripe over the NICs there are.
   const Machine single = machine(railHosts(2, 2, 1), 4);
   EXPECT_NEAR(single.fabric.cross.gbps, 0.125 / 2, 1e-9);
   EXPECT_NEAR(single.fabric.ring.gbps, 0.125, 1e-9);

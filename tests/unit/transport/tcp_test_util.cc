@@ -109,11 +109,11 @@ void runRanks(int nRanks, const std::function<void(int)>& body) {
 }
 
 std::vector<std::unique_ptr<Rank>> createRanks(FakeWorld& world, const std::function<TcpOptions(int)>& options,
-                                               const ConnectFn& connected) {
+                                               const ConnectFn& connected, std::vector<PeerInfo> peers) {
   const int n = world.nRanks();
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<Rank>(world, r));
-  const std::vector<PeerInfo> peers = peerInfos(n);
+  if (peers.empty()) peers = peerInfos(n);
   runRanks(n, [&](int r) {
     Rank& me = *ranks[static_cast<size_t>(r)];
     std::vector<bool> mask(static_cast<size_t>(n));

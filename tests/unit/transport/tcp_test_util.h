@@ -99,8 +99,9 @@ std::vector<PeerInfo> peerInfos(int nRanks);
 void runRanks(int nRanks, const std::function<void(int)>& body);
 
 // create() on every rank at once, as it is collective. Statuses are left in Rank::status.
+// `peers`: what the ranks know of each other (default peerInfos(): every rank on one host).
 std::vector<std::unique_ptr<Rank>> createRanks(FakeWorld& world, const std::function<TcpOptions(int)>& options,
-                                               const ConnectFn& connected = everyone);
+                                               const ConnectFn& connected = everyone, std::vector<PeerInfo> peers = {});
 // createRanks() with the same options everywhere, expecting every rank to succeed.
 std::vector<std::unique_ptr<Rank>> createConnected(FakeWorld& world, const TcpOptions& options,
                                                    const ConnectFn& connected = everyone);

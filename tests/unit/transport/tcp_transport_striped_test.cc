@@ -84,25 +84,32 @@ TEST(TcpTransport, TheConnectingRankDecidesTheStripingAndTheOtherFollows) {
   });
 }
 
-// Rails: every rank listens on two loopback addresses (its own first). Autotuning gives each link a stream per
-// rail, the second stream connects to the peer's second address, and setup only completes if both listeners
-// accept. The congestion control named cannot exist: setup goes on with the system's (and says so once).
+// Rails: every rank listens on two loopback addresses (its own first), each rank on a host of its own. Autotuning
+// gives each link a stream per rail (a host with fewer ranks than rails), the second stream connects to the peer's
+// second address, and setup only completes if both listeners accept. The congestion control named cannot exist:
+// setup goes on with the system's (and says so once).
 TEST(TcpTransport, RanksOnSeveralRailsAcceptAStreamOnEach) {
   constexpr int kRanks = 3;
   FakeWorld world(kRanks);
-  auto ranks = createRanks(world, [](int r) {
-    TcpOptions o = testOptions(16384, 4);
-    o.autotune = true;
-    o.minStripeBytes = 4096;
-    o.congestion = "no-such-cc";
-    for (int k = 0; k < 2; ++k) {
-      sockaddr_storage a = loopback();
-      // 127.0.0.1 and 127.0.0.2, this rank's own rail first.
-      reinterpret_cast<sockaddr_in&>(a).sin_addr.s_addr = htonl(INADDR_LOOPBACK + static_cast<uint32_t>((r + k) % 2));
-      o.listenAddresses.push_back(a);
-    }
-    return o;
-  });
+  std::vector<PeerInfo> peers = peerInfos(kRanks);
+  for (int r = 0; r < kRanks; ++r) peers[static_cast<size_t>(r)].hostHash = 100 + static_cast<uint64_t>(r);
+  auto ranks = createRanks(
+      world,
+      [](int r) {
+        TcpOptions o = testOptions(16384, 4);
+        o.autotune = true;
+        o.minStripeBytes = 4096;
+        o.congestion = "no-such-cc";
+        for (int k = 0; k < 2; ++k) {
+          sockaddr_storage a = loopback();
+          // 127.0.0.1 and 127.0.0.2, this rank's own rail first.
+          reinterpret_cast<sockaddr_in&>(a).sin_addr.s_addr =
+              htonl(INADDR_LOOPBACK + static_cast<uint32_t>((r + k) % 2));
+          o.listenAddresses.push_back(a);
+        }
+        return o;
+      },
+      everyone, peers);
   for (auto& r : ranks) ASSERT_TRUE(r->status.ok()) << "rank " << r->rank << ": " << r->status.message();
   runRanks(kRanks, [&](int r) {
     const Status st = exchangeAll(*ranks[static_cast<size_t>(r)], kRanks, 200, everyone);
