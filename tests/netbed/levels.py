@@ -28,9 +28,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120)
     a = ap.parse_args()
     spec, rph = algo_table.SHAPES["3level"](0)
-    problems = []
-    try:
-        with netbed.Bed(spec) as bed, tempfile.TemporaryDirectory(prefix="cfxlevels") as tmp:
+
+    def check(bed: netbed.Bed) -> list[str]:
+        problems = []
+        with tempfile.TemporaryDirectory(prefix="cfxlevels") as tmp:
             topo = os.path.join(tmp, "3level.xml")
             with open(topo, "w") as f:
                 f.write(algo_table.three_level_xml())
@@ -53,13 +54,9 @@ def main() -> int:
                     problems.append(f"{coll}: the ranks failed")
                 elif picks == 0:
                     problems.append(f"{coll}: no op ran Hier3")
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    for p in problems:
-        print(f"levels: {p}", file=sys.stderr)
-    print(f"levels: {'FAILED' if problems else 'ok'}")
-    return 1 if problems else 0
+        return problems
+
+    return netbed.run_check("levels", spec, check)
 
 
 if __name__ == "__main__":

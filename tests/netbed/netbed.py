@@ -516,6 +516,22 @@ class Bed:
         return 1 if failed else 0
 
 
+def run_check(name: str, spec: Spec, body) -> int:
+    """The frame of a check script: builds `spec`, calls body(bed), which returns what went wrong (a list of texts),
+    and removes the bed, also on failure. Prints "<name>: ok" and returns 0, or prints each problem and returns 1;
+    returns SKIP_RC, saying why, where the bed cannot be built here."""
+    try:
+        with Bed(spec) as bed:
+            problems = body(bed)
+    except Skip as e:
+        print(f"SKIP: {e}")
+        return SKIP_RC
+    for p in problems:
+        print(f"{name}: {p}", file=sys.stderr)
+    print(f"{name}: {'FAILED' if problems else 'ok'}")
+    return 1 if problems else 0
+
+
 def _ours(pid: int) -> list[str]:
     return [ns for ns in _netns_list() if ns.startswith(f"{PREFIX}{pid}-")]
 

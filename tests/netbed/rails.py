@@ -54,30 +54,26 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120)
     a = ap.parse_args()
     spec = netbed.Spec(2, [netbed.Link([0, 1], "switch"), netbed.Link([0, 1], "switch")])
-    problems = []
-    try:
-        with netbed.Bed(spec) as bed:
-            for ranks_per_host in (2, 1):
-                for rails in (2, 1):
-                    what = f"{ranks_per_host} rank{'s' if ranks_per_host > 1 else ''} per host, rails={rails}"
-                    rc, sent = run(bed, a.perf_dir, ranks_per_host, rails, a.timeout)
-                    print(f"{what}: bytes sent per NIC: host 0 {sent[0]}, host 1 {sent[1]}")
-                    if rc != 0:
-                        problems.append(f"{what}: the ranks failed")
-                        continue
-                    for h in range(2):
-                        busiest = max(sent[h])
-                        if rails == 2 and min(sent[h]) < busiest / 4:
-                            problems.append(f"{what}: host {h}'s NICs sent {sent[h]} bytes: one rail idles")
-                        if rails == 1 and sent[h][1] > busiest / 100:
-                            problems.append(f"{what}: host {h}'s second NIC sent {sent[h][1]} of {busiest} bytes")
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    for p in problems:
-        print(f"rails: {p}", file=sys.stderr)
-    print(f"rails: {'FAILED' if problems else 'ok'}")
-    return 1 if problems else 0
+
+    def check(bed: netbed.Bed) -> list[str]:
+        problems = []
+        for ranks_per_host in (2, 1):
+            for rails in (2, 1):
+                what = f"{ranks_per_host} rank{'s' if ranks_per_host > 1 else ''} per host, rails={rails}"
+                rc, sent = run(bed, a.perf_dir, ranks_per_host, rails, a.timeout)
+                print(f"{what}: bytes sent per NIC: host 0 {sent[0]}, host 1 {sent[1]}")
+                if rc != 0:
+                    problems.append(f"{what}: the ranks failed")
+                    continue
+                for h in range(2):
+                    busiest = max(sent[h])
+                    if rails == 2 and min(sent[h]) < busiest / 4:
+                        problems.append(f"{what}: host {h}'s NICs sent {sent[h]} bytes: one rail idles")
+                    if rails == 1 and sent[h][1] > busiest / 100:
+                        problems.append(f"{what}: host {h}'s second NIC sent {sent[h][1]} of {busiest} bytes")
+        return problems
+
+    return netbed.run_check("rails", spec, check)
 
 
 if __name__ == "__main__":
