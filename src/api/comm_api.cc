@@ -468,6 +468,17 @@ void copyText(char (&dst)[N], const std::string& src) {
   std::memcpy(dst, src.data(), n);
   dst[n] = '\0';
 }
+// The checks every cfx query of an initialised communicator starts with: a valid comm, an output pointer, and an
+// initialisation that has finished (a non-blocking init may still be running).
+Result<core::Communicator*> initializedComm(ncclComm_t comm, const void* out, const char* outName) {
+  CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+  if (out == nullptr) return Status::error(Errc::InvalidArgument, strprintf("%s is NULL", outName));
+  if (c->asyncError() == Errc::InProgress) {
+    return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
+  }
+  return c;
+}
+
 }  // namespace
 
 CFX_API ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failures, int maxFailures, int* nFailures) {
@@ -502,11 +513,7 @@ CFX_API ncclResult_t cfxCommGetFailures(ncclComm_t comm, cfxFailureInfo* failure
 
 CFX_API ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info) {
   return api::call("cfxCommGetTopology", [&]() -> Status {
-    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    if (info == nullptr) return Status::error(Errc::InvalidArgument, "info is NULL");
-    if (c->asyncError() == Errc::InProgress) {
-      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
-    }
+    CFX_TRY_ASSIGN(core::Communicator * c, initializedComm(comm, info, "info"));
     const coll::Layout& layout = c->layout();
     std::memset(info, 0, sizeof(*info));
     const int r = c->rank();
@@ -534,11 +541,7 @@ CFX_API ncclResult_t cfxCommGetTopology(ncclComm_t comm, cfxTopologyInfo* info) 
 
 CFX_API ncclResult_t cfxCommGetTopologyLevels(ncclComm_t comm, cfxTopologyLevels* levels) {
   return api::call("cfxCommGetTopologyLevels", [&]() -> Status {
-    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    if (levels == nullptr) return Status::error(Errc::InvalidArgument, "levels is NULL");
-    if (c->asyncError() == Errc::InProgress) {
-      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
-    }
+    CFX_TRY_ASSIGN(core::Communicator * c, initializedComm(comm, levels, "levels"));
     const coll::Layout& layout = c->layout();
     std::memset(levels, 0, sizeof(*levels));
     const auto r = static_cast<size_t>(c->rank());
