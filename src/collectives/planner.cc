@@ -128,7 +128,6 @@ double transferUs(const topo::LinkFigures& f, double bytes) {
 topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vector<std::pair<int, int>>& flows,
                                 int rails) {
   std::vector<std::vector<std::vector<topo::TopologyView::Hop>>> routes;  // [flow][part]
-  std::vector<double> weights;                                            // [flow]: each part's share
   std::map<std::pair<topo::LinkId, bool>, double> load;
   std::map<int, int> copiesBy;  // per rank: its flows that are copies through one node's memory
   for (const auto& [a, b] : flows) {
@@ -136,13 +135,12 @@ topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vecto
     const int listener = std::max(a, b);
     const bool striped = rails > 1 && static_cast<int>(view.ranksOnHost(view.hostOf(listener)).size()) < rails;
     const int parts = striped ? rails : 1;
-    weights.push_back(1.0 / parts);
     for (int k = 0; k < parts; ++k) {
       routes.back().push_back(a == b       ? std::vector<topo::TopologyView::Hop>{}
                               : rails <= 1 ? view.routeBetween(a, b)
                               : striped    ? view.routeBetween(a, b, k)
                                            : view.routeBetween(a, b, view.localRankOf(listener) % rails));
-      for (const topo::TopologyView::Hop& hop : routes.back().back()) load[{hop.link, hop.forward}] += weights.back();
+      for (const topo::TopologyView::Hop& hop : routes.back().back()) load[{hop.link, hop.forward}] += 1.0 / parts;
     }
     if (a != b && routes.back().front().empty()) ++copiesBy[a];
   }
