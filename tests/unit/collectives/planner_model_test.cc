@@ -107,7 +107,7 @@ TEST(PlannerModel, TwoHostsOfFourRanksGoHierarchicalForLargeAllReduce) {
   EXPECT_NEAR(m.fabric.ring.gbps, 0.125, 1e-9);
 }
 
-TEST(PlannerModel, RailsStripeEveryHostFlowOverEveryNic) {
+TEST(PlannerModel, RailsCarryFlowsBetweenHostsAsTheTransportLaysThem) {
   // One rank per host, two NICs: without rails the ring's one flow per host pair takes the first NIC; striped over
   // both, it moves twice as fast.
   const Machine one = machine(railHosts(2, 1, 2));
