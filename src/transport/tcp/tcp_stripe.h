@@ -80,8 +80,9 @@ struct AutotuneInputs {
   int64_t autotuneCapBytes = 0;     // the receive buffer kernel autotuning grows a socket to: tcp_rmem[2]
   int64_t fixedBufferCapBytes = 0;  // the largest SO_SNDBUF/SO_RCVBUF the kernel honours: min(wmem_max, rmem_max)
   int maxStreams = 8;
-  // Rails to the peer (the listeners it advertises, one per NIC): each carries linkBytesPerSecond, and the
-  // streams take them in turn, so the link gets at least one stream per rail and a multiple of the rail count.
+  // Rails the link stripes over (the peer's listeners, one per NIC, where its host has fewer ranks than rails):
+  // each carries linkBytesPerSecond, and the streams take them in turn, so the link gets at least one stream per
+  // rail and a multiple of the rail count.
   int rails = 1;
 };
 

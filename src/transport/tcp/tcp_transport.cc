@@ -100,10 +100,11 @@ CFX_PARAM(std::chrono::milliseconds, lingerParam, "CFX_TCP_LINGER_MS", std::chro
 
 CFX_PARAM(int, railsParam, "CFX_SOCKET_RAILS", 1,
           "Network rails: the most interfaces (those NCCL_SOCKET_IFNAME selects, in the system's order) a rank listens "
-          "on, its own first (local rank l takes interface l % n), at most 4. A link to a rank on k interfaces gets at "
-          "least k sockets (CFX_TCP_AUTOTUNE), one per interface in turn, so hosts with several NICs on separate "
-          "networks carry every link's stripes, and the hierarchical algorithms' cross-host rings, on every NIC at "
-          "once. 1: every rank uses the bootstrap's interface.",
+          "on, its own first (local rank l takes interface l % n), at most 4. A link to a rank on k interfaces whose "
+          "host runs fewer than k ranks gets at least k sockets (CFX_TCP_AUTOTUNE), one per interface in turn; on "
+          "hosts with as many ranks as interfaces each rank's links keep to its own. Either way hosts with several "
+          "NICs on separate networks carry their traffic, and the hierarchical algorithms' cross-host rings, on every "
+          "NIC at once. 1: every rank uses the bootstrap's interface.",
           param::inRange(1, 16));
 
 // Where this rank listens: with rails, its local rank's interface first (every link's stream 0 comes there), then

@@ -74,9 +74,10 @@ struct TcpOptions {
   // Several NICs per host (CFX_SOCKET_RAILS > 1): of the interfaces `railInterfaces` selects (NCCL_SOCKET_IFNAME
   // and NCCL_SOCKET_FAMILY; at most `rails` of them), a rank listens on up to kMaxRailListeners, its own rail first
   // (local rank l on interface l % n) and then the others in turn, instead of on bindAddress. Stream s of a link
-  // connects to the peer's address s % k (tcp_handshake.h: streamAddress()), and autotuning gives a link at least
-  // k streams, so flows between ranks of equal local index start on one rail and every link stripes over all of
-  // them. One interface found: bindAddress.
+  // connects to the peer's address s % k (tcp_handshake.h: streamAddress()), so flows between ranks of equal local
+  // index start on one rail. Where the peer's host runs fewer ranks than it has rails, autotuning gives the link at
+  // least k streams, so it stripes over all of them; elsewhere the host's ranks cover its rails themselves. One
+  // interface found: bindAddress.
   int rails = 1;
   cfx::net::InterfaceQuery railInterfaces;
   // Where set, the addresses this rank listens on (its own rail first, at most kMaxRailListeners), in place of
@@ -130,8 +131,9 @@ class TcpTransport {
   size_t slotBytes() const { return slotBytes_; }
   // Connected peers (each has kNumChannels connections).
   int nPeers() const;
-  // How many rails (CFX_SOCKET_RAILS) this rank's links stripe over: the interfaces it listens on, or fewer where
-  // a fixed socket count has fewer sockets. 1 without rails.
+  // How many rails (CFX_SOCKET_RAILS) this rank's links use: the interfaces it listens on, or fewer where a fixed
+  // socket count has fewer sockets. 1 without rails. Whether a link stripes over them or keeps to its listener's
+  // rail depends on how many ranks the listener's host runs (create()).
   int rails() const { return rails_; }
 
  private:
