@@ -39,7 +39,7 @@ struct PeerInfo {
   char hostName[64] = {};
 };
 
-// Inline polling (tcp inline reads, ucx inline progress): an owner whose recv ring is empty drives its transport
+// Inline polling (tcp owner-driven I/O, ucx inline progress): an owner whose recv ring is empty drives its transport
 // itself on every this many empty polls. A system call or a worker progress that finds nothing costs about as much
 // as 10-20 polls of the ring, and the executor's spin before it sleeps stays short this way.
 inline constexpr uint32_t kInlinePollEvery = 8;

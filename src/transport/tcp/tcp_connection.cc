@@ -22,11 +22,6 @@ namespace cfx::transport::tcp {
 namespace {
 // Frames gathered into one sendmsg(): header and payload each take one iovec.
 constexpr int kMaxIovecs = 32;
-// Inline I/O (tcp_connection.h). An owner that meets a stripe longer than this leaves its payload to the proxy
-// (at 1 MiB all-reduces, owners copying 128 KiB stripes themselves were 1.4x slower than leaving them), and reads
-// inline again only once a short stripe has come: while long ones stream in, its recv()s would only take the
-// socket from the proxy.
-constexpr size_t kInlineReadBytes = 64 * 1024;
 }  // namespace
 
 void SlotRing::AlignedFree::operator()(uint8_t* p) const { std::free(p); }
@@ -181,11 +176,12 @@ void TcpLink::detachStreams() {
   streams_.clear();
 }
 
-bool TcpLink::driveInline() {
+bool TcpLink::driveInline(bool sendOnly) {
   std::unique_lock<std::mutex> lock(streamsMutex_, std::try_to_lock);
   if (!lock.owns_lock() || streams_.empty()) return false;
+  tickProxies();
   bool all = true;
-  for (TcpStream* stream : streams_) all &= stream->tryDriveInline();
+  for (TcpStream* stream : streams_) all &= stream->tryDriveInline(sendOnly);
   return all;
 }
 
@@ -201,7 +197,17 @@ void* TcpSendEnd::tryAcquire() {
   if (next_ - freedSeen_ >= nSlots) {
     // Acquire pairs with the proxy's release store of tail in progressSend(): the slot's old frame is out.
     freedSeen_ = ring.tail.load(std::memory_order_acquire);
-    if (next_ - freedSeen_ >= nSlots) return nullptr;
+    if (next_ - freedSeen_ >= nSlots) {
+      // Owner-driven I/O (tcp_connection.h): what frees a slot is our own sending.
+      if (!link_->inlineEnabled() || ++fullPolls_ % kInlinePollEvery != 0) return nullptr;
+      if (!link_->driveInline(/*sendOnly=*/true) && !link_->failed()) return nullptr;
+      if (link_->failed()) {
+        link_->wakeProxy();
+        return nullptr;
+      }
+      freedSeen_ = ring.tail.load(std::memory_order_acquire);
+      if (next_ - freedSeen_ >= nSlots) return nullptr;
+    }
   }
   return ring.slot(next_);
 }
@@ -214,7 +220,9 @@ void TcpSendEnd::post(size_t bytes, uint64_t tag) {
   ++next_;
   // Release pairs with the proxy's acquire load of head in progressSend(): payload and header are visible.
   ring.head.store(next_, std::memory_order_release);
-  // Sending stays with the proxy even for short slots (file comment of tcp_connection.h).
+  // Owner-driven I/O sends at once; the proxy is woken where it holds a stream or the link failed (it closes what
+  // died), and otherwise takes over what stays queued once this owner stops driving (tcp_proxy.h).
+  if (link_->inlineEnabled() && link_->driveInline(/*sendOnly=*/true) && !link_->failed()) return;
   link_->wakeProxy();
 }
 
@@ -224,12 +232,10 @@ const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
     // Acquire pairs with the proxy's release store of head in progressRecv(): the frame is complete.
     publishedSeen_ = ring.head.load(std::memory_order_acquire);
     if (next_ == publishedSeen_) {
-      if (!link_->inlineEnabled() || ++emptyPeeks_ % kInlinePollEvery != 0 || link_->longStripesComing()) {
-        return nullptr;
-      }
-      // Inline read (file comment of tcp_connection.h): the message may be in the socket with the proxy not yet
-      // awake to move it. A failure it finds is in the link for check().
-      if (!link_->driveInline() || link_->failed()) {
+      if (!link_->inlineEnabled() || ++emptyPeeks_ % kInlinePollEvery != 0) return nullptr;
+      // Owner-driven I/O (file comment of tcp_connection.h): the message may be in the socket, with the proxy
+      // asleep. A failure it finds is in the link for check().
+      if (!link_->driveInline(/*sendOnly=*/false) || link_->failed()) {
         if (link_->failed()) link_->wakeProxy();  // the proxy closes what died
         return nullptr;
       }
@@ -246,10 +252,14 @@ const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
 void TcpRecvEnd::release() {
   SlotRing& ring = link_->recvRing();
   assert(next_ < publishedSeen_ && "release() without a slot from tryPeek()");
+  // A stripe can be waiting for a free slot only while the ring is full (TcpLink::admitStripe).
+  const bool wasFull = ring.head.load(std::memory_order_acquire) - next_ >= static_cast<uint64_t>(ring.nSlots());
   ++next_;
   // Release pairs with the proxy's acquire load of tail in progressRecv(): we are done reading the slot.
   ring.tail.store(next_, std::memory_order_release);
-  link_->wakeProxy();
+  // Owner-driven I/O reads the stripe that waited for this slot itself, unless the proxy holds the stream; an
+  // owner that is not driving wakes the proxy for every slot, which may have been the one a stripe waited for.
+  if (!link_->inlineEnabled() || (wasFull && !link_->driveInline(/*sendOnly=*/false))) link_->wakeProxy();
 }
 
 TcpStream::TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index)
@@ -286,12 +296,15 @@ bool TcpStream::progress(bool* busy) {
   return progressed;
 }
 
-bool TcpStream::tryDriveInline() {
+bool TcpStream::tryDriveInline(bool sendOnly) {
   std::unique_lock<std::mutex> lock(io_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   if (!socket_.valid() || dead()) return true;  // nothing to drive; the link says why
   takeEvents();
+  // The proxy may be parked with the socket masked (tcp_proxy.h): ask the socket rather than wait for a report.
+  canWrite_ = true;
   progressSend();
+  if (sendOnly) return true;
   // Edge-triggered readiness only reaches the proxy; the owner asks the socket itself, at the price of one recv()
   // that may find nothing.
   canRead_ = true;
@@ -418,10 +431,6 @@ bool TcpStream::progressRecv(bool inlineRead) {
       want = kStripeHeaderBytes - rxHeaderGot_;
     } else {
       if (!rxAdmitted_) {
-        if (inlineRead && rxHeader_.length > kInlineReadBytes) {
-          link_->wakeProxy();  // inline read: a long payload is the proxy's (see kInlineReadBytes)
-          break;
-        }
         std::string why;
         const TcpLink::Admit admit = link_->admitStripe(index_, rxHeader_, &why);
         if (admit == TcpLink::Admit::Reject) {
@@ -466,7 +475,6 @@ bool TcpStream::progressRecv(bool inlineRead) {
         }
         rxHeader_ = *header;
         rxAdmitted_ = false;
-        link_->noteStripeLength(rxHeader_.length > kInlineReadBytes);
         continue;  // admit before reading the payload
       }
       rxPayloadGot_ += static_cast<size_t>(n);

@@ -16,14 +16,16 @@
 // stream sends and receives its stripes in slot order, independently of the others, so a slow socket holds back
 // only the slots it carries a stripe of. The rings and the ends do not know how many sockets there are.
 //
-// Inline I/O: a small message through the proxies costs three cross-CPU wake-ups (owner -> proxy eventfd, peer
-// proxy's epoll, peer proxy -> peer owner's doorbell), 100+ us on a loaded 2-core machine against ~10 us for a
-// library that sends and polls its socket from the calling thread. So an owner that finds its recv ring empty
-// now and then reads the socket itself (and sends what is queued while it holds it), as long as the stripes
-// coming are short. Whoever holds a stream's mutex drives it; the owner only ever try-locks, the proxy try-locks
-// and looks again soon when the owner has it. The proxy stays the path for everything else (long stripes, an
-// owner asleep, and every post(): owners that also sent short slots themselves saved nothing at 1 KiB and cost
-// 10-25 % at 256 KiB-1 MiB, measured in docs/notes/tcp_transport.md).
+// Owner-driven I/O (CFX_TCP_INLINE, on where a host's ranks fit its CPUs): through the proxies every slot costs
+// cross-CPU wake-ups (owner -> proxy eventfd, the peer proxy's epoll, peer proxy -> peer owner's doorbell), each
+// a context switch that a loaded 2-core machine pays in tens of microseconds, where a library that sends and polls
+// its sockets from the calling thread pays none. So the owner moves its links' bytes itself: post() sends at once,
+// a full send ring or an empty recv ring makes it drive the link's sockets every few polls (sending what is
+// queued, reading until one slot is published, whatever the stripe length). Each drive ticks the link's proxies;
+// a proxy that sees the count move masks its sockets in epoll and stays asleep, and takes them back once the count
+// stands still for a park interval (the owner sleeps on its doorbell or went back to the application with bytes
+// still queued). Whoever holds a stream's mutex drives it; both only try-lock. With more ranks than CPUs the
+// proxies do all of it, as spinning owners would take the CPU time the proxies need.
 #pragma once
 
 #include <atomic>
@@ -88,9 +90,14 @@ class ProxyWaker {
   // it is visible to the proxy after this returns.
   void drain();
   int fd() const { return fd_.get(); }
+  // Owner activity: an owner driving its sockets ticks every proxy of the link; a proxy that sees the count move
+  // keeps off the sockets (tcp_proxy.h). Relaxed: a hint, which the proxy reads once per wake-up.
+  void tick() { ticks_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
 
  private:
   net::UniqueFd fd_;
+  alignas(64) std::atomic<uint64_t> ticks_{0};
   // True from the first wake() until drain(): wake() writes the eventfd only on the false -> true edge.
   std::atomic<bool> pending_{false};
 };
@@ -112,26 +119,24 @@ class TcpLink {
   void wakeProxy() {
     for (const auto& waker : wakers_) waker->wake();
   }
+  // Owner thread, at each inline drive: tells the proxies the owner is driving (file comment).
+  void tickProxies() {
+    for (const auto& waker : wakers_) waker->tick();
+  }
 
   // Records the first failure; later ones are ignored. Any thread.
   void fail(Status error);
 
-  // ---- inline I/O (file comment) ----
+  // ---- owner-driven I/O (file comment) ----
   // Set before the proxies start, cleared before they are destroyed (the streams are theirs).
   void attachStream(TcpStream* stream);
   void detachStreams();
   // Owner thread: drives the link's streams from this thread where nobody else holds them: sends what is queued
-  // and reads (at most one slot published per stream, no long payload). False when a stream was busy or detached
+  // and, unless sendOnly, reads (at most one slot published per stream). False when a stream was busy or detached
   // (the caller then relies on the proxy).
-  bool driveInline();
+  bool driveInline(bool sendOnly);
   void setInline(bool on) { inline_ = on; }
   bool inlineEnabled() const { return inline_; }
-  // Whether the last stripe header read was too long to read inline: then the owner leaves reading to the proxy.
-  void noteStripeLength(bool isLong) {
-    // Stored only on a change: the owner polls this line, and a store per stripe would take it away every time.
-    if (longStripes_.load(std::memory_order_relaxed) != isLong) longStripes_.store(isLong, std::memory_order_relaxed);
-  }
-  bool longStripesComing() const { return longStripes_.load(std::memory_order_relaxed); }
   bool failed() const {
     // Acquire pairs with fail()'s release store: a reader that sees true also sees error_.
     return failed_.load(std::memory_order_acquire);
@@ -201,7 +206,6 @@ class TcpLink {
   mutable std::mutex mutex_;  // guards error_
   Status error_;
   bool inline_ = false;
-  alignas(64) std::atomic<bool> longStripes_{false};  // a hint only: relaxed
   std::mutex streamsMutex_;               // guards streams_ against detachStreams(); the owner only try-locks it
   std::vector<TcpStream*> streams_;       // for inline I/O; owned by the proxies
 };
@@ -222,6 +226,7 @@ class TcpSendEnd final : public SendEnd {
   std::shared_ptr<TcpLink> link_;
   uint64_t next_ = 0;       // the slot tryAcquire() hands out; equals the ring's head
   uint64_t freedSeen_ = 0;  // the ring's tail as last loaded
+  uint32_t fullPolls_ = 0;  // tryAcquire()s that found every slot in flight, to space out inline sends
 };
 
 class TcpRecvEnd final : public RecvEnd {
@@ -257,9 +262,9 @@ class TcpStream {
   // or published a slot. On failure it marks the link failed and dead() becomes true. *busy is set when the
   // owner was driving the stream (the proxy must look again soon: it may have taken the owner's wake-up).
   bool progress(bool* busy);
-  // Owner thread (TcpLink::driveInline): sends what is posted and receives until one slot is published, the
-  // socket is empty or a long stripe comes (left to the proxy). False when the stream was busy.
-  bool tryDriveInline();
+  // Owner thread (TcpLink::driveInline): sends what is posted and, unless sendOnly, receives until one slot is
+  // published or the socket is empty. False when the stream was busy.
+  bool tryDriveInline(bool sendOnly);
   // Posted slots not yet completely handed to the kernel (used to flush before closing).
   bool hasUnsentSlots();
   // Proxy thread: closes the socket after a failure, once it has removed it from epoll.

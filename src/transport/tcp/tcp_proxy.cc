@@ -4,6 +4,9 @@
 
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -17,6 +20,27 @@ namespace cfx::transport::tcp {
 namespace {
 constexpr int kIdleWaitMs = 100;  // the longest the thread sleeps without looking at its stop flag
 constexpr int kMaxEvents = 64;
+constexpr uint32_t kSocketEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+
+// How long an owner's tick count must stand still before a parked proxy takes its sockets back: long enough that
+// an owner busy reducing a slot between two drives keeps them (a 128 KiB reduction takes 10-40 us here), short
+// against the owner's spin before it sleeps. 50 us made 2-rank all-reduces of 64 KiB-1 MiB 25-35 % slower than
+// 200 us, and 1000 us gained nothing over 200 (docs/notes/tcp_transport.md).
+constexpr long kParkUs = 200;
+
+// epoll_wait with a timeout in microseconds (epoll_pwait2 where the kernel has it, else rounded up to 1 ms).
+int waitUs(int epfd, epoll_event* events, int maxEvents, long us) {
+#ifdef SYS_epoll_pwait2
+  static std::atomic<bool> unsupported{false};
+  if (!unsupported.load(std::memory_order_relaxed)) {
+    timespec ts{.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+    const long n = ::syscall(SYS_epoll_pwait2, epfd, events, maxEvents, &ts, nullptr, 0);
+    if (n >= 0 || errno != ENOSYS) return static_cast<int>(n);
+    unsupported.store(true, std::memory_order_relaxed);
+  }
+#endif
+  return ::epoll_wait(epfd, events, maxEvents, static_cast<int>((us + 999) / 1000));
+}
 }  // namespace
 
 Result<std::unique_ptr<TcpProxy>> TcpProxy::start(int rank, int index, Doorbell& doorbell,
@@ -34,7 +58,7 @@ Result<std::unique_ptr<TcpProxy>> TcpProxy::start(int rank, int index, Doorbell&
   for (auto& stream : streams) {
     // Edge-triggered: TcpStream keeps readiness until EAGAIN, so a stream waiting for a free slot is not
     // reported again and again while its owner is busy.
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.events = kSocketEvents;
     ev.data.ptr = stream.get();
     if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, stream->fd(), &ev) != 0) {
       return Status::error(Errc::SystemError, strprintf("tcp: epoll_ctl(socket): %s", std::strerror(errno)));
@@ -76,15 +100,30 @@ bool TcpProxy::anyUnsent() const {
   return false;
 }
 
+void TcpProxy::mask(bool masked) {
+  parked_ = masked;
+  for (auto& stream : streams_) {
+    if (!stream->open()) continue;
+    epoll_event ev{};
+    // Unmasking re-arms edge-triggered reporting: readiness present now is reported once.
+    ev.events = masked ? EPOLLET : kSocketEvents;
+    ev.data.ptr = stream.get();
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, stream->fd(), &ev);
+  }
+}
+
 void TcpProxy::run() {
   pthread_setname_np(pthread_self(), index_ == 0 ? "cfx-tcp-proxy" : strprintf("cfx-tcp-proxy%d", index_).c_str());
   log::setThreadRank(rank_);
   releaseHelperThreadAffinity("tcp proxy");
   std::array<epoll_event, kMaxEvents> events{};
   bool busy = true;
+  uint64_t ticksSeen = waker_->ticks();
+  auto lastLook = Deadline::Clock::now();
   for (;;) {
     // After a productive round look again without sleeping; otherwise sleep until something happens.
-    const int n = ::epoll_wait(epoll_.get(), events.data(), kMaxEvents, busy ? 0 : kIdleWaitMs);
+    const int n = parked_ ? waitUs(epoll_.get(), events.data(), kMaxEvents, kParkUs)
+                          : ::epoll_wait(epoll_.get(), events.data(), kMaxEvents, busy ? 0 : kIdleWaitMs);
     if (n < 0 && errno != EINTR) {
       const Status error = Status::error(Errc::SystemError, strprintf("tcp: epoll_wait(): %s", std::strerror(errno)));
       for (auto& stream : streams_) stream->link().fail(error);
@@ -98,6 +137,23 @@ void TcpProxy::run() {
         static_cast<TcpStream*>(events[static_cast<size_t>(i)].data.ptr)
             ->onEvents(events[static_cast<size_t>(i)].events);
       }
+    }
+    {
+      // Owner-driven links: while an owner drives its sockets (its tick count moved within the last park
+      // interval), keep off them and mask their readiness, so that arriving data wakes nobody but the spinning
+      // owner; take over once the count stands still for a whole interval (the owner sleeps or left).
+      const uint64_t ticks = waker_->ticks();
+      const auto now = Deadline::Clock::now();
+      const bool recent = now - lastLook <= std::chrono::microseconds(kParkUs) * 2;
+      const bool ownerActive = ticks != ticksSeen && (recent || parked_);
+      ticksSeen = ticks;
+      lastLook = now;
+      if (ownerActive && !stopping_.load(std::memory_order_relaxed)) {
+        if (!parked_) mask(true);
+        busy = false;
+        continue;
+      }
+      if (parked_) mask(false);
     }
     // Every stream, not only the reported ones: a wake says some ring moved, not which. The loop is a few
     // loads per idle stream; a per-link dirty list can replace it if rank counts make that matter.

@@ -4,9 +4,15 @@
 // non-blocking sockets with epoll.
 //
 // It never spins: it sleeps in epoll_wait until a socket is ready or an owner wakes it through the ProxyWaker
-// (post() and release() do), with a 100 ms timeout as a safety net. After a round that freed or published a
-// slot, or found a connection broken, it rings the owning rank's doorbell once. A stream its owner is driving
-// inline (tcp_connection.h) is looked at again in the next round, without sleeping.
+// (post() and release() do where owners do not drive their links), with a 100 ms timeout as a safety net. After a
+// round that freed or published a slot, or found a connection broken, it rings the owning rank's doorbell once.
+//
+// Owner-driven links (tcp_connection.h): when a wake-up finds the owner's tick count moved since a look less than
+// two park intervals ago, the owner is driving the sockets, so the proxy parks: it masks every socket in epoll
+// (readiness no longer wakes it, which on a 2-core machine was most of the cost of a mid-size message) and sleeps
+// for one park interval at a time until the count stands still; then it unmasks them (epoll reports once what
+// became ready meanwhile) and moves what the owner left, as before. A stream the owner holds at that moment is
+// looked at again in the next round, without sleeping.
 #pragma once
 
 #include <atomic>
@@ -47,6 +53,8 @@ class TcpProxy {
            std::vector<std::unique_ptr<TcpStream>> streams, net::UniqueFd epoll);
   void run();
   bool anyUnsent() const;
+  // Parks (masks every open socket's readiness in epoll) or unparks (re-arms it; epoll then reports what is ready).
+  void mask(bool masked);
 
   const int rank_;
   const int index_;
@@ -58,6 +66,7 @@ class TcpProxy {
   // Set by stop(): release pairs with the proxy's acquire load, which then also sees lingerUntil_.
   std::atomic<bool> stopping_{false};
   Deadline::Clock::time_point lingerUntil_{};
+  bool parked_ = false;  // sockets masked while their owner drives them
 };
 
 }  // namespace cfx::transport::tcp

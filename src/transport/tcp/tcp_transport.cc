@@ -76,11 +76,12 @@ CFX_PARAM(int64_t, fifoMaxParam, "CFX_TCP_FIFO_MAX_BYTES", int64_t{64} << 20,
           "used). 0: slots keep CFX_TCP_SLOT_BYTES.",
           param::inRange<int64_t>(0, int64_t{16} << 30));
 CFX_PARAM(bool, inlineParam, "CFX_TCP_INLINE", true,
-          "Inline I/O: a rank waiting for a TCP message now and then reads its sockets itself while the stripes "
-          "coming are short (up to 64 KiB), instead of waiting for the proxy thread to wake up and move them; a 1 KiB "
-          "all-reduce of 2 ranks over loopback took a quarter of the time. Applies only where this host's ranks do "
-          "not outnumber its CPUs (beyond that the polling slows everyone). 0: only the proxy thread touches the "
-          "sockets.");
+          "Owner-driven I/O: a rank moves its TCP bytes from its own thread (sends as it posts, reads its sockets "
+          "while it waits), and the proxy thread keeps off the sockets until the rank stops driving them (sleeps or "
+          "returns with bytes queued). Saves the proxy hand-offs, a context switch each: 2-rank all-reduces across "
+          "two network namespaces ran 1.2-1.9x faster at 16 KiB-64 MiB. Applies only where this host's ranks do not "
+          "outnumber its CPUs (beyond that the spinning owners take the proxies' CPU time). 0: only the proxy thread "
+          "touches the sockets.");
 CFX_PARAM(std::string, congestionParam, "CFX_TCP_CONGESTION", "auto",
           "TCP congestion control of the data sockets. auto: cubic on links striped over several sockets (a slot "
           "waits for its slowest stripe, and a pacing controller such as BBR paces each socket by its own, often low, "
@@ -415,7 +416,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   }
   CFX_INFO(log::Sys::Net,
            "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B, "
-           "inline reads %s",
+           "owner-driven I/O %s",
            rank, net::addressToString(bound).c_str(), transport->nPeers(), nSockets, nThreads, nThreads == 1 ? "" : "s",
            geometry.nSlots, geometry.slotBytes,
            inlineIo ? "on" : (options.inlineIo ? "off (more ranks on this host than CPUs)" : "off (CFX_TCP_INLINE=0)"));

@@ -65,7 +65,7 @@ struct TcpOptions {
   // bigger slots (tcp_stripe.h: pathSlotBytes()); 0 keeps geometry.slotBytes (what tests constructing options
   // directly get). CFX_TCP_FIFO_MAX_BYTES.
   uint64_t pathFifoCapBytes = 0;
-  // Inline I/O (tcp_connection.h): owners drive idle sockets themselves. Off: only the proxies do.
+  // Owner-driven I/O (tcp_connection.h): owners move their links' bytes themselves. Off: only the proxies do.
   bool inlineIo = true;
   // How long the destructor keeps flushing frames already posted to live peers.
   std::chrono::milliseconds closeLinger{1000};
@@ -93,8 +93,8 @@ struct TcpOptions {
 };
 
 // Threading: create() and the destructor run on the thread that owns the communicator; each end is then driven
-// by one thread at a time (transport.h), and the proxy threads do the socket I/O, except for the owners' inline
-// reads of short stripes (tcp_connection.h).
+// by one thread at a time (transport.h). The owners do the socket I/O while they drive their links, the proxy threads
+// the rest (tcp_connection.h).
 class TcpTransport {
  public:
   // Connects this rank to every peer p with connect[p] (connect[rank] is ignored) and fills out.send[ch][p] and
