@@ -87,6 +87,19 @@ void Transfer::apply(const char* in, char* out, size_t n) {
   }
 }
 
+const char* Transfer::outgoingBytes(const char* in) const {
+  switch (kind) {
+    case Kind::Send:
+      return local + offset;
+    case Kind::RecvReduceCopySend:
+      return dst + offset;  // once apply() reduced into dst
+    case Kind::RecvCopySend:
+      return in;  // read before the slot is released
+    default:
+      return nullptr;
+  }
+}
+
 bool Transfer::ready() {
   if (finished()) return true;
   if (offset >= bytes || (kind == Kind::Send && directOut)) {
@@ -147,8 +160,14 @@ bool Transfer::progressSlices(bool* moved) {
       out = static_cast<char*>(send->tryAcquire());
       if (out == nullptr) return false;
     }
-    apply(in, out, n);
-    if (out) send->post(n, tag);
+    if (const char* from = out != nullptr && sendFrom ? outgoingBytes(in) : nullptr) {
+      // The outgoing slice is a copy of bytes already in memory: the end reads them from there (prims.h).
+      if (kind != Kind::Send) apply(in, nullptr, n);
+      send->postFrom(from, n, tag);
+    } else {
+      apply(in, out, n);
+      if (out) send->post(n, tag);
+    }
     if (in) recv->release();
     offset += n;
     *moved = true;
@@ -311,6 +330,7 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   // for messages larger than a FIFO, which a sender could not finish without its receiver anyway.
   const bool stable =
       kind == Transfer::Kind::Send || (kind == Transfer::Kind::RecvCopySend && dst) || kind == Transfer::Kind::RecvReduceCopySend;
+  t.sendFrom = t.send != nullptr && t.send->sendsFromCaller();
   if (stable && t.send) {
     t.outRegion = transport::DirectRegion{};
     const size_t threshold = t.send->directThreshold();

@@ -17,6 +17,12 @@
 // buffer that it reduces from. Because such a message is larger than a FIFO, a sender waits for its receiver no
 // more than it would with slices: direct messages add no dependency between ranks that algorithms must know.
 //
+// Sending from memory: where the send end supports it (SendEnd::sendsFromCaller(): tcp on an owner-driven link of
+// one socket), a slice that would be a plain copy of bytes already in memory (Send's local bytes, the result
+// RecvReduceCopySend just wrote to dst, the slot RecvCopySend forwards) is posted with postFrom() instead, and the
+// end hands it to the socket from there. The verb still finishes once it posted: postFrom() has read the bytes (or
+// copied what the socket did not take) before it returns.
+//
 // Deadlock rule for algorithm authors: a verb that both receives and sends can only finish if its
 // upstream peer keeps sending and its downstream peer keeps receiving. FIFOs are only promised two slots,
 // so in a cycle (a ring) every verb may move at most one slice: an opening send of two slices fills the
@@ -66,6 +72,7 @@ struct Transfer {
   const ReduceOp* op = nullptr;
   bool post = false;
   bool partialFirst = false;  // RecvCombineCopy: `local` is the left operand (exchange algorithms fix the order)
+  bool sendFrom = false;      // the send end takes slices from our memory (SendEnd::postFrom)
   uint64_t tag = 0;
   size_t offset = 0;  // bytes of the message processed (received and/or sent) so far
   size_t streamBytes = 0;  // the larger of bytes and the operation's size: what copyPiece() decides by
@@ -107,6 +114,9 @@ struct Transfer {
   bool checkFirstSlot();
   Status mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const;
   bool sendsSlices() const { return needsSend() && !directOut; }
+  // Where the outgoing slice is a plain copy of bytes in memory (Send: local; RecvReduceCopySend: dst, once
+  // reduced; RecvCopySend: the incoming slot), those bytes; else nullptr.
+  const char* outgoingBytes(const char* in) const;
   void apply(const char* in, char* out, size_t n);
   bool directDone = false;  // the posted DirectRegion was released
 };

@@ -17,12 +17,14 @@
 // released. Ends that do not support it (tcp) keep the defaults below and never see such a slot.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <string>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "common/doorbell.h"
@@ -98,11 +100,22 @@ class SendEnd {
   // True once the peer has released every slot posted so far (loads the peer's counter: not for a spin loop
   // without a doorbell). A sender waits for it before it lets a posted DirectRegion change.
   virtual bool drained() { return true; }
+  // Sending from the caller's memory: where this is true, postFrom(src, bytes, tag) may take the place of writing the
+  // acquired slot and post(): the end reads the bytes at src before it returns, handing them to the wire from
+  // there when it can (tcp, where the owner drives an idle one-socket link), which saves the copy into the slot.
+  virtual bool sendsFromCaller() const { return false; }
+  // After tryAcquire() returned a slot, like copying `bytes` bytes from src into it and post(bytes, tag).
+  virtual void postFrom(const void* src, size_t bytes, uint64_t tag);
   // Whether a message of `bytes` (>= directThreshold()) at `p` goes as a DirectRegion, and if so the region to
   // post. An end may decide per buffer (shm: by default only memory it can read back fast). The default: always,
   // naming the address in this process.
   virtual bool describeDirect(const void* p, size_t bytes, DirectRegion* region);
 };
+
+inline void SendEnd::postFrom(const void* src, size_t bytes, uint64_t tag) {
+  std::memcpy(tryAcquire(), src, bytes);
+  post(bytes, tag);
+}
 
 inline bool SendEnd::describeDirect(const void* p, size_t bytes, DirectRegion* region) {
   *region = DirectRegion{};

@@ -185,6 +185,13 @@ bool TcpLink::driveInline(bool sendOnly) {
   return all;
 }
 
+bool TcpLink::sendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag) {
+  std::unique_lock<std::mutex> lock(streamsMutex_, std::try_to_lock);
+  if (!lock.owns_lock() || streams_.size() != 1) return false;
+  tickProxies();
+  return streams_[0]->trySendFrom(s, src, bytes, tag);
+}
+
 Status TcpLink::status() const {
   if (!failed()) return Status();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -224,6 +231,19 @@ void TcpSendEnd::post(size_t bytes, uint64_t tag) {
   // died), and otherwise takes over what stays queued once this owner stops driving (tcp_proxy.h).
   if (link_->inlineEnabled() && link_->driveInline(/*sendOnly=*/true) && !link_->failed()) return;
   link_->wakeProxy();
+}
+
+void TcpSendEnd::postFrom(const void* src, size_t bytes, uint64_t tag) {
+  SlotRing& ring = link_->sendRing();
+  assert(bytes <= ring.slotBytes() && "postFrom() beyond slotBytes()");
+  assert(next_ - freedSeen_ < static_cast<uint64_t>(ring.nSlots()) && "postFrom() without a slot from tryAcquire()");
+  if (sendsFromCaller() && link_->sendFrom(next_, src, bytes, tag)) {
+    ++next_;                                  // published by sendFrom()
+    if (link_->failed()) link_->wakeProxy();  // the proxy closes what died
+    return;
+  }
+  std::memcpy(ring.slot(next_), src, bytes);
+  post(bytes, tag);
 }
 
 const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
@@ -309,6 +329,49 @@ bool TcpStream::tryDriveInline(bool sendOnly) {
   // that may find nothing.
   canRead_ = true;
   progressRecv(/*inlineRead=*/true);
+  return true;
+}
+
+bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag) {
+  std::unique_lock<std::mutex> lock(io_, std::try_to_lock);
+  if (!lock.owns_lock() || !socket_.valid() || dead() || txSlot_ != s || txOffset_ != 0) return false;
+  SlotRing& ring = link_->sendRing();
+  ring.header(s) = SlotHeader{bytes, tag};
+  size_t offset = 0;
+  const size_t length = stripeOf(s, &offset);  // one socket: the whole slot
+  uint8_t* header = txHeaders_[s % static_cast<uint64_t>(ring.nSlots())];
+  encodeStripeHeader(StripeHeader{.seq = s,
+                                  .tag = tag,
+                                  .bytes = static_cast<uint32_t>(bytes),
+                                  .offset = static_cast<uint32_t>(offset),
+                                  .length = static_cast<uint32_t>(length),
+                                  .stream = static_cast<uint16_t>(index_)},
+                     header);
+  iovec iov[2] = {{header, kStripeHeaderBytes}, {const_cast<void*>(src), length}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = length > 0 ? 2 : 1;
+  ssize_t sent = -1;
+  do {
+    sent = ::sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (sent < 0 && errno == EINTR);
+  const int err = errno;
+  const size_t done = sent > 0 ? static_cast<size_t>(sent) : 0;
+  if (done < kStripeHeaderBytes + length) {
+    // What the socket did not take goes into the slot, where progressSend() continues from txOffset_.
+    const size_t payloadDone = done > kStripeHeaderBytes ? done - kStripeHeaderBytes : 0;
+    std::memcpy(ring.slot(s) + offset + payloadDone, static_cast<const uint8_t*>(src) + payloadDone,
+                length - payloadDone);
+    txOffset_ = done;
+    if (sent < 0 && err != EAGAIN && err != EWOULDBLOCK)
+      fail(strprintf("failed while sending: %s", std::strerror(err)));
+    canWrite_ = false;
+  } else {
+    txSlot_ = s + 1;
+  }
+  // Release pairs with the acquire loads of head in progressSend() and hasUnsentSlots().
+  ring.head.store(s + 1, std::memory_order_release);
+  if (txSlot_ != s) link_->streamSent(index_, txSlot_);
   return true;
 }
 

@@ -135,6 +135,10 @@ class TcpLink {
   // and, unless sendOnly, reads (at most one slot published per stream). False when a stream was busy or detached
   // (the caller then relies on the proxy).
   bool driveInline(bool sendOnly);
+  // Owner thread, one-socket owner-driven links: publishes send slot s with `bytes` bytes at src and tag, handing
+  // them to the socket from src when nothing is queued before it (what the socket does not take is copied into
+  // the slot). False, with nothing done, when the stream is busy or not idle: the caller copies and posts.
+  bool sendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag);
   void setInline(bool on) { inline_ = on; }
   bool inlineEnabled() const { return inline_; }
   bool failed() const {
@@ -217,6 +221,8 @@ class TcpSendEnd final : public SendEnd {
   explicit TcpSendEnd(std::shared_ptr<TcpLink> link) : link_(std::move(link)) {}
   void* tryAcquire() override;
   void post(size_t bytes, uint64_t tag) override;
+  bool sendsFromCaller() const override { return link_->inlineEnabled() && link_->nStreams() == 1; }
+  void postFrom(const void* src, size_t bytes, uint64_t tag) override;
   size_t slotBytes() const override { return link_->sendRing().slotBytes(); }
   int nSlots() const override { return link_->sendRing().nSlots(); }
   Status check() override { return link_->status(); }
@@ -265,6 +271,8 @@ class TcpStream {
   // Owner thread (TcpLink::driveInline): sends what is posted and, unless sendOnly, receives until one slot is
   // published or the socket is empty. False when the stream was busy.
   bool tryDriveInline(bool sendOnly);
+  // Owner thread (TcpLink::sendFrom): the stream's part of it. False when busy or not idle.
+  bool trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag);
   // Posted slots not yet completely handed to the kernel (used to flush before closing).
   bool hasUnsentSlots();
   // Proxy thread: closes the socket after a failure, once it has removed it from epoll.

@@ -4,6 +4,7 @@
 // in tcp_test_util.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -136,6 +137,54 @@ TEST(TcpTransport, AProxyRingsAnOwnerThatStoppedDriving) {
   ASSERT_TRUE(last.ok()) << last.status().message();
   EXPECT_EQ(last.value(), static_cast<uint64_t>(kBurst));
 }
+
+// Sending from the caller's memory (SendEnd::postFrom): the end hands the bytes to the socket from there and copies
+// into the slot what the socket does not take, all before postFrom() returns, so the caller may overwrite its
+// buffer at once. Rank 1 reads nothing for a while, so rank 0's socket fills and later slots go out partly from
+// memory and partly from the slot, or wholly from the slot behind queued ones; rank 0 clobbers its buffer after
+// every post. Every slot must arrive with its own bytes, in order. Only owner-driven one-socket links send from
+// memory; the others copy (the default postFrom()), which the same exchange checks.
+void sendFromMemory(bool inlineIo, int nSocks, bool expectFromCaller) {
+  FakeWorld world(2);
+  constexpr size_t kBytes = 64 * 1024;
+  TcpOptions o = nSocks == 1 ? testOptions(kBytes, 4) : stripedOptions(nSocks, kBytes, 4);
+  o.inlineIo = inlineIo;
+  auto ranks = createConnected(world, o);
+  ASSERT_TRUE(ranks[0]->transport && ranks[1]->transport);
+  SendEnd& out = *ranks[0]->send(kCollChannel, 1);
+  EXPECT_EQ(out.sendsFromCaller(), expectFromCaller);
+  constexpr int kFrames = 400;
+  auto sizeOf = [](int i) { return i % 7 == 0 ? kBytes : static_cast<size_t>(i) * 997 % kBytes; };
+  std::atomic<bool> go{false};
+  std::thread receiver([&] {
+    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Rank& b = *ranks[1];
+    for (int i = 0; i < kFrames; ++i) {
+      size_t bytes = 0;
+      Result<uint64_t> tag = recvFrame(*b.recv(kCollChannel, 0), b.doorbell, &bytes);
+      ASSERT_TRUE(tag.ok()) << "frame " << i << ": " << tag.status().message();
+      ASSERT_EQ(tag.value(), static_cast<uint64_t>(i));
+      ASSERT_EQ(bytes, sizeOf(i));
+    }
+  });
+  Rank& a = *ranks[0];
+  std::vector<uint8_t> buffer(kBytes);
+  for (int i = 0; i < kFrames; ++i) {
+    if (i == 40) go.store(true);  // by now the socket buffers are full
+    const Status st = waitUntil(
+        a.doorbell, [&] { return out.tryAcquire() != nullptr; }, [&] { return out.check(); });
+    ASSERT_TRUE(st.ok()) << "frame " << i << ": " << st.message();
+    for (size_t k = 0; k < sizeOf(i); ++k) buffer[k] = patternByte(static_cast<uint64_t>(i), k);
+    out.postFrom(buffer.data(), sizeOf(i), static_cast<uint64_t>(i));
+    std::fill(buffer.begin(), buffer.end(), uint8_t{0xEE});
+  }
+  go.store(true);
+  receiver.join();
+}
+
+TEST(TcpTransport, SlotsSentFromTheCallersMemoryArriveIntact) { sendFromMemory(true, 1, true); }
+TEST(TcpTransport, SlotsPostedFromMemoryOnStripedLinksAreCopied) { sendFromMemory(true, 3, false); }
+TEST(TcpTransport, SlotsPostedFromMemoryWithInlineIoOffAreCopied) { sendFromMemory(false, 1, false); }
 
 }  // namespace
 }  // namespace cfx::transport::tcp::testing
