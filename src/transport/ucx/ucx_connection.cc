@@ -61,10 +61,13 @@ UcxLink::UcxLink(int peer, int channel, std::string description, const FifoGeome
       waker_(std::move(waker)),
       probePid_(probePid) {}
 
-void UcxLink::driveInline() {
-  if (!gate_) return;
+bool UcxLink::driveInline() {
+  if (!gate_) return false;
   std::unique_lock<std::mutex> lock(gate_->mutex, std::try_to_lock);
-  if (lock.owns_lock() && gate_->drive) gate_->drive();
+  if (!lock.owns_lock() || !gate_->drive) return false;
+  gate_->ticks.fetch_add(1, std::memory_order_relaxed);
+  gate_->drive();
+  return true;
 }
 
 void UcxLink::fail(Status error) {
@@ -96,7 +99,12 @@ void* UcxSendEnd::tryAcquire() {
   if (next_ - freedSeen_ >= nSlots) {
     // Acquire pairs with the proxy's release store of tail: UCX is done reading the slot's old frame.
     freedSeen_ = ring.tail.load(std::memory_order_acquire);
-    if (next_ - freedSeen_ >= nSlots) return nullptr;
+    if (next_ - freedSeen_ >= nSlots) {
+      // Owner-driven progress (ucx_proxy.h): the completions that free a slot may wait for a round.
+      if (++fullPolls_ % kInlinePollEvery != 0 || !link_->driveInline()) return nullptr;
+      freedSeen_ = ring.tail.load(std::memory_order_acquire);
+      if (next_ - freedSeen_ >= nSlots) return nullptr;
+    }
   }
   return ring.payload(next_);
 }
@@ -109,7 +117,8 @@ void UcxSendEnd::post(size_t bytes, uint64_t tag) {
   ++next_;
   // Release pairs with the proxy's acquire load of head: payload and header are visible before it sends.
   ring.head.store(next_, std::memory_order_release);
-  link_->wakeProxy();
+  // Owner-driven progress sends at once; without it (or with the proxy in a round) the proxy is woken.
+  if (!link_->driveInline()) link_->wakeProxy();
 }
 
 const void* UcxRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
@@ -138,7 +147,7 @@ void UcxRecvEnd::release() {
   ++next_;
   // Release pairs with the proxy's acquire load of tail: we are done reading; it may post a receive there.
   ring.tail.store(next_, std::memory_order_release);
-  link_->wakeProxy();
+  if (!link_->driveInline()) link_->wakeProxy();
 }
 
 }  // namespace cfx::transport::ucx

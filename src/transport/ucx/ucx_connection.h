@@ -102,6 +102,11 @@ class ProxyWaker {
 struct InlineGate {
   std::mutex mutex;
   std::function<void()> drive;
+  // Owner-driven progress (ucx_proxy.h): every owner round ticks it; the proxy stays off the worker while it moves.
+  std::atomic<uint64_t> ticks{0};
+  // Set, under `mutex`, by a proxy going to sleep on its armed worker: an owner round that moved anything must then
+  // wake it, as the round may have consumed the events it sleeps for.
+  std::atomic<bool> proxyAsleep{false};
 };
 
 class UcxLink {
@@ -119,8 +124,9 @@ class UcxLink {
   void wakeProxy() { waker_->wake(); }
   // Set before the proxy starts; null leaves every step to the proxy thread.
   void setGate(std::shared_ptr<InlineGate> gate) { gate_ = std::move(gate); }
-  // Owner thread: one round of the proxy's work here, unless someone is doing it or the proxy is not running.
-  void driveInline();
+  // Owner thread: one round of the proxy's work here, unless someone is doing it or the proxy is not running
+  // (false then: the caller wakes the proxy).
+  bool driveInline();
 
   // Records the first failure; later ones are ignored. Any thread.
   void fail(Status error);
@@ -164,6 +170,7 @@ class UcxSendEnd final : public SendEnd {
   std::shared_ptr<UcxLink> link_;
   uint64_t next_ = 0;       // the slot tryAcquire() hands out; equals the ring's head
   uint64_t freedSeen_ = 0;  // the ring's tail as last loaded
+  uint32_t fullPolls_ = 0;  // tryAcquire()s that found every slot in flight, to space out inline rounds
 };
 
 class UcxRecvEnd final : public RecvEnd {

@@ -26,6 +26,9 @@ constexpr int kIdleWaitMs = 100;  // the longest the thread sleeps without looki
 // sm,cma 4-6x slower with only the idle wait). So while traffic is in flight, or was recently, sleep at most this.
 constexpr int kBusyWaitMs = 1;
 constexpr std::chrono::milliseconds kBusyWindow{50};
+// Owner-driven progress: how long the owner's tick count must stand still before the proxy works again (as tcp's
+// park interval, tcp_proxy.cc).
+constexpr std::chrono::microseconds kParkStep{200};
 constexpr int kIdlePolls = 32;    // unproductive progress rounds before the thread arms the worker and sleeps
 constexpr uint64_t kFullMask = ~uint64_t{0};
 constexpr std::chrono::milliseconds kCloseBound{2000};  // force-closing endpoints never takes longer
@@ -369,7 +372,8 @@ void UcxProxy::driveInline() {
   unsigned events = 0;
   while (ucp_worker_progress(ucx_.worker.get()) != 0) ++events;  // the completion callbacks run here now
   if (events != 0) progressed |= step();
-  if (progressed || events != 0) waker_->wake();  // see "Inline progress" in ucx_proxy.h
+  // A proxy asleep on its armed worker may have lost the events this round consumed (ucx_proxy.h).
+  if ((progressed || events != 0) && gate_->proxyAsleep.load(std::memory_order_relaxed)) waker_->wake();
 }
 
 UcxProxy::~UcxProxy() {
@@ -602,7 +606,24 @@ void UcxProxy::run() {
   log::setThreadRank(rank_);
   int idle = 0;
   auto lastActive = Deadline::Clock::now();
+  uint64_t ticksSeen = gate_->ticks.load(std::memory_order_relaxed);
+  auto lastLook = lastActive;
+  bool parked = false;
   for (;;) {
+    {
+      // Owner-driven progress (ucx_proxy.h): while an owner's tick count moves, stay off the worker.
+      const uint64_t ticks = gate_->ticks.load(std::memory_order_relaxed);
+      const auto now = Deadline::Clock::now();
+      const bool ownerActive = ticks != ticksSeen && (parked || now - lastLook <= 2 * kParkStep);
+      ticksSeen = ticks;
+      lastLook = now;
+      if (ownerActive && !stopping_.load(std::memory_order_relaxed)) {
+        parked = true;
+        std::this_thread::sleep_for(kParkStep);
+        continue;
+      }
+      parked = false;
+    }
     std::unique_lock<std::mutex> lock(gate_->mutex);  // owners drive inline between our rounds
     bool progressed = step();
     unsigned events = 0;
@@ -617,8 +638,10 @@ void UcxProxy::run() {
     } else if (++idle >= kIdlePolls) {
       const bool busy = anyInFlight() || Deadline::Clock::now() - lastActive < kBusyWindow;
       const ucs_status_t armed = ucp_worker_arm(ucx_.worker.get());
+      if (armed != UCS_ERR_BUSY) gate_->proxyAsleep.store(true, std::memory_order_relaxed);
       lock.unlock();
       if (armed != UCS_ERR_BUSY) sleepArmed(busy ? kBusyWaitMs : kIdleWaitMs);  // BUSY: events came, go again
+      gate_->proxyAsleep.store(false, std::memory_order_relaxed);
       idle = 0;
     }
   }

@@ -21,11 +21,14 @@
 // can take, see ucx_proxy.cc), else for at most 100 ms. After a round that freed or published a slot, or failed a
 // link, it rings the owning rank's doorbell once.
 //
-// Inline progress: each small message otherwise waits for this thread to wake (a cross-CPU hand-off each way),
-// and tcp's owners read their sockets themselves (tcp_connection.h). So an owner whose recv ring is empty now and
-// then runs one round of this thread's work itself (step, ucp_worker_progress, step) under the InlineGate mutex,
-// which this thread holds for each of its own rounds; the worker stays UCS_THREAD_MODE_SERIALIZED. An owner round
-// that moved anything wakes this thread, which may be asleep on an armed worker whose events the owner consumed.
+// Inline progress (owner-driven, like tcp's, tcp_connection.h): each message otherwise waits for this thread to
+// wake (a cross-CPU hand-off each way). So an owner runs one round of this thread's work itself (step,
+// ucp_worker_progress, step) under the InlineGate mutex, which this thread holds for each of its own rounds (the
+// worker stays UCS_THREAD_MODE_SERIALIZED): at once in post() and release(), and on every few polls of an empty
+// recv ring or a full send ring. Each owner round ticks the gate; while the count moves this thread stays off the
+// worker, looking again every 200 us, and works as before once it stands still (the owner sleeps or left with
+// slots in flight). An owner round that moved anything while this thread sleeps on its armed worker wakes it, as
+// the round may have consumed the events it sleeps for; with the proxy away from the worker, rounds wake nobody.
 #pragma once
 
 #include <ucp/api/ucp.h>
