@@ -22,12 +22,6 @@ constexpr int kIdleWaitMs = 100;  // the longest the thread sleeps without looki
 constexpr int kMaxEvents = 64;
 constexpr uint32_t kSocketEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
-// How long an owner's tick count must stand still before a parked proxy takes its sockets back: long enough that
-// an owner busy reducing a slot between two drives keeps them (a 128 KiB reduction takes 10-40 us here), short
-// against the owner's spin before it sleeps. 50 us made 2-rank all-reduces of 64 KiB-1 MiB 25-35 % slower than
-// 200 us, and 1000 us gained nothing over 200 (docs/notes/tcp_transport.md).
-constexpr long kParkUs = 200;
-
 // epoll_wait with a timeout in microseconds (epoll_pwait2 where the kernel has it, else rounded up to 1 ms).
 int waitUs(int epfd, epoll_event* events, int maxEvents, long us) {
 #ifdef SYS_epoll_pwait2
@@ -118,11 +112,10 @@ void TcpProxy::run() {
   releaseHelperThreadAffinity("tcp proxy");
   std::array<epoll_event, kMaxEvents> events{};
   bool busy = true;
-  uint64_t ticksSeen = waker_->ticks();
-  auto lastLook = Deadline::Clock::now();
+  OwnerWatch watch(waker_->ticks());
   for (;;) {
     // After a productive round look again without sleeping; otherwise sleep until something happens.
-    const int n = parked_ ? waitUs(epoll_.get(), events.data(), kMaxEvents, kParkUs)
+    const int n = parked_ ? waitUs(epoll_.get(), events.data(), kMaxEvents, kOwnerParkStep.count())
                           : ::epoll_wait(epoll_.get(), events.data(), kMaxEvents, busy ? 0 : kIdleWaitMs);
     if (n < 0 && errno != EINTR) {
       const Status error = Status::error(Errc::SystemError, strprintf("tcp: epoll_wait(): %s", std::strerror(errno)));
@@ -139,16 +132,9 @@ void TcpProxy::run() {
       }
     }
     {
-      // Owner-driven links: while an owner drives its sockets (its tick count moved within the last park
-      // interval), keep off them and mask their readiness, so that arriving data wakes nobody but the spinning
-      // owner; take over once the count stands still for a whole interval (the owner sleeps or left).
-      const uint64_t ticks = waker_->ticks();
-      const auto now = Deadline::Clock::now();
-      const bool recent = now - lastLook <= std::chrono::microseconds(kParkUs) * 2;
-      const bool ownerActive = ticks != ticksSeen && (recent || parked_);
-      ticksSeen = ticks;
-      lastLook = now;
-      if (ownerActive && !stopping_.load(std::memory_order_relaxed)) {
+      // Owner-driven links: while an owner drives its sockets, keep off them and mask their readiness, so that
+      // arriving data wakes nobody but the spinning owner; take over once its count stands still for a park step.
+      if (watch.ownerDriving(waker_->ticks(), parked_) && !stopping_.load(std::memory_order_relaxed)) {
         if (!parked_) mask(true);
         busy = false;
         continue;

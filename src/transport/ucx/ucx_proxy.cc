@@ -26,9 +26,6 @@ constexpr int kIdleWaitMs = 100;  // the longest the thread sleeps without looki
 // sm,cma 4-6x slower with only the idle wait). So while traffic is in flight, or was recently, sleep at most this.
 constexpr int kBusyWaitMs = 1;
 constexpr std::chrono::milliseconds kBusyWindow{50};
-// Owner-driven progress: how long the owner's tick count must stand still before the proxy works again (as tcp's
-// park interval, tcp_proxy.cc).
-constexpr std::chrono::microseconds kParkStep{200};
 constexpr int kIdlePolls = 32;    // unproductive progress rounds before the thread arms the worker and sleeps
 constexpr uint64_t kFullMask = ~uint64_t{0};
 constexpr std::chrono::milliseconds kCloseBound{2000};  // force-closing endpoints never takes longer
@@ -606,20 +603,15 @@ void UcxProxy::run() {
   log::setThreadRank(rank_);
   int idle = 0;
   auto lastActive = Deadline::Clock::now();
-  uint64_t ticksSeen = gate_->ticks.load(std::memory_order_relaxed);
-  auto lastLook = lastActive;
+  OwnerWatch watch(gate_->ticks.load(std::memory_order_relaxed));
   bool parked = false;
   for (;;) {
     {
       // Owner-driven progress (ucx_proxy.h): while an owner's tick count moves, stay off the worker.
-      const uint64_t ticks = gate_->ticks.load(std::memory_order_relaxed);
-      const auto now = Deadline::Clock::now();
-      const bool ownerActive = ticks != ticksSeen && (parked || now - lastLook <= 2 * kParkStep);
-      ticksSeen = ticks;
-      lastLook = now;
-      if (ownerActive && !stopping_.load(std::memory_order_relaxed)) {
+      if (watch.ownerDriving(gate_->ticks.load(std::memory_order_relaxed), parked) &&
+          !stopping_.load(std::memory_order_relaxed)) {
         parked = true;
-        std::this_thread::sleep_for(kParkStep);
+        std::this_thread::sleep_for(kOwnerParkStep);
         continue;
       }
       parked = false;
