@@ -69,6 +69,11 @@ const Driver* load() {
   resolve(lib, &d.streamSynchronize, "cuStreamSynchronize", &missing);
   resolve(lib, &d.streamGetCtx, "cuStreamGetCtx", &missing);
   resolve(lib, &d.streamIsCapturing, "cuStreamIsCapturing", &missing);
+  resolve(lib, &d.streamGetCaptureInfo, "cuStreamGetCaptureInfo_v2", &missing);
+  resolve(lib, &d.threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", &missing);
+  resolve(lib, &d.userObjectCreate, "cuUserObjectCreate", &missing);
+  resolve(lib, &d.userObjectRelease, "cuUserObjectRelease", &missing);
+  resolve(lib, &d.graphRetainUserObject, "cuGraphRetainUserObject", &missing);
   resolve(lib, &d.streamWaitValue32, "cuStreamWaitValue32_v2", &missing);
   resolve(lib, &d.streamWriteValue32, "cuStreamWriteValue32_v2", &missing);
   resolve(lib, &d.streamWaitEvent, "cuStreamWaitEvent", &missing);
@@ -143,6 +148,28 @@ PointerInfo classify(const void* p) {
   }
   info.context = ctx;
   return info;
+}
+
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  const Driver* d = driver();
+  if (d == nullptr) return;
+  int mode = kStreamCaptureModeRelaxed;
+  if (d->threadExchangeStreamCaptureMode(&mode) == kSuccess) previous_ = mode;
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (previous_ < 0) return;
+  int mode = previous_;
+  driver()->threadExchangeStreamCaptureMode(&mode);
+}
+
+void relaxCaptureModeOfThisThread() {
+  thread_local bool relaxed = false;
+  if (relaxed) return;
+  const Driver* d = driver();
+  if (d == nullptr) return;
+  int mode = kStreamCaptureModeRelaxed;
+  relaxed = d->threadExchangeStreamCaptureMode(&mode) == kSuccess;
 }
 
 ScopedContext::ScopedContext(CUcontext ctx) {

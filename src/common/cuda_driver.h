@@ -26,6 +26,9 @@ using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+using CUuserObject = struct CUuserObject_st*;
 using CUhostFn = void (*)(void* userData);
 
 struct CUipcMemHandle {
@@ -58,7 +61,11 @@ constexpr unsigned kHostAllocPortable = 1;
 constexpr unsigned kHostAllocDeviceMap = 2;
 constexpr unsigned kStreamWaitValueGeq = 0;
 constexpr unsigned kIpcLazyEnablePeerAccess = 1;
-constexpr int kStreamCaptureNone = 0;
+constexpr int kStreamCaptureNone = 0;  // CUstreamCaptureStatus
+constexpr int kStreamCaptureActive = 1;
+constexpr int kStreamCaptureModeRelaxed = 2;  // CUstreamCaptureMode
+constexpr unsigned kUserObjectNoDestructorSync = 1;
+constexpr unsigned kGraphUserObjectMove = 1;
 constexpr int kDeviceAttrPciBusId = 33;
 constexpr int kDeviceAttrPciDeviceId = 34;
 constexpr int kDeviceAttrPciDomainId = 50;
@@ -97,6 +104,13 @@ struct Driver {
   CUresult (*streamSynchronize)(CUstream);
   CUresult (*streamGetCtx)(CUstream, CUcontext*);
   CUresult (*streamIsCapturing)(CUstream, int* status);
+  // cuStreamGetCaptureInfo_v2 (CUDA 11.3): the capture's status, id and graph.
+  CUresult (*streamGetCaptureInfo)(CUstream, int* status, unsigned long long* id, CUgraph* graph,
+                                   const CUgraphNode** deps, size_t* numDeps);
+  CUresult (*threadExchangeStreamCaptureMode)(int* mode);
+  CUresult (*userObjectCreate)(CUuserObject*, void* ptr, CUhostFn destroy, unsigned initialRefcount, unsigned flags);
+  CUresult (*userObjectRelease)(CUuserObject, unsigned count);
+  CUresult (*graphRetainUserObject)(CUgraph, CUuserObject, unsigned count, unsigned flags);
   CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, uint32_t value, unsigned flags);
   CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, uint32_t value, unsigned flags);
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned flags);
@@ -133,6 +147,24 @@ struct PointerInfo {
 // What `p` points to. Host for null, for host memory (pageable, pinned or registered) and whenever the driver is
 // unavailable. Managed memory is reported apart: the host can read it, but the stream may still be writing it.
 PointerInfo classify(const void* p);
+
+// Sets this thread's stream capture mode to relaxed for the scope (cuThreadExchangeStreamCaptureMode), so that
+// allocations and object creation are allowed while some thread captures a graph in CUDA's default (global) mode,
+// which would otherwise fail them and invalidate that capture. No-op without a driver.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode();
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Sets the calling thread's capture mode to relaxed for good (once per thread): for threads of ours that make CUDA
+// calls while the user's threads may be capturing (progress threads).
+void relaxCaptureModeOfThisThread();
 
 // Makes `ctx` current on this thread for the scope, restoring the previous one after.
 class ScopedContext {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -16,10 +17,10 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "topology/calibration.h"
+#include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/ucx/ucx_transport.h"
-#include "transport/cuda_ipc/ipc_scratch.h"
 
 namespace cfx::core {
 
@@ -186,6 +187,7 @@ bool isLiveComm(const void* comm) {
 
 Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
     : rank_(rank), nRanks_(nRanks), config_(config) {
+  handle_->comm = this;
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);
   recvSeq_.assign(static_cast<size_t>(nRanks), 0);
   for (std::atomic<uint64_t>& p : lastPlan_) p.store(kNoPlan, std::memory_order_relaxed);
@@ -203,6 +205,11 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
 Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   stopProgressThread();
+  {
+    // CUDA host functions that run from now on (a graph replayed after destroy) find no communicator.
+    std::lock_guard<std::mutex> lock(handle_->mutex);
+    handle_->comm = nullptr;
+  }
   device_.reset();  // every device job has finished: release the streams and free the staging
   ipc_.reset();
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
@@ -708,9 +715,29 @@ std::shared_ptr<JobState> Communicator::enqueue(DeferredJob deferred) {
   return state;
 }
 
+bool Communicator::enqueueReplay(DeferredJob deferred) {
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (stopping_ || abortFlag_.load(std::memory_order_acquire)) return false;
+    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
+    Job job;
+    job.state = std::make_shared<JobState>();
+    job.deferred = std::move(deferred);
+    replays_.push_back(std::move(job));
+  }
+  queueCv_.notify_all();
+  return true;
+}
+
+void Communicator::wakeProgress() {
+  // Taking the lock orders this wake after the progress thread's last look at the queue: no lost wake-up.
+  { std::lock_guard<std::mutex> lock(queueMutex_); }
+  queueCv_.notify_all();
+}
+
 bool Communicator::hasQueuedWork() {
   std::lock_guard<std::mutex> lock(queueMutex_);
-  return !queue_.empty() || busyJobs_ > 0;
+  return !queue_.empty() || !replays_.empty() || busyJobs_ > 0;
 }
 
 DeviceState& Communicator::device() {
@@ -724,14 +751,41 @@ void Communicator::progressLoop() {
   std::snprintf(name, sizeof(name), "cfx-prog-%u", static_cast<unsigned>(rank_) % 100000u);
   pthread_setname_np(pthread_self(), name);
   log::setThreadRank(rank_);
+  // Which job runs next: the head of the queue once its stream reached it (or the communicator aborted: its hooks
+  // then fail fast), else a graph replay (its stream is there already, and on one stream it comes before the head).
+  // A head whose stream has not reached it is never started early, even when stopping: a replay may be what its
+  // stream waits for.
+  enum class Next { None, Head, Replay };
+  auto next = [this] {
+    if (!queue_.empty()) {
+      const DeferredJob& head = queue_.front().deferred;
+      if (!head.ready || head.ready() || abortFlag_.load(std::memory_order_acquire)) return Next::Head;
+    }
+    return replays_.empty() ? Next::None : Next::Replay;
+  };
   for (;;) {
     Job job;
     {
       std::unique_lock<std::mutex> lock(queueMutex_);
-      queueCv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      const auto start = std::chrono::steady_clock::now();
+      Next which = next();
+      while (which == Next::None) {
+        if (stopping_ && queue_.empty()) return;  // stopping and drained
+        if (queueCv_.wait_for(lock, std::chrono::seconds(10)) == std::cv_status::timeout && !queue_.empty()) {
+          // No deadline (a stream may run long kernels first), but a person debugging a hang must see where.
+          CFX_INFO(
+              log::Sys::Proxy,
+              "rank %d: a device op still waits for its CUDA stream to reach it (%lld s); the "
+              "stream is busy with earlier work",
+              rank_,
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count()));
+        }
+        which = next();
+      }
+      std::deque<Job>& from = which == Next::Head ? queue_ : replays_;
+      job = std::move(from.front());
+      from.pop_front();
       ++busyJobs_;
     }
     Status st;
@@ -764,7 +818,7 @@ void Communicator::progressLoop() {
 
 Status Communicator::drain() {
   std::unique_lock<std::mutex> lock(queueMutex_);
-  queueCv_.wait(lock, [this] { return queue_.empty() && busyJobs_ == 0; });
+  queueCv_.wait(lock, [this] { return queue_.empty() && replays_.empty() && busyJobs_ == 0; });
   return asyncStatus();
 }
 
@@ -809,6 +863,7 @@ void Communicator::revokedRemotely(int byRank) {
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
   if (doorbell_) doorbell_->ring();
+  wakeProgress();  // a device job still waiting for its stream fails now
 }
 
 Status Communicator::revoke() {
@@ -821,6 +876,7 @@ Status Communicator::revoke() {
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
   if (doorbell_) doorbell_->ring();
+  wakeProgress();
   (void)drain();  // queued work fails fast on the flag; its errors are the revoke's point, not a failure of it
   return Status();
 }

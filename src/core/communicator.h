@@ -56,6 +56,15 @@ struct JobState {
   bool isDone();
 };
 
+class Communicator;
+
+// Reaches a communicator from CUDA host functions, which may run after it is gone (a graph replayed late, a stream
+// that reaches an op after ncclCommDestroy): they lock `mutex` and find `comm` null once the destructor ran.
+struct CommHandle {
+  std::mutex mutex;
+  Communicator* comm = nullptr;
+};
+
 // A registered user reduction (ncclRedOpCreatePreMulSum).
 struct UserRedOp {
   DataType type;
@@ -108,12 +117,23 @@ class Communicator {
                                     std::vector<std::shared_ptr<JobState>> deps);
   // A job whose works are built on the progress thread, between two hooks: `before` (its inputs become
   // ready), `build`, then the works, then `after` with the outcome, which runs whatever happened before it.
+  // `ready`, when set, says whether `before` can start now (a device job's stream reached it); the progress thread
+  // runs graph replays (enqueueReplay) while the job at the head of the queue is not ready, and whoever makes it
+  // ready calls wakeProgress().
   struct DeferredJob {
     std::function<Status()> before;
     std::function<Result<std::vector<std::unique_ptr<prims::Work>>>()> build;
     std::function<void(const Status&)> after;
+    std::function<bool()> ready;
   };
   std::shared_ptr<JobState> enqueue(DeferredJob job);
+  // A replay of an op captured in a CUDA graph, queued by the graph's host node once the stream reached it (so it
+  // is ready). Replays are not in call order: a graph launch is not a call into this library. They run before a
+  // queued job whose stream has not reached it yet, which on one stream is exactly stream order. False (nothing
+  // queued) once the communicator stops or aborted: the caller must then release the op's stream itself.
+  bool enqueueReplay(DeferredJob job);
+  void wakeProgress();
+  const std::shared_ptr<CommHandle>& handle() const { return handle_; }
   // True while the progress thread has queued or running work: a blocking op must then queue behind it.
   bool hasQueuedWork();
   // Device-buffer state (stream flag, staging), created on first use.
@@ -254,6 +274,8 @@ class Communicator {
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;
+  std::deque<Job> replays_;  // graph replays whose streams reached them (enqueueReplay)
+  std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();
   size_t busyJobs_ = 0;
   bool stopping_ = false;
   std::thread progressThread_;

@@ -17,11 +17,19 @@ namespace {
 constexpr size_t kFlagPage = 4096;
 constexpr size_t kFlagSlot = 64;
 
+std::mutex gFlagMutex;
+std::vector<uint32_t*> gFreeFlags;  // slots of destroyed graphs, which nothing waits on any more
+
 Result<uint32_t*> allocateFlagSlot() {
-  static std::mutex m;
   static unsigned char* page = nullptr;
   static size_t used = kFlagPage;
-  std::lock_guard<std::mutex> lock(m);
+  std::lock_guard<std::mutex> lock(gFlagMutex);
+  if (!gFreeFlags.empty()) {
+    uint32_t* slot = gFreeFlags.back();
+    gFreeFlags.pop_back();
+    *slot = 0;
+    return slot;
+  }
   if (used == kFlagPage) {
     void* p = nullptr;
     CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, kFlagPage, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap),
@@ -34,6 +42,18 @@ Result<uint32_t*> allocateFlagSlot() {
   *slot = 0;
   return slot;
 }
+
+void releaseFlagSlot(uint32_t* slot) {
+  std::lock_guard<std::mutex> lock(gFlagMutex);
+  gFreeFlags.push_back(slot);
+}
+
+void setWord(uint32_t* word, uint32_t value) {
+  std::atomic_ref<uint32_t>(*word).store(value, std::memory_order_release);
+}
+
+// The destructor of a captured op's user object: the graph is gone.
+void dropCaptured(void* data) { delete static_cast<std::shared_ptr<CapturedOp>*>(data); }
 
 void openGate(void* data) {
   auto* ref = static_cast<std::shared_ptr<ReadyGate>*>(data);
@@ -89,15 +109,28 @@ Result<std::vector<StreamCopies>> planStreamCopies(const std::vector<StagedRange
 }
 
 void ReadyGate::open() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (--pending_ <= 0) cv_.notify_all();
+  bool opened = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    opened = --pending_ == 0;
+    if (opened) cv_.notify_all();
+  }
+  if (opened && notify_) notify_();
 }
 
 void ReadyGate::fail(Status st) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure_ = std::move(st);
+    pending_ = 0;
+    cv_.notify_all();
+  }
+  if (notify_) notify_();
+}
+
+bool ReadyGate::isOpen() {
   std::lock_guard<std::mutex> lock(mutex_);
-  failure_ = std::move(st);
-  pending_ = 0;
-  cv_.notify_all();
+  return pending_ <= 0;
 }
 
 Status ReadyGate::wait(const std::atomic<bool>& abort, int rank, uint32_t seq) {
@@ -120,6 +153,33 @@ Status ReadyGate::wait(const std::atomic<bool>& abort, int rank, uint32_t seq) {
     }
   }
   return failure_;
+}
+
+CapturedOp::~CapturedOp() {
+  if (registry_) {
+    std::lock_guard<std::mutex> lock(registry_->mutex);
+    std::erase(registry_->live, this);
+  }
+  if (block_.p != nullptr) {
+    // After the communicator is gone the block stays allocated: freeing it is a CUDA call, not allowed here.
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    if (!pool_->closed) pool_->free.emplace_back(block_.bytes, block_.p);
+  }
+  for (uint32_t* w : words_) releaseFlagSlot(w);
+}
+
+void CapturedOp::release() {
+  for (uint32_t* w : words_) setWord(w, 1);
+}
+
+void CapturedOp::arrive(void* data) {
+  const auto* a = static_cast<const Arrival*>(data);
+  CapturedOp* op = a->op;
+  // Re-armed before the launch below: the run may end (and set the words) before this function returns.
+  setWord(op->words_[a->stream], 0);
+  if (op->pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  op->pending_.store(op->streams_, std::memory_order_relaxed);  // the next replay starts after this run ends
+  if (!op->launch_(op)) op->release();
 }
 
 DeviceState::~DeviceState() {
@@ -256,6 +316,68 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   return Status();
 }
 
+Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
+                                    cuda::CUgraph graph, const std::vector<StreamCopies>* copies, Block block,
+                                    CapturedOp::Launch launch) {
+  if (copies != nullptr && copies->size() != streams.size()) {
+    giveBack(block);
+    return Status::error(Errc::InternalError, strprintf("rank %d: %zu stream(s) but staging copies for %zu", rank_,
+                                                        streams.size(), copies->size()));
+  }
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  auto op = std::make_shared<CapturedOp>();
+  op->streams_ = static_cast<int>(streams.size());
+  op->pending_.store(op->streams_, std::memory_order_relaxed);
+  op->launch_ = std::move(launch);
+  op->pool_ = pool_;
+  op->block_ = block;
+  std::vector<cuda::CUdeviceptr> wordsDevice;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    CFX_TRY_ASSIGN(uint32_t * w, allocateFlagSlot());
+    op->words_.push_back(w);
+    op->arrivals_.push_back({op.get(), i});
+    cuda::CUdeviceptr dev = 0;
+    CFX_TRY(cuda::check(d->memHostGetDevicePointer(&dev, w, 0), "cuMemHostGetDevicePointer"));
+    wordsDevice.push_back(dev);
+  }
+  {
+    std::lock_guard<std::mutex> lock(captured_->mutex);
+    captured_->live.push_back(op.get());
+  }
+  op->registry_ = captured_;
+  // The graph owns the op from here: its destruction (of the graph and every instance) runs dropCaptured.
+  auto* holder = new std::shared_ptr<CapturedOp>(op);
+  cuda::CUuserObject object = nullptr;
+  Status st = cuda::check(d->userObjectCreate(&object, holder, dropCaptured, 1, cuda::kUserObjectNoDestructorSync),
+                          "cuUserObjectCreate (captured op)");
+  if (!st.ok()) {
+    delete holder;
+    return st;
+  }
+  st = cuda::check(d->graphRetainUserObject(graph, object, 1, cuda::kGraphUserObjectMove), "cuGraphRetainUserObject");
+  if (!st.ok()) {
+    d->userObjectRelease(object, 1);
+    return st;
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (copies != nullptr) {
+      for (const StagedRange& r : (*copies)[i].in) {
+        CFX_TRY(cuda::check(d->memcpyDtoHAsync(r.host, r.device, r.bytes, streams[i]), "cuMemcpyDtoHAsync (captured)"));
+      }
+    }
+    CFX_TRY(cuda::check(d->launchHostFunc(streams[i], CapturedOp::arrive, &op->arrivals_[i]),
+                        "cuLaunchHostFunc (captured)"));
+    CFX_TRY(cuda::check(d->streamWaitValue32(streams[i], wordsDevice[i], 1, cuda::kStreamWaitValueGeq),
+                        "cuStreamWaitValue32 (captured)"));
+    if (copies == nullptr) continue;
+    for (const StagedRange& r : (*copies)[i].out) {
+      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, streams[i]), "cuMemcpyHtoDAsync (captured)"));
+    }
+  }
+  return Status();
+}
+
 Status DeviceState::bindContext(cuda::CUcontext ctx) {
   std::lock_guard<std::mutex> lock(mutex_);
   return bindContextLocked(ctx);
@@ -326,8 +448,12 @@ void DeviceState::complete(uint32_t seq) {
 }
 
 void DeviceState::releaseAll() {
+  {
+    std::lock_guard<std::mutex> lock(captured_->mutex);
+    for (CapturedOp* op : captured_->live) op->release();
+  }
   if (flag_ == nullptr) return;
-  std::atomic_ref<uint32_t>(*flag_).store(issued_.load(std::memory_order_acquire), std::memory_order_release);
+  setWord(flag_, issued_.load(std::memory_order_acquire));
 }
 
 }  // namespace cfx::core

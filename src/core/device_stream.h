@@ -24,6 +24,12 @@
 // signalling, on top of the host algorithm. The device-direct path (core/device_direct.h) replaces the staging for
 // peers on one host; the stream protocol above stays.
 //
+// CUDA graphs: an op called while its stream is being captured puts the same steps into the graph, and each replay
+// of the graph runs it again (CapturedOp below). A sequence number cannot be baked into a graph that replays, so a
+// captured op waits on words of its own: its host node re-arms them (0) when the stream gets there and queues the
+// op on the progress thread (Communicator::enqueueReplay); the op's end sets them to 1. The staging block and the
+// words belong to the graph (a CUDA user object) and go back when the graph is destroyed.
+//
 // Failure: a failed or aborted op still writes its sequence number (the stream must never stall forever on a
 // dead peer); the error is the communicator's async error, as with NCCL's ncclCommGetAsyncError. Its outputs are
 // undefined then, as in NCCL: the copies out run whatever the staging holds.
@@ -32,6 +38,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -56,6 +63,9 @@ class ReadyGate {
   explicit ReadyGate(int streams) : pending_(streams) {}
   void open();                      // from the CUDA callback thread; never blocks for long
   void fail(Status st);             // the stream operations could not be enqueued
+  bool isOpen();                    // every stream reached the op (or it failed): wait() would return at once
+  // Called (outside the gate's lock) once the gate opens or fails: wakes whoever polls isOpen().
+  void onOpen(std::function<void()> notify) { notify_ = std::move(notify); }
   // Waits until every stream reached the op, or `abort` is set. Blocks (no spinning): streams may stay busy for
   // as long as the user's kernels run, so there is no deadline here.
   // rank and seq name the op in the INFO line logged every 10 s of waiting.
@@ -66,6 +76,7 @@ class ReadyGate {
   std::condition_variable cv_;
   int pending_;
   Status failure_;
+  std::function<void()> notify_;
 };
 
 // Pinned staging blocks of one communicator, reused across ops. Shared with the host functions that give blocks
@@ -95,6 +106,42 @@ struct StreamCopies {
 Result<std::vector<StreamCopies>> planStreamCopies(const std::vector<StagedRange>& ranges,
                                                    const std::vector<std::vector<size_t>>& streamsOf,
                                                    size_t nStreams);
+
+struct CapturedRegistry;
+
+// One op captured into a CUDA graph, alive while the graph lives (the graph holds it as a CUDA user object).
+class CapturedOp {
+ public:
+  // Queues one run of `op`, whose end must call op->release(); false when nothing was queued (the communicator
+  // is gone, stopping or aborted).
+  using Launch = std::function<bool(CapturedOp* op)>;
+  ~CapturedOp();  // may run on a CUDA thread: gives the staging and the words back without calling CUDA
+  // Lets every stream of the op go on (the op's run is over, or will never come).
+  void release();
+
+ private:
+  friend class DeviceState;
+  struct Arrival {
+    CapturedOp* op;
+    size_t stream;
+  };
+  static void arrive(void* arrival);  // the host node of one stream: re-arm its word; the last one launches
+
+  std::vector<uint32_t*> words_;  // one per stream: 0 while its run is pending, 1 once it is over
+  std::vector<Arrival> arrivals_;
+  std::atomic<int> pending_{0};
+  int streams_ = 0;
+  Launch launch_;
+  std::shared_ptr<StagingPool> pool_;
+  StagingBlock block_;
+  std::shared_ptr<CapturedRegistry> registry_;
+};
+
+// The live captured ops of one communicator, so that abort and destroy can release their streams.
+struct CapturedRegistry {
+  std::mutex mutex;
+  std::vector<CapturedOp*> live;
+};
 
 // A communicator's device-side state: its stream flag, pinned staging and copy stream.
 class DeviceState {
@@ -135,6 +182,10 @@ class DeviceState {
   Status enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
                           const std::shared_ptr<ReadyGate>& gate, uint32_t* seq,
                           const std::vector<StreamCopies>* copies = nullptr, Block block = {});
+  // User thread, for streams that are being captured into `graph` (all in one capture): the captured form of
+  // enqueueStreamOps. The graph takes `block`; `launch` runs on a CUDA thread at every replay and must only queue.
+  Status enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams, cuda::CUgraph graph,
+                         const std::vector<StreamCopies>* copies, Block block, CapturedOp::Launch launch);
   // Progress thread: staging copies in `ctx` on this communicator's copy stream, waited for without spinning.
   // Nothing here creates or destroys a CUDA object (see prepare).
   Status copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges);
@@ -164,6 +215,7 @@ class DeviceState {
   cuda::CUstream copyStream_ = nullptr;
   cuda::CUevent copyDone_ = nullptr;
   std::shared_ptr<StagingPool> pool_ = std::make_shared<StagingPool>();
+  std::shared_ptr<CapturedRegistry> captured_ = std::make_shared<CapturedRegistry>();
   cuda::CUcontext boundCtx_ = nullptr;  // the one context of this communicator's device buffers (bindContext)
   void* staging_ = nullptr;
   size_t stagingBytes_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -189,6 +190,22 @@ bool touchesDevice(const Op& op) {
   return false;
 }
 
+// Host buffers run now, on the calling thread, whatever their CUDA stream does: inside a graph capture they would
+// run once and never at replay, so that is refused.
+Status refuseCapturedHostOp(const Op& op) {
+  const cuda::Driver* d = cuda::driver();
+  if (d == nullptr || op.stream == nullptr || findHostStream(op.stream) != nullptr) return Status();
+  int capture = cuda::kStreamCaptureNone;
+  if (d->streamIsCapturing(static_cast<cuda::CUstream>(op.stream), &capture) != cuda::kSuccess ||
+      capture == cuda::kStreamCaptureNone) {
+    return Status();
+  }
+  return Status::error(Errc::InvalidUsage, strprintf("rank %d: an operation on host buffers cannot be captured into "
+                                                     "a CUDA graph (it would run now and never at replay); use "
+                                                     "device memory",
+                                                     op.comm->rank()));
+}
+
 // One communicator's part of a device group: its ops rewritten onto one block of pinned staging.
 struct DevicePlan {
   std::vector<Op> ops;
@@ -202,6 +219,7 @@ struct DevicePlan {
   uint32_t seq = 0;
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
+  bool captured = false;  // put into a CUDA graph: runs at each replay (CapturedOp), never now
   std::vector<std::vector<size_t>> rangeStreams;  // per range: the streams (indices) whose ops name it
 };
 
@@ -316,18 +334,45 @@ void rebase(DevicePlan* plan, void* base) {
   for (auto& [index, staged] : plan->scalars) shift(&staged);
 }
 
-Status checkNotCapturing(const std::vector<cuda::CUstream>& streams, cuda::CUcontext ctx) {
-  cuda::ScopedContext scope(ctx);
+// Whether a group's streams are being captured into a CUDA graph: all of them, in one capture, or none.
+struct Capture {
+  bool active = false;
+  cuda::CUgraph graph = nullptr;
+};
+
+Result<Capture> captureOf(const std::vector<cuda::CUstream>& streams, int rank) {
+  Capture cap;
+  unsigned long long captureId = 0;
+  size_t capturing = 0;
   for (cuda::CUstream s : streams) {
-    int capture = cuda::kStreamCaptureNone;
-    CFX_TRY(cuda::check(cuda::driver()->streamIsCapturing(s, &capture), "cuStreamIsCapturing"));
-    if (capture != cuda::kStreamCaptureNone) {
-      return Status::error(Errc::InvalidUsage,
-                           "CUDA graph capture of operations on device buffers is not supported yet by Conflux: "
-                           "run them outside the capture");
+    int status = cuda::kStreamCaptureNone;
+    unsigned long long id = 0;
+    cuda::CUgraph graph = nullptr;
+    CFX_TRY(cuda::check(cuda::driver()->streamGetCaptureInfo(s, &status, &id, &graph, nullptr, nullptr),
+                        "cuStreamGetCaptureInfo"));
+    if (status == cuda::kStreamCaptureNone) continue;
+    if (status != cuda::kStreamCaptureActive) {
+      return Status::error(Errc::InvalidUsage, strprintf("rank %d: the stream's CUDA graph capture was invalidated by "
+                                                         "an earlier error; end it and capture again",
+                                                         rank));
     }
+    if (capturing > 0 && id != captureId) {
+      return Status::error(Errc::InvalidUsage, strprintf("rank %d: one group's operations are on streams of two "
+                                                         "different CUDA graph captures; a group goes into one graph",
+                                                         rank));
+    }
+    captureId = id;
+    cap.graph = graph;
+    ++capturing;
   }
-  return Status();
+  if (capturing > 0 && capturing != streams.size()) {
+    return Status::error(Errc::InvalidUsage, strprintf("rank %d: some of one group's streams are being captured into "
+                                                       "a CUDA graph and some are not; join them to the capture (an "
+                                                       "event recorded on the capturing stream) or group them apart",
+                                                       rank));
+  }
+  cap.active = capturing > 0;
+  return cap;
 }
 
 // A communicator of one rank moves nothing between ranks: each op is a copy of its input to its output (a sum,
@@ -371,7 +416,8 @@ Result<bool> launchSingleRank(const std::vector<const Op*>& ops) {
                         static_cast<cuda::CUstream>(recvs[i]->stream)});
     }
   }
-  CFX_TRY(checkNotCapturing(streams, ctx));
+  // Copies on a capturing stream go into the graph like any others.
+  CFX_TRY(captureOf(streams, ops.front()->comm->rank()).status());
   cuda::ScopedContext scope(ctx);
   for (const Copy& c : copies) {
     CFX_TRY(cuda::check(cuda::driver()->memcpyDtoDAsync(c.dst, c.src, c.bytes, c.stream), "cuMemcpyDtoDAsync (1 rank)"));
@@ -399,15 +445,80 @@ Status hostBarrier(Communicator* comm) {
   return comm->runInline(raw);
 }
 
+// The progress-thread job of one device op: its hooks around the host algorithm (or the device-direct run).
+// `release` lets the op's streams go on; it runs whatever the outcome.
+Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<DevicePlan>& plan,
+                                    std::function<void()> release) {
+  Communicator::DeferredJob job;
+  job.before = [comm, plan]() -> Status {
+    cuda::relaxCaptureModeOfThisThread();  // our CUDA calls must not break a capture the user runs meanwhile
+    if (plan->gate) CFX_TRY(plan->gate->wait(comm->abortFlag(), comm->rank(), plan->seq));
+    CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %u reached on its stream(s)%s", comm->rank(),
+             plan->captured ? "captured " : "", plan->seq, plan->direct ? "; device-direct" : "");
+    if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
+    if (!plan->onStream) {  // else the copies in ran on the stream before the gate opened
+      if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
+      CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
+    }
+    for (auto& [index, staged] : plan->scalars) {
+      std::memcpy(plan->ops[index].args.op.scalar, staged, dataTypeSize(plan->ops[index].args.type));
+    }
+    return Status();
+  };
+  job.build = [comm, plan]() -> Result<std::vector<std::unique_ptr<prims::Work>>> {
+    if (plan->direct) return std::vector<std::unique_ptr<prims::Work>>{};  // all done in `before`
+    std::vector<const Op*> raw;
+    for (const Op& op : plan->ops) raw.push_back(&op);
+    return buildWorks(comm, raw);
+  };
+  job.after = [comm, plan, release = std::move(release)](const Status& outcome) {
+    if (outcome.ok() && !plan->onStream) {
+      Status copied = comm->device().copyOut(plan->ctx, plan->ranges);
+      if (!copied.ok()) comm->setAsyncError(copied);
+    }
+    release();
+    CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %u done (%s); its stream(s) may go on", comm->rank(),
+             plan->captured ? "captured " : "", plan->seq, outcome.ok() ? "ok" : outcome.message().c_str());
+  };
+  if (plan->gate) job.ready = [gate = plan->gate] { return gate->isOpen(); };
+  return job;
+}
+
+// What a captured op's host node does at each replay: queue its run on the communicator, if it still exists.
+CapturedOp::Launch replayLauncher(const std::shared_ptr<CommHandle>& handle, const std::shared_ptr<DevicePlan>& plan) {
+  return [handle, plan](CapturedOp* op) -> bool {
+    std::lock_guard<std::mutex> lock(handle->mutex);
+    Communicator* comm = handle->comm;
+    if (comm == nullptr) {
+      CFX_WARN(
+          "a CUDA graph replayed an operation of a destroyed communicator; it is skipped (its outputs are "
+          "left as they are) and the stream goes on");
+      return false;
+    }
+    return comm->enqueueReplay(deviceJob(comm, plan, [op] { op->release(); }));
+  };
+}
+
 // Enqueues one communicator's device group: stream operations on the user's streams now, the work on the
-// communicator's progress thread. Returns once both are enqueued.
+// communicator's progress thread. Returns once both are enqueued. On streams being captured into a CUDA graph the
+// same stream operations go into the graph, and the work is queued at each replay instead.
 Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   CFX_TRY(comm->checkUsable());
   if (comm->nRanks() == 1) {
     CFX_TRY_ASSIGN(const bool done, launchSingleRank(ops));
     if (done) return Status();
   }
+  std::vector<cuda::CUstream> opStreams;
+  for (const Op* op : ops) {
+    const auto s = static_cast<cuda::CUstream>(op->stream);
+    if (std::find(opStreams.begin(), opStreams.end(), s) == opStreams.end()) opStreams.push_back(s);
+  }
+  CFX_TRY_ASSIGN(const Capture capture, captureOf(opStreams, comm->rank()));
+  // A capture in CUDA's default (global) mode fails allocations on this thread, and with them the capture.
+  std::optional<cuda::RelaxedCaptureMode> relaxed;
+  if (capture.active) relaxed.emplace();
   auto plan = std::make_shared<DevicePlan>();
+  plan->captured = capture.active;
   plan->direct = deviceDirectApplies(comm, ops);
   Status st;
   if (plan->direct) {  // nothing staged: the buffers move between devices
@@ -415,10 +526,10 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     plan->ctx = cuda::classify(ops.front()->args.recvbuff).context;
     plan->streams.push_back(static_cast<cuda::CUstream>(ops.front()->stream));
   } else {
-    plan->onStream = stageOnStreamParam.get() == 1;
+    // A replayed op stages on its streams: the progress thread's shared block is rebased per run, once.
+    plan->onStream = capture.active || stageOnStreamParam.get() == 1;
     st = stagePlan(comm, ops, plan.get());
   }
-  if (st.ok()) st = checkNotCapturing(plan->streams, plan->ctx);
   DeviceState& dev = comm->device();
   DeviceState::Block block;
   std::vector<StreamCopies> copies;  // per stream, when onStream
@@ -450,45 +561,26 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     dev.giveBack(block);
     return st;
   }
+  if (capture.active) {
+    CFX_INFO(log::Sys::Proxy,
+             "rank %d: device op captured into a CUDA graph: %zu op(s), %zu staged range(s), %zu "
+             "stream(s)",
+             comm->rank(), plan->ops.size(), plan->ranges.size(), plan->streams.size());
+    return dev.enqueueCaptured(plan->ctx, plan->streams, capture.graph, plan->onStream ? &copies : nullptr, block,
+                               replayLauncher(comm->handle(), plan));
+  }
   plan->gate = std::make_shared<ReadyGate>(static_cast<int>(plan->streams.size()));
+  plan->gate->onOpen([handle = comm->handle()] {
+    std::lock_guard<std::mutex> lock(handle->mutex);
+    if (handle->comm != nullptr) handle->comm->wakeProgress();
+  });
   st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq,
                             plan->onStream ? &copies : nullptr, block);
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
-  Communicator::DeferredJob job;
   CFX_INFO(log::Sys::Proxy, "rank %d: device op %u enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",
            comm->rank(), plan->seq, plan->ops.size(), plan->ranges.size(), plan->streams.size());
-  job.before = [comm, plan]() -> Status {
-    CFX_TRY(plan->gate->wait(comm->abortFlag(), comm->rank(), plan->seq));
-    CFX_INFO(log::Sys::Proxy, "rank %d: device op %u reached on its stream(s)%s", comm->rank(), plan->seq,
-             plan->direct ? "; device-direct" : "");
-    if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
-    if (!plan->onStream) {  // else the copies in ran on the stream before the gate opened
-      if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
-      CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
-    }
-    for (auto& [index, staged] : plan->scalars) {
-      std::memcpy(plan->ops[index].args.op.scalar, staged, dataTypeSize(plan->ops[index].args.type));
-    }
-    return Status();
-  };
-  job.build = [comm, plan]() -> Result<std::vector<std::unique_ptr<prims::Work>>> {
-    if (plan->direct) return std::vector<std::unique_ptr<prims::Work>>{};  // all done in `before`
-    std::vector<const Op*> raw;
-    for (const Op& op : plan->ops) raw.push_back(&op);
-    return buildWorks(comm, raw);
-  };
-  job.after = [comm, plan](const Status& outcome) {
-    DeviceState& d = comm->device();
-    if (outcome.ok() && !plan->onStream) {
-      Status copied = d.copyOut(plan->ctx, plan->ranges);
-      if (!copied.ok()) comm->setAsyncError(copied);
-    }
-    d.complete(plan->seq);
-    CFX_INFO(log::Sys::Proxy, "rank %d: device op %u done (%s); its stream(s) may go on", comm->rank(), plan->seq,
-             outcome.ok() ? "ok" : outcome.message().c_str());
-  };
-  comm->enqueue(std::move(job));
+  comm->enqueue(deviceJob(comm, plan, [comm, plan] { comm->device().complete(plan->seq); }));
   return st;
 }
 
@@ -522,6 +614,7 @@ Status launchOps(const std::vector<Op>& ops) {
     if (stream) return Status::error(Errc::InvalidUsage, "device buffers cannot be ordered on a cfx host stream");
     return launchDevice(comms, byComm);
   }
+  for (const Op& op : ops) CFX_TRY(refuseCapturedHostOp(op));
 
   // Host work queued behind device work on the same communicator must run after it: queue it too.
   if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
@@ -736,6 +829,7 @@ Status submit(const Op& op) {
   }
   if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
       !op.comm->hasQueuedWork()) {
+    CFX_TRY(refuseCapturedHostOp(op));
     return launchCollective(op);
   }
   return launch({op});

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Collectives on GPU memory through the public API, several ranks (processes or threads) sharing one GPU: results
 // against closed-form expectations for every datatype and op, NCCL's stream semantics (the call returns once
-// enqueued; the op runs after earlier stream work and before later stream work), ncclMemAlloc, and the refusal of
-// CUDA graph capture. Label gpu; every test skips with a reason where no CUDA device exists.
+// enqueued; the op runs after earlier stream work and before later stream work), ncclMemAlloc, and collectives
+// captured into CUDA graphs and replayed. Label gpu; every test skips with a reason where no CUDA device exists.
 //
 // The parent never initialises CUDA: a process that forks after cuInit leaves its children unable to use the
 // GPU. Whether a device exists is asked by a throwaway child.
@@ -418,31 +418,254 @@ TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
   });
 }
 
-// Capturing a collective into a CUDA graph is refused with ncclInvalidUsage and a reason, not run eagerly.
-TEST(GpuCollectives, GraphCaptureIsRefusedClearly) {
-  SKIP_WITHOUT_GPU();
-  runRanks(1, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
+// The graph entry points a program uses (the runtime's cudaStreamBeginCapture, cudaGraphLaunch, ...), from the
+// driver: the library itself only reads the capture state.
+struct GraphApi {
+  int (*beginCapture)(cuda::CUstream, int mode);
+  int (*endCapture)(cuda::CUstream, cuda::CUgraph*);
+  int (*instantiate)(void** exec, cuda::CUgraph, unsigned long long flags);
+  int (*launch)(void* exec, cuda::CUstream);
+  int (*execDestroy)(void* exec);
+  int (*destroy)(cuda::CUgraph);
+};
+
+const GraphApi& graphApi() {
+  static const GraphApi api = [] {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    ASSERT_NE(lib, nullptr);
-    auto begin = reinterpret_cast<int (*)(cuda::CUstream, int)>(dlsym(lib, "cuStreamBeginCapture_v2"));
-    auto end = reinterpret_cast<int (*)(cuda::CUstream, void**)>(dlsym(lib, "cuStreamEndCapture"));
-    ASSERT_TRUE(begin && end);
+    if (lib == nullptr) throw std::runtime_error("libcuda.so.1 is not loaded");
+    GraphApi g{};
+    g.beginCapture = reinterpret_cast<decltype(g.beginCapture)>(dlsym(lib, "cuStreamBeginCapture_v2"));
+    g.endCapture = reinterpret_cast<decltype(g.endCapture)>(dlsym(lib, "cuStreamEndCapture"));
+    g.instantiate = reinterpret_cast<decltype(g.instantiate)>(dlsym(lib, "cuGraphInstantiateWithFlags"));
+    g.launch = reinterpret_cast<decltype(g.launch)>(dlsym(lib, "cuGraphLaunch"));
+    g.execDestroy = reinterpret_cast<decltype(g.execDestroy)>(dlsym(lib, "cuGraphExecDestroy"));
+    g.destroy = reinterpret_cast<decltype(g.destroy)>(dlsym(lib, "cuGraphDestroy"));
+    if (!g.beginCapture || !g.endCapture || !g.instantiate || !g.launch || !g.execDestroy || !g.destroy) {
+      throw std::runtime_error("libcuda.so.1 lacks a graph entry point");
+    }
+    return g;
+  }();
+  return api;
+}
+
+constexpr int kCaptureGlobal = 0;  // CUDA's default mode: other threads' allocations during capture are errors
+constexpr int kCaptureRelaxed = 2;
+
+// Collectives captured into a CUDA graph, replayed with new inputs each time, with an eager all-reduce on the same
+// stream between replays (the progress thread must run the replay that the stream reaches first). The capture is
+// in global mode on a communicator's first device op, so the library's first allocations happen during it.
+void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> env) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = std::move(env);
+  runRanks(n, opts, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    const GraphApi& g = graphApi();
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
     cuda::CUstream stream = nullptr;
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
-    DevBuf buf(d, 4096);
-    ASSERT_EQ(begin(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */), cuda::kSuccess);
-    EXPECT_EQ(ncclAllReduce(buf.p(), buf.p(), 1024, ncclFloat32, ncclSum, comm, stream), ncclInvalidUsage);
-    EXPECT_NE(std::string(ncclGetLastError(comm)).find("graph capture"), std::string::npos) << ncclGetLastError(comm);
-    void* graph = nullptr;
-    EXPECT_EQ(end(stream, &graph), cuda::kSuccess);
-    // The communicator is still usable outside the capture.
-    EXPECT_EQ(ncclAllReduce(buf.p(), buf.p(), 1024, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
-    EXPECT_EQ(d.streamSynchronize(stream), cuda::kSuccess);
+    const int r = ctx.rank();
+    const size_t count = 100003;  // odd: chunks split unevenly
+    DevBuf arIn(d, count * 4), arOut(d, count * 4), arInPlace(d, count * 4), agOut(d, count * 4 * n),
+        bcast(d, count * 4), eager(d, count * 4);
+    auto input = [](int rank, int iter, size_t i) { return static_cast<int32_t>((i % 1013) * (rank + 1) + iter * 7); };
+    ASSERT_EQ(g.beginCapture(stream, kCaptureGlobal), cuda::kSuccess);
+    NCCL_OK(ncclAllReduce(arIn.p(), arOut.p(), count, ncclInt32, ncclSum, comm, stream));
+    NCCL_OK(ncclAllReduce(arInPlace.p(), arInPlace.p(), count, ncclInt32, ncclMax, comm, stream));
+    NCCL_OK(ncclAllGather(arIn.p(), agOut.p(), count, ncclInt32, comm, stream));
+    NCCL_OK(ncclBroadcast(bcast.p(), bcast.p(), count, ncclInt32, n - 1, comm, stream));
+    cuda::CUgraph graph = nullptr;
+    ASSERT_EQ(g.endCapture(stream, &graph), cuda::kSuccess);
+    void* exec = nullptr;
+    ASSERT_EQ(g.instantiate(&exec, graph, 0), cuda::kSuccess);
+    int64_t sumRanks = 0;
+    for (int k = 0; k < n; ++k) sumRanks += k + 1;
+    for (int iter = 0; iter < 5; ++iter) {
+      std::vector<int32_t> in(count), inMax(count), eagerIn(count);
+      for (size_t i = 0; i < count; ++i) {
+        in[i] = input(r, iter, i);
+        inMax[i] = static_cast<int32_t>(((i + static_cast<size_t>(r) * 31) % 97) + iter);
+        eagerIn[i] = iter - r;
+      }
+      CU_OK(d.memcpyHtoDAsync(arIn.ptr, in.data(), count * 4, stream));
+      CU_OK(d.memcpyHtoDAsync(arInPlace.ptr, inMax.data(), count * 4, stream));
+      CU_OK(d.memcpyHtoDAsync(bcast.ptr, in.data(), count * 4, stream));
+      CU_OK(d.memcpyHtoDAsync(eager.ptr, eagerIn.data(), count * 4, stream));
+      ASSERT_EQ(g.launch(exec, stream), cuda::kSuccess);
+      NCCL_OK(ncclAllReduce(eager.p(), eager.p(), count, ncclInt32, ncclSum, comm, stream));
+      std::vector<int32_t> ar(count), mx(count), ag(count * n), bc(count), eg(count);
+      CU_OK(d.memcpyDtoHAsync(ar.data(), arOut.ptr, count * 4, stream));
+      CU_OK(d.memcpyDtoHAsync(mx.data(), arInPlace.ptr, count * 4, stream));
+      CU_OK(d.memcpyDtoHAsync(ag.data(), agOut.ptr, count * 4 * n, stream));
+      CU_OK(d.memcpyDtoHAsync(bc.data(), bcast.ptr, count * 4, stream));
+      CU_OK(d.memcpyDtoHAsync(eg.data(), eager.ptr, count * 4, stream));
+      CU_OK(d.streamSynchronize(stream));
+      size_t bad[5] = {};
+      for (size_t i = 0; i < count; ++i) {
+        int32_t maxWant = INT32_MIN;
+        for (int k = 0; k < n; ++k)
+          maxWant = std::max(maxWant, static_cast<int32_t>(((i + static_cast<size_t>(k) * 31) % 97) + iter));
+        bad[0] += ar[i] != static_cast<int32_t>((i % 1013) * sumRanks + n * iter * 7);
+        bad[1] += mx[i] != maxWant;
+        bad[3] += bc[i] != input(n - 1, iter, i);
+        bad[4] += eg[i] != n * iter - (n * (n - 1)) / 2;
+        for (int k = 0; k < n; ++k) bad[2] += ag[static_cast<size_t>(k) * count + i] != input(k, iter, i);
+      }
+      EXPECT_EQ(bad[0], 0u) << "captured all-reduce (sum), replay " << iter << ", rank " << r;
+      EXPECT_EQ(bad[1], 0u) << "captured all-reduce (max, in place), replay " << iter << ", rank " << r;
+      EXPECT_EQ(bad[2], 0u) << "captured all-gather, replay " << iter << ", rank " << r;
+      EXPECT_EQ(bad[3], 0u) << "captured broadcast, replay " << iter << ", rank " << r;
+      EXPECT_EQ(bad[4], 0u) << "eager all-reduce between replays " << iter << ", rank " << r;
+    }
+    EXPECT_EQ(g.execDestroy(exec), cuda::kSuccess);
+    EXPECT_EQ(g.destroy(graph), cuda::kSuccess);
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+TEST(GpuCollectives, GraphCapturedCollectivesReplayStaged) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3}) graphReplaySweep(n, {});
+}
+
+TEST(GpuCollectives, GraphCapturedCollectivesReplayOverIpc) {
+  SKIP_WITHOUT_GPU();
+  graphReplaySweep(3, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
+}
+
+// Four communicators of one process on one GPU, their streams forked from one capturing stream and joined back,
+// one group all-reduce across them captured into one graph and replayed.
+TEST(GpuCollectives, GraphCapturedGroupFourRanksOneProcess) {
+  SKIP_WITHOUT_GPU();
+  runRanks(1, [&](RankContext&) {
+    const cuda::Driver& d = useDevice0();
+    const GraphApi& g = graphApi();
+    constexpr int n = 4;
+    ncclComm_t comms[n];
+    int devs[n] = {0, 0, 0, 0};
+    NCCL_OK(ncclCommInitAll(comms, n, devs));
+    const size_t count = 4097;
+    std::vector<std::unique_ptr<DevBuf>> bufs;
+    std::vector<cuda::CUstream> streams(n);
+    std::vector<cuda::CUevent> forked(n), joined(n);
+    for (int r = 0; r < n; ++r) {
+      CU_OK(d.streamCreate(&streams[r], cuda::kStreamNonBlocking));
+      CU_OK(d.eventCreate(&forked[r], cuda::kEventDisableTiming));
+      CU_OK(d.eventCreate(&joined[r], cuda::kEventDisableTiming));
+      bufs.push_back(std::make_unique<DevBuf>(d, count * sizeof(int32_t)));
+    }
+    ASSERT_EQ(g.beginCapture(streams[0], kCaptureRelaxed), cuda::kSuccess);
+    CU_OK(d.eventRecord(forked[0], streams[0]));
+    for (int r = 1; r < n; ++r) CU_OK(d.streamWaitEvent(streams[r], forked[0], 0));
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclAllReduce(bufs[r]->p(), bufs[r]->p(), count, ncclInt32, ncclSum, comms[r], streams[r]));
+    }
+    NCCL_OK(ncclGroupEnd());
+    for (int r = 1; r < n; ++r) {
+      CU_OK(d.eventRecord(joined[r], streams[r]));
+      CU_OK(d.streamWaitEvent(streams[0], joined[r], 0));
+    }
+    cuda::CUgraph graph = nullptr;
+    ASSERT_EQ(g.endCapture(streams[0], &graph), cuda::kSuccess);
+    void* exec = nullptr;
+    ASSERT_EQ(g.instantiate(&exec, graph, 0), cuda::kSuccess);
+    for (int iter = 1; iter <= 3; ++iter) {
+      for (int r = 0; r < n; ++r) {
+        std::vector<int32_t> in(count);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i) * (r + 1) * iter;
+        CU_OK(d.memcpyHtoDAsync(bufs[r]->ptr, in.data(), in.size() * sizeof(int32_t), streams[0]));
+      }
+      ASSERT_EQ(g.launch(exec, streams[0]), cuda::kSuccess);
+      CU_OK(d.streamSynchronize(streams[0]));
+      for (int r = 0; r < n; ++r) {
+        std::vector<int32_t> out(count);
+        CU_OK(d.memcpyDtoHAsync(out.data(), bufs[r]->ptr, out.size() * sizeof(int32_t), streams[0]));
+        CU_OK(d.streamSynchronize(streams[0]));
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += out[i] != static_cast<int32_t>(i) * 10 * iter;
+        EXPECT_EQ(bad, 0u) << "rank " << r << ", replay " << iter;
+      }
+    }
+    EXPECT_EQ(g.execDestroy(exec), cuda::kSuccess);
+    EXPECT_EQ(g.destroy(graph), cuda::kSuccess);
+    for (int r = 0; r < n; ++r) {
+      d.eventDestroy(forked[r]);
+      d.eventDestroy(joined[r]);
+      d.streamDestroy(streams[r]);
+    }
+    for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  });
+}
+
+// A graph may outlive its communicator: replaying it then skips the op with a warning instead of stalling the
+// stream, and destroying it later is harmless. Host buffers in a capture are refused, and a one-rank collective
+// is captured as a plain device copy.
+TEST(GpuCollectives, GraphEdgesOutlivedCommHostBuffersOneRank) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    const GraphApi& g = graphApi();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = 1000;
+    DevBuf buf(d, count * 4);
+    std::vector<int32_t> ones(count, 1);
+    CU_OK(d.memcpyHtoDAsync(buf.ptr, ones.data(), count * 4, stream));
+
+    // Host buffers: refused, and the capture is still valid.
+    void* pinned = nullptr;
+    CU_OK(d.memHostAlloc(&pinned, count * 4, cuda::kHostAllocPortable));
+    ASSERT_EQ(g.beginCapture(stream, kCaptureRelaxed), cuda::kSuccess);
+    EXPECT_EQ(ncclAllReduce(pinned, pinned, count, ncclInt32, ncclSum, comm, stream), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("host buffers"), std::string::npos) << ncclGetLastError(comm);
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclInt32, ncclSum, comm, stream));
+    cuda::CUgraph graph = nullptr;
+    ASSERT_EQ(g.endCapture(stream, &graph), cuda::kSuccess);
+    void* exec = nullptr;
+    ASSERT_EQ(g.instantiate(&exec, graph, 0), cuda::kSuccess);
+    ASSERT_EQ(g.launch(exec, stream), cuda::kSuccess);
+    ASSERT_EQ(g.launch(exec, stream), cuda::kSuccess);
+    std::vector<int32_t> out(count);
+    CU_OK(d.memcpyDtoHAsync(out.data(), buf.ptr, count * 4, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], 4) << "two replays of a 2-rank in-place sum of ones";
+    EXPECT_EQ(out[count - 1], 4);
+
+    NCCL_OK(ncclCommDestroy(comm));
+    ASSERT_EQ(g.launch(exec, stream), cuda::kSuccess);  // the op is skipped; the stream must not stall
+    CU_OK(d.memcpyDtoHAsync(out.data(), buf.ptr, count * 4, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], 4) << "a replay after destroy changed the buffer";
+    EXPECT_EQ(g.execDestroy(exec), cuda::kSuccess);
+    EXPECT_EQ(g.destroy(graph), cuda::kSuccess);
+    d.memFreeHost(pinned);
+
+    // One rank: the capture holds a device-to-device copy, replayed with the graph.
+    ncclComm_t solo = nullptr;
+    int dev0 = 0;
+    NCCL_OK(ncclCommInitAll(&solo, 1, &dev0));
+    DevBuf src(d, count * 4), dst(d, count * 4);
+    ASSERT_EQ(g.beginCapture(stream, kCaptureGlobal), cuda::kSuccess);
+    NCCL_OK(ncclAllReduce(src.p(), dst.p(), count, ncclInt32, ncclSum, solo, stream));
+    ASSERT_EQ(g.endCapture(stream, &graph), cuda::kSuccess);
+    ASSERT_EQ(g.instantiate(&exec, graph, 0), cuda::kSuccess);
+    for (int32_t v : {5, 9}) {
+      std::vector<int32_t> in(count, v + ctx.rank());
+      CU_OK(d.memcpyHtoDAsync(src.ptr, in.data(), count * 4, stream));
+      ASSERT_EQ(g.launch(exec, stream), cuda::kSuccess);
+      CU_OK(d.memcpyDtoHAsync(out.data(), dst.ptr, count * 4, stream));
+      CU_OK(d.streamSynchronize(stream));
+      EXPECT_EQ(out[count / 2], v + ctx.rank()) << "one-rank captured all-reduce";
+    }
+    EXPECT_EQ(g.execDestroy(exec), cuda::kSuccess);
+    EXPECT_EQ(g.destroy(graph), cuda::kSuccess);
+    NCCL_OK(ncclCommDestroy(solo));
+    d.streamDestroy(stream);
   });
 }
 

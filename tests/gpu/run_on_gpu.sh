@@ -5,12 +5,14 @@
 # It shows, in one run and one log folder, that our libnccl.so.2 does on a real GPU what NVIDIA's does, and what
 # NVIDIA's refuses:
 #   1. the gtest GPU tests (label gpu): every datatype and op on device buffers, stream semantics, several ranks
-#      on one GPU in one process and in many, ncclMemAlloc, graph capture refused, the CUDA IPC path;
+#      on one GPU in one process and in many, ncclMemAlloc, collectives captured in CUDA graphs, the CUDA IPC path;
 #   2. all 11 nccl-tests binaries with -c 1 (results checked by nccl-tests itself), 4 ranks on ONE GPU
 #      (MPI build, NCCL_TESTS_DEVICE=0), staged and (all-reduce, all-gather, broadcast) over CUDA IPC: NVIDIA's NCCL
-#      stops these with "Duplicate GPU detected";
+#      stops these with "Duplicate GPU detected"; then six of them again with -G (every op captured into a CUDA
+#      graph by nccl-tests and replayed);
 #   3. a torch.distributed job with backend "nccl" and our library in LD_PRELOAD at 2 and 4 ranks on one GPU, and
-#      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step);
+#      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step), and its
+#      --graph form (collectives captured with torch.cuda.graph and replayed) likewise;
 #   4. figures: all_reduce_perf and all_gather_perf 8 B - 1 GiB with 4 ranks on one GPU (CUDA IPC path and staged
 #      path), and 1 rank with both libraries side by side.
 # Every step has a timeout, failures do not stop later steps, and the exit status is non-zero if any step failed.
@@ -157,11 +159,15 @@ done
 # ---- 2. nccl-tests ----
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}" CFX_CUDA_IPC="${CFX_CUDA_IPC:-0}" NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo
 NCT_GAVE_UP=0
+GRAPH_GAVE_UP=0
 # nct NAME NP LIBPATH ARGS...: one nccl-tests run, summarised by its own verdict and average bus bandwidth.
 nct() {
   local name=$1 np=$2 libpath=$3; shift 3
   local log="$OUT/nccl-tests-$name.log"
   if [ $NCT_GAVE_UP = 1 ]; then record "nccl-tests $name" 77 "skipped: an earlier run timed out"; return; fi
+  case "$name" in *-graph*)
+    if [ $GRAPH_GAVE_UP = 1 ]; then record "nccl-tests $name" 77 "skipped: an earlier graph run timed out"; return; fi ;;
+  esac
   local limit
   limit=$(budget "$STEP_TIMEOUT")
   if [ "$limit" = 0 ]; then record "nccl-tests $name" 77 "skipped: time budget spent"; return; fi
@@ -169,6 +175,7 @@ nct() {
   LD_LIBRARY_PATH="$libpath:$RT" timeout "$limit" "$CFXRUN" -n "$np" --timeout $((limit - 5)) "$@" >> "$log" 2>&1
   local rc=$?
   if [ $rc -eq 124 ] && [ "$FIRST_NCT" = 1 ]; then NCT_GAVE_UP=1; fi
+  case "$name" in *-graph*) if [ $rc -eq 124 ]; then GRAPH_GAVE_UP=1; fi ;; esac
   FIRST_NCT=0
   if [ $rc -eq 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$log"; then rc=1; fi
   record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')"
@@ -181,6 +188,13 @@ done
 for b in all_reduce all_gather broadcast; do
   CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
+# CUDA graphs: nccl-tests captures its timed ops (and the checked one) and replays the graph -G times.
+for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
+  CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
+done
+for b in all_reduce all_gather; do
+  CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-graph-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
+done
 
 # ---- 3. torch.distributed ----
 # torch_job NAME NPROC PRELOAD LIBPATH: the job's RESULT line is the summary.
@@ -188,13 +202,14 @@ done
 TORCH_GAVE_UP=0
 torch_job() {
   local name=$1 np=$2 preload=$3 libpath=$4
+  shift 4
   local log="$OUT/torch-$name.log"
   if [ $TORCH_GAVE_UP = 1 ]; then record "torch $name" 77 "skipped: an earlier job timed out"; return; fi
   local limit
   limit=$(budget "$STEP_TIMEOUT")
   if [ "$limit" = 0 ]; then record "torch $name" 77 "skipped: time budget spent"; return; fi
   LD_PRELOAD="$preload" LD_LIBRARY_PATH="$libpath" PYTHONUNBUFFERED=1 timeout "$limit" \
-    python3 -m torch.distributed.run --standalone --nproc_per_node "$np" "$ROOT/tests/gpu/torch_collectives.py" \
+    python3 -m torch.distributed.run --standalone --nproc_per_node "$np" "$ROOT/tests/gpu/torch_collectives.py" "$@" \
     > "$log" 2>&1
   local rc=$?
   if [ $rc -eq 124 ]; then TORCH_GAVE_UP=1; fi
@@ -205,6 +220,10 @@ if python3 -c "import torch, torch.distributed" 2> /dev/null; then
   torch_job "nvidia-1rank" 1 "" ""
   torch_job "conflux-2ranks-1gpu" 2 "$LIB" "$LIBDIR"
   torch_job "conflux-4ranks-1gpu" 4 "$LIB" "$LIBDIR"
+  torch_job "nvidia-1rank-graph" 1 "" "" --graph
+  torch_job "conflux-1rank-graph" 1 "$LIB" "$LIBDIR" --graph
+  torch_job "conflux-2ranks-1gpu-graph" 2 "$LIB" "$LIBDIR" --graph
+  torch_job "conflux-4ranks-1gpu-graph" 4 "$LIB" "$LIBDIR" --graph
 else
   record "torch" 77 "no torch in python3"
 fi

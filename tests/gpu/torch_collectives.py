@@ -24,11 +24,63 @@ def loaded_nccl():
         return sorted({line.split()[-1] for line in maps if "libnccl" in line})
 
 
+def graph_job(rank, world, dev, check, failures):
+    """Collectives captured into a CUDA graph with torch.cuda.graph (CUDA's global capture mode, as torch uses it)
+    between kernels that read and write the same tensors, then replayed with new inputs: each replay must run the
+    collectives again, in stream order with the kernels around them."""
+    x = torch.zeros(4099, device=dev)
+    y = torch.zeros(1031, dtype=torch.int64, device=dev)
+    g_in = torch.zeros(257, device=dev)
+    g_out = torch.zeros(world * 257, device=dev)
+    # Warm up on a side stream, as torch's documentation asks before a capture.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            dist.all_reduce(x)
+            dist.all_reduce(y, op=dist.ReduceOp.MAX)
+            dist.all_gather_into_tensor(g_out, g_in)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x.mul_(2)
+        dist.all_reduce(x)
+        x.add_(1)
+        dist.all_reduce(y, op=dist.ReduceOp.MAX)
+        dist.all_gather_into_tensor(g_out, g_in * 3)
+    ok = True
+    start = time.perf_counter()
+    replays = 10
+    for it in range(replays):
+        x.fill_(rank + 1 + it)
+        y.copy_((torch.arange(1031, device=dev) % 50) + rank + it)
+        g_in.copy_(torch.arange(257, dtype=torch.float32, device=dev) + 1000 * rank + it)
+        graph.replay()
+        torch.cuda.synchronize()
+        want_x = 2 * (world * (world + 1) // 2 + world * it) + 1
+        want_y = (torch.arange(1031, device=dev) % 50) + (world - 1) + it
+        want_g = torch.cat([(torch.arange(257, dtype=torch.float32, device=dev) + 1000 * r + it) * 3
+                            for r in range(world)])
+        ok = ok and bool((x == want_x).all()) and bool(torch.equal(y, want_y)) and bool(torch.equal(g_out, want_g))
+    replay_ms = (time.perf_counter() - start) * 1000.0 / replays
+    check(f"collectives captured in a CUDA graph, {replays} replays", ok)
+    verdict = torch.tensor([len(failures)], dtype=torch.int64, device=dev)
+    dist.all_reduce(verdict)
+    if rank == 0:
+        print("RESULT " + json.dumps({"world": world, "graph": True, "libnccl": loaded_nccl(),
+                                      "failed_checks_all_ranks": int(verdict.item()), "rank0_failures": failures,
+                                      "replay_ms": round(replay_ms, 3), "replays": replays}), flush=True)
+    dist.destroy_process_group()
+    sys.exit(1 if failures or int(verdict.item()) else 0)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--spread", action="store_true", help="rank r uses GPU r %% device_count")
     parser.add_argument("--steps", type=int, default=20, help="timed DDP steps")
     parser.add_argument("--backend", default="nccl")
+    parser.add_argument("--graph", action="store_true",
+                        help="only the CUDA graph check: collectives captured with torch.cuda.graph, then replayed")
     args = parser.parse_args()
 
     rank = int(os.environ["RANK"])
@@ -53,6 +105,10 @@ def main():
             failures.append(name)
 
     tri = world * (world + 1) // 2  # sum over ranks of (rank + 1)
+
+    if args.graph:
+        graph_job(rank, world, dev, check, failures)
+        return
 
     # all_reduce: sum and max, fp32 / bf16 / int64, sizes that do not divide by the rank count.
     # --backend gloo (a CPU check of this script's own logic) lacks bf16, reduce_scatter and all_gather_into_tensor.
