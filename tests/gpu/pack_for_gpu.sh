@@ -8,8 +8,9 @@
 #          runner links into lib/ only those the GPU machine lacks, so a Python that loads its own libcrypto there
 #          keeps it
 #   rt/    minimpi's libmpi.so (tests/gpu/minimpi) and the CUDA runtime the nccl-tests binaries were linked with
-#   bin/   the gtest GPU binaries, cfxrun, and nccl-tests' 11 *_perf binaries built here with nvcc against NVIDIA's
-#          nccl.h (its MPI build, against minimpi, so that cfxrun can start one process per rank on one GPU)
+#   bin/   the gtest GPU binaries, the small-op probe, cfxrun, and nccl-tests' 11 *_perf binaries built here with
+#          nvcc against NVIDIA's nccl.h (its MPI build, against minimpi, so that cfxrun can start one process per rank
+#          on one GPU)
 #   test_nccl.conf
 # Then: tests/gpu/run_on_gpu.sh --bundle DIR.
 #
@@ -98,7 +99,8 @@ cudart=$(ls "$CUDA_HOME"/lib64/libcudart.so.[0-9]* 2>/dev/null | grep -E 'libcud
 [ -n "$cudart" ] || die "no libcudart.so.N in $CUDA_HOME/lib64"
 cp -L "$cudart" "$OUT/rt/"
 
-cp "$BUILD"/tests/gpu/cfx_gpu_device_collectives "$BUILD"/tests/gpu/cfx_gpu_device_kernels "$BUILD/perf/cfxrun" "$OUT/bin/"
+cp "$BUILD"/tests/gpu/cfx_gpu_device_collectives "$BUILD"/tests/gpu/cfx_gpu_device_kernels "$BUILD/perf/cfxrun" \
+  "$BUILD"/tests/gpu/gpu_small_op_probe "$OUT/bin/"
 cp "$BUILD/tests/test_nccl.conf" "$OUT/test_nccl.conf"
 strip --strip-debug "$OUT"/bin/* 2> /dev/null || true
 du -sh "$OUT"
