@@ -26,6 +26,7 @@ void sweep(Collective coll, Algorithm algorithm, Roots roots, size_t maxBytes = 
       for (RedOpKind op : kSweepOps) {
         // Min shares Max's code path everywhere but in the kernel; AllReduce covers it, the others skip it.
         if (op == RedOpKind::Min && coll != Collective::AllReduce) continue;
+        if (skippedInQuickRuns(type, op)) continue;
         for (size_t count : sweepCounts(n, type, 256)) {
           if (count * dataTypeSize(type) > maxBytes) continue;
           for (bool inPlace : {false, true}) {
