@@ -207,11 +207,7 @@ void* TcpSendEnd::tryAcquire() {
     if (next_ - freedSeen_ >= nSlots) {
       // Owner-driven I/O (tcp_connection.h): what frees a slot is our own sending.
       if (!link_->inlineEnabled() || ++fullPolls_ % kInlinePollEvery != 0) return nullptr;
-      if (!link_->driveInline(/*sendOnly=*/true) && !link_->failed()) return nullptr;
-      if (link_->failed()) {
-        link_->wakeProxy();
-        return nullptr;
-      }
+      if (!link_->driveHealthy(/*sendOnly=*/true)) return nullptr;
       freedSeen_ = ring.tail.load(std::memory_order_acquire);
       if (next_ - freedSeen_ >= nSlots) return nullptr;
     }
@@ -229,7 +225,7 @@ void TcpSendEnd::post(size_t bytes, uint64_t tag) {
   ring.head.store(next_, std::memory_order_release);
   // Owner-driven I/O sends at once; the proxy is woken where it holds a stream or the link failed (it closes what
   // died), and otherwise takes over what stays queued once this owner stops driving (tcp_proxy.h).
-  if (link_->inlineEnabled() && link_->driveInline(/*sendOnly=*/true) && !link_->failed()) return;
+  if (link_->inlineEnabled() && link_->driveHealthy(/*sendOnly=*/true)) return;
   link_->wakeProxy();
 }
 
@@ -255,10 +251,7 @@ const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
       if (!link_->inlineEnabled() || ++emptyPeeks_ % kInlinePollEvery != 0) return nullptr;
       // Owner-driven I/O (file comment of tcp_connection.h): the message may be in the socket, with the proxy
       // asleep. A failure it finds is in the link for check().
-      if (!link_->driveInline(/*sendOnly=*/false) || link_->failed()) {
-        if (link_->failed()) link_->wakeProxy();  // the proxy closes what died
-        return nullptr;
-      }
+      if (!link_->driveHealthy(/*sendOnly=*/false)) return nullptr;
       publishedSeen_ = ring.head.load(std::memory_order_acquire);
       if (next_ == publishedSeen_) return nullptr;
     }
@@ -332,14 +325,8 @@ bool TcpStream::tryDriveInline(bool sendOnly) {
   return true;
 }
 
-bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag) {
-  std::unique_lock<std::mutex> lock(io_, std::try_to_lock);
-  if (!lock.owns_lock() || !socket_.valid() || dead() || txSlot_ != s || txOffset_ != 0) return false;
-  SlotRing& ring = link_->sendRing();
-  ring.header(s) = SlotHeader{bytes, tag};
-  size_t offset = 0;
-  const size_t length = stripeOf(s, &offset);  // one socket: the whole slot
-  uint8_t* header = txHeaders_[s % static_cast<uint64_t>(ring.nSlots())];
+uint8_t* TcpStream::encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length) {
+  uint8_t* header = txHeader(s);
   encodeStripeHeader(StripeHeader{.seq = s,
                                   .tag = tag,
                                   .bytes = static_cast<uint32_t>(bytes),
@@ -347,6 +334,17 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
                                   .length = static_cast<uint32_t>(length),
                                   .stream = static_cast<uint16_t>(index_)},
                      header);
+  return header;
+}
+
+bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag) {
+  std::unique_lock<std::mutex> lock(io_, std::try_to_lock);
+  if (!lock.owns_lock() || !socket_.valid() || dead() || txSlot_ != s || txOffset_ != 0) return false;
+  SlotRing& ring = link_->sendRing();
+  ring.header(s) = SlotHeader{bytes, tag};
+  size_t offset = 0;
+  const size_t length = stripeOf(s, &offset);  // one socket: the whole slot
+  uint8_t* header = encodeTxHeader(s, tag, bytes, offset, length);
   iovec iov[2] = {{header, kStripeHeaderBytes}, {const_cast<void*>(src), length}};
   msghdr msg{};
   msg.msg_iov = iov;
@@ -427,17 +425,8 @@ bool TcpStream::progressSend() {
       size_t offset = 0;
       const size_t length = stripeOf(s, &offset);
       if (length == 0 && index_ != 0) continue;  // no stripe here; skipped by the accounting below
-      uint8_t* header = txHeaders_[s % static_cast<uint64_t>(ring.nSlots())];
-      if (skip == 0) {
-        const SlotHeader& slot = ring.header(s);
-        encodeStripeHeader(StripeHeader{.seq = s,
-                                        .tag = slot.tag,
-                                        .bytes = static_cast<uint32_t>(slot.bytes),
-                                        .offset = static_cast<uint32_t>(offset),
-                                        .length = static_cast<uint32_t>(length),
-                                        .stream = static_cast<uint16_t>(index_)},
-                           header);
-      }
+      uint8_t* header =
+          skip == 0 ? encodeTxHeader(s, ring.header(s).tag, ring.header(s).bytes, offset, length) : txHeader(s);
       if (skip < kStripeHeaderBytes) {
         iov[nIov++] = {header + skip, kStripeHeaderBytes - skip};
         skip = 0;

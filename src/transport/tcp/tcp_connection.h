@@ -135,6 +135,14 @@ class TcpLink {
   // and, unless sendOnly, reads (at most one slot published per stream). False when a stream was busy or detached
   // (the caller then relies on the proxy).
   bool driveInline(bool sendOnly);
+  // driveInline for an end that needs the drive to have happened: true when it did and the link is healthy; a
+  // failure it meets wakes the proxy, which closes what died.
+  bool driveHealthy(bool sendOnly) {
+    const bool drove = driveInline(sendOnly);
+    if (!failed()) return drove;
+    wakeProxy();
+    return false;
+  }
   // Owner thread, one-socket owner-driven links: publishes send slot s with `bytes` bytes at src and tag, handing
   // them to the socket from src when nothing is queued before it (what the socket does not take is copied into
   // the slot). False, with nothing done, when the stream is busy or not idle: the caller copies and posts.
@@ -307,6 +315,9 @@ class TcpStream {
   uint64_t txSlot_ = 0;
   size_t txOffset_ = 0;
   std::unique_ptr<uint8_t[][kStripeHeaderBytes]> txHeaders_;
+  // Encodes slot s's stripe header (this stream's part of a slot of `bytes` bytes with `tag`) into txHeaders_.
+  uint8_t* encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length);
+  uint8_t* txHeader(uint64_t s) { return txHeaders_[s % static_cast<uint64_t>(link_->sendRing().nSlots())]; }
   // Receive side: the header of the stripe arriving, how much of it is in, whether it was admitted, and how
   // much of its payload is in.
   uint8_t rxHeaderBytes_[kStripeHeaderBytes] = {};
