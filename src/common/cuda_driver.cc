@@ -3,9 +3,11 @@
 #include "common/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <mutex>
 
+#include "common/hip_driver.h"
 #include "common/log.h"
 #include "common/param.h"
 
@@ -16,7 +18,32 @@ CFX_PARAM(int, cudaEnableParam, "CFX_CUDA", 1,
           "supported). For host-only runs on a GPU machine.",
           param::inRange(0, 1));
 
+CFX_PARAM(int, hipEnableParam, "CFX_HIP", 1,
+          "0 never loads the HIP runtime. Where no CUDA device exists but an AMD GPU does (/dev/kfd), device buffers "
+          "on it go through HIP (libamdhip64, ROCm 5.3 or later) behind the same code as CUDA's.",
+          param::inRange(0, 1));
+
 namespace {
+
+Backend gBackend = Backend::None;
+
+// The HIP fallback, tried only where the AMD kernel driver is (/dev/kfd): loading ROCm elsewhere costs time and
+// threads for nothing.
+const Driver* loadHip(Driver* table, const char* cudaWhy) {
+  if (hipEnableParam.get() == 0 || access("/dev/kfd", R_OK | W_OK) != 0) return nullptr;
+  std::string why;
+  const Driver* d = loadHipDriver(table, &why);
+  if (d == nullptr) {
+    CFX_INFO(log::Sys::Init, "CUDA: %s; HIP: %s; all buffers are host memory", cudaWhy, why.c_str());
+    return nullptr;
+  }
+  int count = 0;
+  d->deviceGetCount(&count);
+  table->capturable = table->userObjectCreate != nullptr;
+  gBackend = Backend::Hip;
+  CFX_INFO(log::Sys::Init, "HIP: runtime loaded, %d AMD GPU(s) (%s); device buffers run through it", count, cudaWhy);
+  return d;
+}
 
 // Resolves `name` into `slot`; false (and the missing name in `missing`) when the driver lacks it.
 template <typename Fn>
@@ -31,12 +58,14 @@ const Driver* load() {
     CFX_INFO(log::Sys::Init, "CUDA: CFX_CUDA=0, not loading the driver; all buffers are host memory");
     return nullptr;
   }
+  static Driver d;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
-    CFX_INFO(log::Sys::Init, "CUDA: no driver (libcuda.so.1: %s); all buffers are host memory", dlerror());
+    const std::string why = strprintf("no driver (libcuda.so.1: %s)", dlerror());
+    if (const Driver* hip = loadHip(&d, why.c_str())) return hip;
+    CFX_INFO(log::Sys::Init, "CUDA: %s; all buffers are host memory", why.c_str());
     return nullptr;
   }
-  static Driver d;
   const char* missing = nullptr;
   // The versioned names are the ones cuda.h maps the plain names to; the plain (legacy default stream) forms
   // are used on purpose, since every call here names its stream explicitly.
@@ -96,11 +125,16 @@ const Driver* load() {
   }
   const CUresult rc = d.init(0);
   if (rc != kSuccess) {
-    CFX_INFO(log::Sys::Init, "CUDA: cuInit failed (%s); all buffers are host memory", check(rc, "cuInit").message().c_str());
+    const char* text = nullptr;
+    d.getErrorString(rc, &text);
+    const std::string why = strprintf("cuInit failed (CUDA error %d: %s)", rc, text != nullptr ? text : "unknown");
+    if (const Driver* hip = loadHip(&d, why.c_str())) return hip;
+    CFX_INFO(log::Sys::Init, "CUDA: %s; all buffers are host memory", why.c_str());
     return nullptr;
   }
   int count = 0;
   d.deviceGetCount(&count);
+  gBackend = Backend::Cuda;
   CFX_INFO(log::Sys::Init, "CUDA: driver loaded, %d device(s)", count);
   return &d;
 }
@@ -114,13 +148,30 @@ const Driver* driver() {
   return table;
 }
 
+Backend backend() {
+  driver();
+  return gBackend;
+}
+
+const char* backendName() {
+  switch (backend()) {
+    case Backend::Cuda:
+      return "CUDA";
+    case Backend::Hip:
+      return "HIP";
+    case Backend::None:
+      break;
+  }
+  return "no GPU runtime";
+}
+
 Status check(CUresult rc, const char* what) {
   if (rc == kSuccess) return Status();
   const char* text = nullptr;
   const Driver* d = driver();
   if (d != nullptr) d->getErrorString(rc, &text);
-  return Status::error(Errc::UnhandledCudaError,
-                       strprintf("%s failed: CUDA error %d (%s)", what, rc, text != nullptr ? text : "unknown"));
+  return Status::error(Errc::UnhandledCudaError, strprintf("%s failed: %s error %d (%s)", what, backendName(), rc,
+                                                           text != nullptr ? text : "unknown"));
 }
 
 PointerInfo classify(const void* p) {

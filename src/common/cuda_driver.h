@@ -128,11 +128,18 @@ struct Driver {
   CUresult (*moduleGetFunction)(CUfunction*, CUmodule, const char* name);
   CUresult (*launchKernel)(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                            unsigned sharedBytes, CUstream, void** params, void** extra);
+  // Whether ops may be captured into graphs (user objects exist): always with CUDA, not with every HIP.
+  bool capturable = true;
 };
 
+// Which runtime fills the table: CUDA's driver where a CUDA device exists, else HIP where an AMD GPU does.
+enum class Backend { None, Cuda, Hip };
+Backend backend();          // loads the table first, as driver() does
+const char* backendName();  // "CUDA", "HIP" or "no GPU runtime"
+
 // The process's driver table, loaded and cuInit'ed on first use (thread-safe); null when CFX_CUDA=0, when
-// libcuda.so.1 is missing or lacks an entry point, or when cuInit fails (no device, driver mismatch). The reason
-// is logged once at INFO.
+// libcuda.so.1 is missing or lacks an entry point, or when cuInit fails (no device, driver mismatch), and no AMD GPU
+// is usable through HIP either (common/hip_driver.h; CFX_HIP=0 never tries). The reason is logged once at INFO.
 const Driver* driver();
 
 // "cuMemAlloc (2 MiB) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" style Status from a CUresult.

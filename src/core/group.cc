@@ -372,6 +372,11 @@ Result<Capture> captureOf(const std::vector<cuda::CUstream>& streams, int rank) 
                                                        rank));
   }
   cap.active = capturing > 0;
+  if (cap.active && !cuda::driver()->capturable) {
+    return Status::error(Errc::InvalidUsage, strprintf("rank %d: this %s runtime has no graph user objects, which a "
+                                                       "captured operation needs; run it outside the capture",
+                                                       rank, cuda::backendName()));
+  }
   return cap;
 }
 

@@ -37,9 +37,16 @@ constexpr unsigned kTypeMask = CFX_KERNEL_TYPE_MASK;
 constexpr unsigned kTypeMask = 0;
 #endif
 
+// The datatypes the loaded runtime's kernels cover: the CUDA build may filter types (CFX_KERNEL_TYPES); the HIP
+// bundles hold all of them.
+unsigned typeMask() {
+  if (cuda::backend() == cuda::Backend::Hip) return CFX_HAVE_HIP_KERNELS ? (1u << kNumDataTypes) - 1 : 0;
+  return kTypeMask;
+}
+
 }  // namespace
 
-bool DeviceKernels::built() { return kTypeMask != 0; }
+bool DeviceKernels::built() { return typeMask() != 0; }
 
 const unsigned char* DeviceKernels::hipBundle(int which, size_t* bytes) {
 #if CFX_HAVE_HIP_KERNELS
@@ -62,9 +69,10 @@ const char* DeviceKernels::hipArchs() {
 #endif
 }
 
-bool DeviceKernels::covers(DataType type) { return (kTypeMask >> static_cast<unsigned>(type)) & 1u; }
+bool DeviceKernels::covers(DataType type) { return (typeMask() >> static_cast<unsigned>(type)) & 1u; }
 
 const char* DeviceKernels::archs() {
+  if (cuda::backend() == cuda::Backend::Hip) return hipArchs();
 #if CFX_HAVE_DEVICE_KERNELS
   return CFX_KERNEL_ARCHS;
 #else
@@ -79,25 +87,39 @@ Result<const DeviceKernels*> DeviceKernels::get(cuda::CUcontext ctx) {
   if (auto it = loaded->find(ctx); it != loaded->end()) return static_cast<const DeviceKernels*>(it->second);
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr) return Status::error(Errc::InvalidUsage, "device kernels need the CUDA driver, which is not loaded");
+  const bool hip = cuda::backend() == cuda::Backend::Hip;
   if (!built()) {
-    return Status::error(Errc::InvalidUsage, "this build of Conflux has no device kernels (nvcc was not found when "
-                                             "it was built; see CFX_CUDA_KERNELS)");
+    return Status::error(Errc::InvalidUsage, hip ? "this build of Conflux has no HIP kernels (hipcc was not found when "
+                                                   "it was built; see CFX_HIP_KERNELS)"
+                                                 : "this build of Conflux has no device kernels (nvcc was not found "
+                                                   "when it was built; see CFX_CUDA_KERNELS)");
   }
+  const void* reduceImage = nullptr;
+  const void* quantImage = nullptr;
+  if (hip) {
+    size_t bytes = 0;
+    reduceImage = hipBundle(0, &bytes);
+    quantImage = hipBundle(1, &bytes);
+  } else {
 #if CFX_HAVE_DEVICE_KERNELS
+    reduceImage = cfx_fatbin_reduce_kernels;
+    quantImage = cfx_fatbin_quantize_kernels;
+#endif
+  }
   cuda::ScopedContext scope(ctx);
   auto* k = new DeviceKernels();
-  Status st = cuda::check(d->moduleLoadData(&k->module_, cfx_fatbin_reduce_kernels), "cuModuleLoadData (reduce kernels)");
-  if (st.ok()) {
-    st = cuda::check(d->moduleLoadData(&k->quantModule_, cfx_fatbin_quantize_kernels),
-                     "cuModuleLoadData (quantize kernels)");
-  }
+  Status st = cuda::check(d->moduleLoadData(&k->module_, reduceImage), "module load (reduce kernels)");
+  if (st.ok()) st = cuda::check(d->moduleLoadData(&k->quantModule_, quantImage), "module load (quantize kernels)");
   if (!st.ok()) {
     delete k;
-    return Status::error(st.code(), st.message() + strprintf(" - this build holds kernels for sm %s only; rebuild "
-                                                             "with CFX_CUDA_ARCHS naming this GPU's", archs()));
+    return Status::error(st.code(),
+                         st.message() + strprintf(" - this build holds kernels for %s%s only; rebuild "
+                                                  "with %s naming this GPU's",
+                                                  hip ? "" : "sm ", archs(), hip ? "CFX_HIP_ARCHS" : "CFX_CUDA_ARCHS"));
   }
+  const unsigned mask = typeMask();
   for (int t = 0; t < kNumDataTypes; ++t) {
-    if (!(kTypeMask & (1u << t))) continue;
+    if (!(mask & (1u << t))) continue;
     for (int c = 0; c < 4; ++c) {
       const std::string name = strprintf("cfx_reduce_%s_%s", kTypeNames[t], kCombineNames[c]);
       CFX_TRY(cuda::check(d->moduleGetFunction(&k->reduce_[t][c], k->module_, name.c_str()), name.c_str()));
@@ -114,12 +136,9 @@ Result<const DeviceKernels*> DeviceKernels::get(cuda::CUcontext ctx) {
   if (d->ctxGetDevice(&dev) == cuda::kSuccess) {
     d->deviceGetAttribute(&k->multiprocessors_, cuda::kDeviceAttrMultiprocessorCount, dev);
   }
-  CFX_INFO(log::Sys::Init, "device kernels loaded (sm %s, type mask 0x%x)", archs(), kTypeMask);
+  CFX_INFO(log::Sys::Init, "device kernels loaded (%s, %s, type mask 0x%x)", cuda::backendName(), archs(), mask);
   (*loaded)[ctx] = k;
   return static_cast<const DeviceKernels*>(k);
-#else
-  return Status::error(Errc::InternalError, "unreachable");
-#endif
 }
 
 Status DeviceKernels::reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, const cuda::CUdeviceptr* srcs, int nSrc,

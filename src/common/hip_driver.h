@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// AMD GPUs: the HIP runtime (libamdhip64, loaded with dlopen) behind the same Driver table as CUDA (common layer).
+//
+// Everything above the common layer speaks the CUDA driver's vocabulary (cuda_driver.h). HIP's API mirrors it
+// closely, so where no CUDA device exists but an AMD one does (/dev/kfd), driver() fills the table with thin
+// adapters over HIP: the same stream protocol, staging, CUDA-IPC-style handles (xGMI peers through
+// hipIpcOpenMemHandle) and kernels (the hipcc code object bundles beside the fatbins) then run on AMD GPUs. The
+// adapters translate what differs: device attribute numbers, memory type values (changed in ROCm 6), the IPC flag,
+// deviceptr-as-void* signatures, hipStreamWaitValue32's mask. Entry points HIP gained late (hipLaunchHostFunc in
+// ROCm 5.3+, graph user objects) are optional: without a host-function entry there is no stream protocol, so
+// the runtime is not used; without user objects, graph capture is refused.
+//
+// Verified only by compilation and by resolving every name against ROCm 5.2's libamdhip64 on a machine without an
+// AMD GPU (tests/unit/common/hip_driver_test.cc): no AMD GPU has been available to this project.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/cuda_driver.h"
+
+namespace cfx::cuda {
+
+// Loads libamdhip64 (6, then 5) and fills `table` with adapters; null with the reason in *why when HIP is absent,
+// lacks a required entry point, or finds no device. Called by driver() only where /dev/kfd exists.
+const Driver* loadHipDriver(Driver* table, std::string* why);
+
+// The required HIP entry points `lib` (a dlopen handle of libamdhip64) lacks; empty when all resolve. For tests.
+std::vector<std::string> hipMissingEntryPoints(void* lib);
+
+}  // namespace cfx::cuda
