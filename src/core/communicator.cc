@@ -671,6 +671,12 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
     ~Leave() { n.fetch_sub(1, std::memory_order_release); }  // pairs with abort()'s acquire wait
   } leave{inlineActive_};
   if (abortFlag_.load(std::memory_order_seq_cst)) {
+    // A revoke heard from a peer before this op started is named as one heard during it (below).
+    if (const int by = revokedBy_.load(std::memory_order_relaxed); by >= 0 && !revokedHere_.load()) {
+      return Status::error(Errc::RemoteError, strprintf("rank %d revoked the communicator (ncclCommRevoke) before "
+                                                        "this operation started",
+                                                        by));
+    }
     return Status::error(Errc::RemoteError, "operation aborted by ncclCommAbort/ncclCommRevoke on this communicator");
   }
   prims::ExecOptions eo;
