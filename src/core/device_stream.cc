@@ -64,18 +64,14 @@ void openGate(void* data) {
 // A staging block on its way back to the pool: the last of the op's streams to run its host function returns it.
 struct BlockReturn {
   std::shared_ptr<StagingPool> pool;
-  void* p;
-  size_t bytes;
+  StagingBlock block;
   std::atomic<int> pending;
 };
 
 void returnBlock(void* data) {
   auto* r = static_cast<BlockReturn*>(data);
   if (r->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  {
-    std::lock_guard<std::mutex> lock(r->pool->mutex);
-    if (!r->pool->closed) r->pool->free.emplace_back(r->bytes, r->p);
-  }
+  r->pool->settle(r->block);
   delete r;
 }
 
@@ -162,8 +158,7 @@ CapturedOp::~CapturedOp() {
   }
   if (block_.p != nullptr) {
     // After the communicator is gone the block stays allocated: freeing it is a CUDA call, not allowed here.
-    std::lock_guard<std::mutex> lock(pool_->mutex);
-    if (!pool_->closed) pool_->free.emplace_back(block_.bytes, block_.p);
+    pool_->settle(block_);
   }
   for (uint32_t* w : words_) releaseFlagSlot(w);
 }
@@ -192,6 +187,11 @@ DeviceState::~DeviceState() {
     pool_->closed = true;
     for (auto& [bytes, p] : pool_->free) d->memFreeHost(p);
     pool_->free.clear();
+    // A stream block still in use (its stream has yet to copy out of it) stays allocated, like `retired`.
+    for (auto& [stream, shared] : pool_->byStream) {
+      if (shared.users == 0) d->memFreeHost(shared.p);
+    }
+    pool_->byStream.clear();
   }
   cuda::ScopedContext scope(copyCtx_);
   if (copyDone_ != nullptr) d->eventDestroy(copyDone_);
@@ -214,33 +214,97 @@ Status DeviceState::reserveStaging(size_t bytes) {
   return Status();
 }
 
-Result<DeviceState::Block> DeviceState::takeBlock(cuda::CUcontext ctx, size_t bytes) {
+size_t StagingPool::blockSize(size_t bytes) {
+  if (bytes <= kMinBlock) return kMinBlock;
+  size_t pow = kMinBlock;
+  while (pow <= bytes / 2) pow *= 2;
+  const size_t step = pow / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+Result<StagingBlock> StagingPool::take(size_t bytes, cuda::CUstream stream, const Allocate& allocate) {
   {
-    std::lock_guard<std::mutex> lock(pool_->mutex);
-    auto best = pool_->free.end();
-    for (auto it = pool_->free.begin(); it != pool_->free.end(); ++it) {
-      if (it->first >= bytes && (best == pool_->free.end() || it->first < best->first)) best = it;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stream != nullptr) {
+      auto it = byStream.find(stream);
+      if (it != byStream.end() && it->second.bytes >= bytes) {
+        ++it->second.users;
+        return StagingBlock{it->second.p, it->second.bytes, stream};
+      }
     }
-    if (best != pool_->free.end()) {
-      Block b{best->second, best->first};
-      pool_->free.erase(best);
+    auto best = free.end();
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->first >= bytes && (best == free.end() || it->first < best->first)) best = it;
+    }
+    if (best != free.end()) {
+      StagingBlock b{best->second, best->first, stream};
+      free.erase(best);
+      if (stream != nullptr) adoptLocked(stream, b.p, b.bytes);
       return b;
     }
   }
-  size_t size = kMinBlock;
-  while (size < bytes) size *= 2;
-  void* p = nullptr;
-  cuda::ScopedContext scope(ctx);
-  // Portable: the copies run in whatever context the op's buffers belong to.
-  CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, size, cuda::kHostAllocPortable),
-                      strprintf("cuMemHostAlloc (%zu bytes of staging)", size).c_str()));
-  return Block{p, size};
+  const size_t size = blockSize(bytes);
+  CFX_TRY_ASSIGN(void* p, allocate(size));
+  if (stream != nullptr) {
+    std::lock_guard<std::mutex> lock(mutex);
+    adoptLocked(stream, p, size);
+  }
+  return StagingBlock{p, size, stream};
+}
+
+void StagingPool::settle(const StagingBlock& b) {
+  std::lock_guard<std::mutex> lock(mutex);
+  settleLocked(b);
+}
+
+// A block of a closed pool stays allocated (see StagingPool).
+void StagingPool::settleLocked(const StagingBlock& b) {
+  if (closed) return;
+  if (b.stream == nullptr) {
+    free.emplace_back(b.bytes, b.p);
+    return;
+  }
+  auto it = byStream.find(b.stream);
+  if (it != byStream.end() && it->second.p == b.p) {
+    --it->second.users;
+    return;
+  }
+  for (auto r = retired.begin(); r != retired.end(); ++r) {
+    if (r->p != b.p) continue;
+    if (--r->users == 0) {
+      free.emplace_back(r->bytes, r->p);
+      retired.erase(r);
+    }
+    return;
+  }
+}
+
+// `stream` gets a new shared block; the one it replaces is free once its last op is over.
+void StagingPool::adoptLocked(cuda::CUstream stream, void* p, size_t bytes) {
+  auto it = byStream.find(stream);
+  if (it != byStream.end()) {
+    if (it->second.users == 0) {
+      free.emplace_back(it->second.bytes, it->second.p);
+    } else {
+      retired.push_back(it->second);
+    }
+  }
+  byStream[stream] = Shared{p, bytes, 1};
+}
+
+Result<DeviceState::Block> DeviceState::takeBlock(cuda::CUcontext ctx, size_t bytes, cuda::CUstream stream) {
+  return pool_->take(bytes, stream, [ctx](size_t size) -> Result<void*> {
+    void* p = nullptr;
+    cuda::ScopedContext scope(ctx);
+    // Portable: the copies run in whatever context the op's buffers belong to.
+    CFX_TRY(cuda::check(cuda::driver()->memHostAlloc(&p, size, cuda::kHostAllocPortable),
+                        strprintf("cuMemHostAlloc (%zu bytes of staging)", size).c_str()));
+    return p;
+  });
 }
 
 void DeviceState::giveBack(Block block) {
-  if (block.p == nullptr) return;
-  std::lock_guard<std::mutex> lock(pool_->mutex);
-  pool_->free.emplace_back(block.bytes, block.p);
+  if (block.p != nullptr) pool_->settle(block);
 }
 
 void* DeviceState::stagingBase() {
@@ -298,7 +362,7 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   issued_.store(seq, std::memory_order_release);
   *seqOut = seq;
   auto* giveBack = copies != nullptr && block.p != nullptr
-                       ? new BlockReturn{pool_, block.p, block.bytes, static_cast<int>(streams.size())}
+                       ? new BlockReturn{pool_, block, static_cast<int>(streams.size())}
                        : nullptr;
   for (size_t i = 0; i < streams.size(); ++i) {
     // GEQ compares cyclically ((int32_t)(flag - seq) >= 0), so the counter may wrap.

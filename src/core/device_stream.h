@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/cuda_driver.h"
@@ -79,19 +80,48 @@ class ReadyGate {
   std::function<void()> notify_;
 };
 
-// Pinned staging blocks of one communicator, reused across ops. Shared with the host functions that give blocks
-// back, which may run after the communicator is gone; blocks given back after that are left alone (a host function
-// must not call CUDA), as are blocks of ops that failed half-enqueued.
-struct StagingPool {
-  std::mutex mutex;
-  std::vector<std::pair<size_t, void*>> free;  // (bytes, block)
-  bool closed = false;
-};
-
-// One op's pinned staging (on-stream staging).
+// One op's pinned staging (on-stream staging); `stream` is set when it is that stream's shared block.
 struct StagingBlock {
   void* p = nullptr;
   size_t bytes = 0;
+  cuda::CUstream stream = nullptr;
+};
+
+// Pinned staging blocks of one communicator, reused across ops. Shared with the host functions that give blocks
+// back, which may run after the communicator is gone; blocks given back after that are left alone (a host function
+// must not call CUDA), as are blocks of ops that failed half-enqueued.
+//
+// Ops of one stream run their staging copies in stream order: op k+1's copies in start after op k's copies out,
+// which wait for op k to be over. So every op on that stream may stage in the same block, however many the user
+// enqueues ahead of the GPU (nccl-tests enqueues 25 at a time). That block is the stream's; it is replaced by a
+// larger one when an op needs more, and the old one joins `free` once the ops still using it are over. Ops of a
+// group on several streams, and captured ops, take a block of their own from `free`.
+struct StagingPool {
+  struct Shared {
+    void* p = nullptr;
+    size_t bytes = 0;
+    int users = 0;  // ops enqueued on it whose copies out have not run yet
+  };
+  using Allocate = std::function<Result<void*>(size_t bytes)>;
+
+  // A block of at least `bytes`: with `stream`, that stream's shared block; else one of the op's own. `allocate`
+  // (called without the lock) makes a new one of blockSize(bytes) when none fits.
+  Result<StagingBlock> take(size_t bytes, cuda::CUstream stream, const Allocate& allocate);
+  // One op is done with `b`: its copies out ran, or nothing was enqueued for it. Host functions call this.
+  void settle(const StagingBlock& b);
+  // The size of a new block: four sizes per power of two from 64 KiB, so blocks are reused across nearby sizes and
+  // at most a fifth of one is waste.
+  static size_t blockSize(size_t bytes);
+
+  std::mutex mutex;
+  std::vector<std::pair<size_t, void*>> free;  // (bytes, block)
+  std::unordered_map<cuda::CUstream, Shared> byStream;
+  std::vector<Shared> retired;  // replaced stream blocks still in use
+  bool closed = false;
+
+ private:
+  void settleLocked(const StagingBlock& b);
+  void adoptLocked(cuda::CUstream stream, void* p, size_t bytes);
 };
 
 // The copies one staged op puts on one of its streams, before its gate and after its flag wait.
@@ -159,11 +189,11 @@ class DeviceState {
   Status reserveStaging(size_t bytes);
   void* stagingBase();
 
-  // On-stream staging: a pinned block of at least `bytes` for one op, from the pool or newly allocated (sizes are
-  // powers of two from 64 KiB, so blocks are reused across nearby sizes), allocated in `ctx` (bound first, see
-  // bindContext). User thread.
+  // On-stream staging: a pinned block of at least `bytes` for one op, allocated in `ctx` (bound first, see
+  // bindContext). With `stream` (an op whose copies all ride that one stream), the stream's shared block (see
+  // StagingPool); else one of its own from the pool or newly allocated. User thread.
   using Block = StagingBlock;
-  Result<Block> takeBlock(cuda::CUcontext ctx, size_t bytes);
+  Result<Block> takeBlock(cuda::CUcontext ctx, size_t bytes, cuda::CUstream stream = nullptr);
   void giveBack(Block block);  // a block no stream operation was enqueued for
 
   // User thread: the first device op binds the communicator to its buffers' context; a later op with buffers of

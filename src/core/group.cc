@@ -540,7 +540,16 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   std::vector<StreamCopies> copies;  // per stream, when onStream
   if (st.ok() && plan->onStream && plan->ctx != nullptr) st = dev.bindContext(plan->ctx);
   if (st.ok() && plan->onStream && plan->stagingBytes > 0) {
-    Result<DeviceState::Block> taken = dev.takeBlock(plan->ctx, plan->stagingBytes);
+    // An op on one stream stages in that stream's shared block (see StagingPool), unless it is captured (the graph
+    // keeps its block) or the stream is CUDA's per-thread default, one handle for a different stream per thread.
+    // The NULL stream is the context's legacy stream, whose handle is 1.
+    const auto legacy = reinterpret_cast<cuda::CUstream>(uintptr_t{1});
+    const auto perThread = reinterpret_cast<cuda::CUstream>(uintptr_t{2});
+    cuda::CUstream shared = nullptr;
+    if (!capture.active && plan->streams.size() == 1 && plan->streams.front() != perThread) {
+      shared = plan->streams.front() == nullptr ? legacy : plan->streams.front();
+    }
+    Result<DeviceState::Block> taken = dev.takeBlock(plan->ctx, plan->stagingBytes, shared);
     if (taken.ok()) {
       block = taken.value();
       rebase(plan.get(), block.p);

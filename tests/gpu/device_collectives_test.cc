@@ -316,6 +316,84 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
   });
 }
 
+// Ops enqueued ahead of the GPU on one stream share that stream's staging block (core/device_stream.h,
+// StagingPool), which grows mid-queue: sizes rise and fall with nothing synchronised between them, out of place and
+// in place, and a grouped pair on two streams (a block of its own) in the middle. Every element of every output is
+// checked once the stream drains.
+TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
+  SKIP_WITHOUT_GPU();
+  constexpr int n = 2;
+  runRanks(n, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    cuda::CUstream side = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    CU_OK(d.streamCreate(&side, cuda::kStreamNonBlocking));
+    const int r = ctx.rank();
+    const std::vector<size_t> counts = {100, 70000, 1 << 20, 333, 3 << 20, 5000, 1 << 20, 17};
+    // Inputs are small integers, so every float sum is exact: op k on rank r adds (r + 1) * (k + 1) + i % 7.
+    auto value = [](int rank, size_t k, size_t i) { return static_cast<float>((rank + 1) * (k + 1) + i % 7); };
+    auto want = [&](size_t k, size_t i) {
+      float sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(q, k, i);
+      return sum;
+    };
+    std::vector<std::unique_ptr<DevBuf>> ins, outs;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      ins.push_back(std::make_unique<DevBuf>(d, counts[k] * sizeof(float)));
+      outs.push_back(std::make_unique<DevBuf>(d, counts[k] * sizeof(float)));
+      std::vector<float> h(counts[k]);
+      for (size_t i = 0; i < counts[k]; ++i) h[i] = value(r, k, i);
+      CU_OK(d.memcpyHtoDAsync(ins[k]->ptr, h.data(), ins[k]->bytes, stream));
+    }
+    DevBuf sideBuf(d, 4096 * sizeof(float));
+    DevBuf sideBuf2(d, 4096 * sizeof(float));
+    {
+      std::vector<float> h(4096, static_cast<float>(r + 1));
+      CU_OK(d.memcpyHtoDAsync(sideBuf.ptr, h.data(), sideBuf.bytes, stream));
+      CU_OK(d.memcpyHtoDAsync(sideBuf2.ptr, h.data(), sideBuf2.bytes, stream));
+    }
+    CU_OK(d.streamSynchronize(stream));
+    ctx.barrier();
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const bool inPlace = k % 3 == 2;
+      void* dst = inPlace ? ins[k]->p() : outs[k]->p();
+      NCCL_OK(ncclAllReduce(ins[k]->p(), dst, counts[k], ncclFloat32, ncclSum, comm, stream));
+      if (k == 3) {
+        NCCL_OK(ncclGroupStart());
+        NCCL_OK(ncclAllReduce(sideBuf.p(), sideBuf.p(), 4096, ncclFloat32, ncclSum, comm, side));
+        NCCL_OK(ncclAllReduce(sideBuf2.p(), sideBuf2.p(), 4096, ncclFloat32, ncclMax, comm, stream));
+        NCCL_OK(ncclGroupEnd());
+      }
+    }
+    CU_OK(d.streamSynchronize(stream));
+    CU_OK(d.streamSynchronize(side));
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const DevBuf& got = k % 3 == 2 ? *ins[k] : *outs[k];
+      std::vector<float> h(counts[k]);
+      CU_OK(d.memcpyDtoHAsync(h.data(), got.ptr, got.bytes, stream));
+      CU_OK(d.streamSynchronize(stream));
+      size_t bad = 0;
+      for (size_t i = 0; i < counts[k]; ++i) bad += h[i] != want(k, i);
+      EXPECT_EQ(bad, 0u) << "op " << k << " (" << counts[k] << " floats): first " << h[0] << ", want " << want(k, 0);
+    }
+    std::vector<float> h(4096);
+    CU_OK(d.memcpyDtoHAsync(h.data(), sideBuf.ptr, sideBuf.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(std::count(h.begin(), h.end(), 3.0f), 4096) << "grouped sum on the side stream";
+    CU_OK(d.memcpyDtoHAsync(h.data(), sideBuf2.ptr, sideBuf2.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(std::count(h.begin(), h.end(), 2.0f), 4096) << "grouped max on the main stream";
+    ins.clear();
+    outs.clear();
+    d.streamDestroy(side);
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
 // The device-direct path (CFX_CUDA_IPC=1): all-gather (in and out of place) and broadcast between processes on one
 // GPU through CUDA IPC scratch, over several windows (1 MiB of scratch, ~3 MiB per rank) and an odd byte count.
 TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {

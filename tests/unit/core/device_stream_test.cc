@@ -106,6 +106,114 @@ TEST(ReadyGate, AFailedEnqueueAndAnAbortEndTheWaitWithAnError) {
   EXPECT_EQ(aborted.code(), Errc::RemoteError);
 }
 
+// Made-up addresses: the pool only hands them around, and the allocator records what it was asked for.
+struct FakeAllocator {
+  std::vector<size_t> sizes;
+  uintptr_t next = 0x10000000;
+  StagingPool::Allocate fn() {
+    return [this](size_t bytes) -> Result<void*> {
+      sizes.push_back(bytes);
+      next += 0x10000000;
+      return reinterpret_cast<void*>(next);
+    };
+  }
+};
+
+cuda::CUstream fakeStream(uintptr_t v) { return reinterpret_cast<cuda::CUstream>(v); }
+
+TEST(StagingPool, BlocksComeInFourSizesPerPowerOfTwo) {
+  EXPECT_EQ(StagingPool::blockSize(1), 64u << 10);
+  EXPECT_EQ(StagingPool::blockSize(64u << 10), 64u << 10);
+  EXPECT_EQ(StagingPool::blockSize((64u << 10) + 1), 80u << 10);
+  EXPECT_EQ(StagingPool::blockSize(1u << 20), 1u << 20);
+  EXPECT_EQ(StagingPool::blockSize((1u << 20) + 1), 1280u << 10);
+  // A 1 GiB out-of-place all-reduce stages 2 GiB and some alignment: 2.5 GiB, not the 4 GiB of a power of two.
+  EXPECT_EQ(StagingPool::blockSize((size_t{2} << 30) + 300), (size_t{5} << 30) / 2);
+  for (size_t bytes : {size_t{70000}, size_t{3} << 20, (size_t{3} << 20) + 7, size_t{1000000007}}) {
+    const size_t size = StagingPool::blockSize(bytes);
+    EXPECT_GE(size, bytes);
+    EXPECT_LE(size - bytes, size / 5) << bytes;
+  }
+}
+
+TEST(StagingPool, OpsEnqueuedAheadOnOneStreamShareItsBlock) {
+  StagingPool pool;
+  FakeAllocator alloc;
+  const cuda::CUstream s = fakeStream(0x100);
+  std::vector<StagingBlock> inFlight;
+  for (int i = 0; i < 25; ++i) {
+    Result<StagingBlock> b = pool.take(3u << 20, s, alloc.fn());
+    ASSERT_TRUE(b.ok());
+    inFlight.push_back(b.value());
+  }
+  ASSERT_EQ(alloc.sizes.size(), 1u);  // 25 ops in flight, one allocation
+  for (const StagingBlock& b : inFlight) EXPECT_EQ(b.p, inFlight.front().p);
+  EXPECT_EQ(pool.byStream.at(s).users, 25);
+  for (const StagingBlock& b : inFlight) pool.settle(b);
+  EXPECT_EQ(pool.byStream.at(s).users, 0);
+  EXPECT_TRUE(pool.free.empty());  // still the stream's, for its next op
+}
+
+TEST(StagingPool, AGrownStreamBlockFreesTheOldOneOnlyAfterItsLastOp) {
+  StagingPool pool;
+  FakeAllocator alloc;
+  const cuda::CUstream s = fakeStream(0x100);
+  StagingBlock small = pool.take(1u << 20, s, alloc.fn()).value();
+  StagingBlock small2 = pool.take(1u << 20, s, alloc.fn()).value();
+  StagingBlock big = pool.take(8u << 20, s, alloc.fn()).value();
+  ASSERT_EQ(alloc.sizes.size(), 2u);
+  EXPECT_NE(big.p, small.p);
+  ASSERT_EQ(pool.retired.size(), 1u);
+  // Another stream's op must not get the retired block while the first stream may still copy through it.
+  StagingBlock other = pool.take(1u << 20, fakeStream(0x200), alloc.fn()).value();
+  EXPECT_NE(other.p, small.p);
+  pool.settle(small);
+  EXPECT_TRUE(pool.free.empty());
+  pool.settle(small2);
+  EXPECT_TRUE(pool.retired.empty());
+  ASSERT_EQ(pool.free.size(), 1u);
+  EXPECT_EQ(pool.free.front().second, small.p);
+  // Now free: a multi-stream op (no stream) takes it instead of allocating.
+  const size_t allocations = alloc.sizes.size();
+  StagingBlock own = pool.take(1u << 20, nullptr, alloc.fn()).value();
+  EXPECT_EQ(own.p, small.p);
+  EXPECT_EQ(alloc.sizes.size(), allocations);
+  pool.settle(own);
+  EXPECT_EQ(pool.free.size(), 1u);
+  pool.settle(big);
+  EXPECT_EQ(pool.byStream.at(s).users, 0);
+}
+
+TEST(StagingPool, OwnBlocksAreNotSharedWhileInFlight) {
+  StagingPool pool;
+  FakeAllocator alloc;
+  StagingBlock a = pool.take(100, nullptr, alloc.fn()).value();
+  StagingBlock b = pool.take(100, nullptr, alloc.fn()).value();
+  EXPECT_NE(a.p, b.p);
+  pool.settle(a);
+  StagingBlock c = pool.take(100, nullptr, alloc.fn()).value();
+  EXPECT_EQ(c.p, a.p);
+  EXPECT_EQ(alloc.sizes.size(), 2u);
+}
+
+TEST(StagingPool, AFailedAllocationIsReturnedAndLeavesThePoolAsItWas) {
+  StagingPool pool;
+  auto failing = [](size_t) -> Result<void*> { return Status::error(Errc::SystemError, "no pinned memory"); };
+  Result<StagingBlock> b = pool.take(1u << 20, fakeStream(0x100), failing);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Errc::SystemError);
+  EXPECT_TRUE(pool.byStream.empty());
+}
+
+TEST(StagingPool, BlocksSettledAfterCloseStayOut) {
+  StagingPool pool;
+  FakeAllocator alloc;
+  StagingBlock b = pool.take(100, nullptr, alloc.fn()).value();
+  pool.closed = true;
+  pool.settle(b);
+  EXPECT_TRUE(pool.free.empty());
+}
+
 TEST(DeviceState, ACommunicatorIsBoundToTheContextOfItsFirstDeviceBuffers) {
   // Contexts are only compared here, so made-up handles do; without a driver nothing is allocated or freed.
   DeviceState dev(3);
