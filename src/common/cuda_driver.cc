@@ -93,6 +93,7 @@ const Driver* load() {
   resolve(lib, &d.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", &missing);
   resolve(lib, &d.memcpyAsync, "cuMemcpyAsync", &missing);
   resolve(lib, &d.memsetD8Async, "cuMemsetD8Async", &missing);
+  resolve(lib, &d.memcpy2DAsync, "cuMemcpy2DAsync_v2", &missing);
   resolve(lib, &d.streamCreate, "cuStreamCreate", &missing);
   resolve(lib, &d.streamDestroy, "cuStreamDestroy_v2", &missing);
   resolve(lib, &d.streamSynchronize, "cuStreamSynchronize", &missing);
@@ -172,6 +173,29 @@ Status check(CUresult rc, const char* what) {
   if (d != nullptr) d->getErrorString(rc, &text);
   return Status::error(Errc::UnhandledCudaError, strprintf("%s failed: %s error %d (%s)", what, backendName(), rc,
                                                            text != nullptr ? text : "unknown"));
+}
+
+size_t smallCopyRows(size_t bytes) {
+  if (bytes < 2 || bytes > 1024) return 0;
+  size_t rows = 2;
+  while (bytes % rows != 0) ++rows;
+  return rows;
+}
+
+Status copyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, const char* what) {
+  const Driver* d = driver();
+  const size_t rows = d->memcpy2DAsync != nullptr ? smallCopyRows(bytes) : 0;
+  if (rows == 0) return check(d->memcpyHtoDAsync(dst, src, bytes, stream), what);
+  Memcpy2D m;
+  m.srcMemoryType = kMemoryTypeHost;
+  m.srcHost = src;
+  m.srcPitch = bytes / rows;
+  m.dstMemoryType = kMemoryTypeDevice;
+  m.dstDevice = dst;
+  m.dstPitch = bytes / rows;
+  m.WidthInBytes = bytes / rows;
+  m.Height = rows;
+  return check(d->memcpy2DAsync(&m, stream), what);
 }
 
 PointerInfo classify(const void* p) {

@@ -73,7 +73,27 @@ constexpr int kDeviceAttrComputeCapabilityMajor = 75;
 constexpr int kDeviceAttrComputeCapabilityMinor = 76;
 constexpr int kDeviceAttrMultiprocessorCount = 16;
 
-// The entry points. Every member is non-null in a loaded table.
+// CUDA_MEMCPY2D (cuda.h), for cuMemcpy2DAsync; tests/abi checks the layout against the toolkit's header.
+struct Memcpy2D {
+  size_t srcXInBytes = 0;
+  size_t srcY = 0;
+  unsigned srcMemoryType = 0;  // kMemoryType*
+  const void* srcHost = nullptr;
+  CUdeviceptr srcDevice = 0;
+  void* srcArray = nullptr;
+  size_t srcPitch = 0;
+  size_t dstXInBytes = 0;
+  size_t dstY = 0;
+  unsigned dstMemoryType = 0;
+  void* dstHost = nullptr;
+  CUdeviceptr dstDevice = 0;
+  void* dstArray = nullptr;
+  size_t dstPitch = 0;
+  size_t WidthInBytes = 0;
+  size_t Height = 0;
+};
+
+// The entry points. Every member is non-null in a loaded table, except where its comment says otherwise.
 struct Driver {
   CUresult (*init)(unsigned flags);
   CUresult (*getErrorString)(CUresult, const char**);
@@ -99,6 +119,8 @@ struct Driver {
   CUresult (*memcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*memcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t, CUstream);
   CUresult (*memsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  // cuMemcpy2DAsync_v2; null under HIP (copyHtoDAsync then copies in one piece).
+  CUresult (*memcpy2DAsync)(const Memcpy2D*, CUstream) = nullptr;
   CUresult (*streamCreate)(CUstream*, unsigned flags);
   CUresult (*streamDestroy)(CUstream);
   CUresult (*streamSynchronize)(CUstream);
@@ -144,6 +166,13 @@ const Driver* driver();
 
 // "cuMemAlloc (2 MiB) failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" style Status from a CUresult.
 Status check(CUresult rc, const char* what);
+
+// A host-to-device copy on `stream`. On an H100 shared by 4 processes a one-piece copy of 1 KiB or less cost
+// ~550 us (it waits for the GPU's time slices, the other copies do not) where the same bytes as a 2-D copy of two
+// or more rows cost ~10 us (docs/gpu_proof.md); so such copies go as rows.
+Status copyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, const char* what);
+// The rows of that 2-D copy: the fewest (at least 2) that divide `bytes`; 0 where a one-piece copy is used.
+size_t smallCopyRows(size_t bytes);
 
 enum class MemKind { Host, Device, Managed };
 struct PointerInfo {

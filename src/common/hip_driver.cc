@@ -318,6 +318,7 @@ const Driver* loadHipDriver(Driver* d, std::string* why) {
   d->memGetAddressRange = aMemGetAddressRange;
   d->memcpyDtoHAsync = aMemcpyDtoHAsync;
   d->memcpyHtoDAsync = aMemcpyHtoDAsync;
+  d->memcpy2DAsync = nullptr;  // the table may hold CUDA's from a failed cuInit; small copies go in one piece
   d->memcpyDtoDAsync = aMemcpyDtoDAsync;
   d->memcpyAsync = aMemcpyAsync;
   d->memsetD8Async = aMemsetD8Async;

@@ -370,8 +370,7 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
                         "cuStreamWaitValue32"));
     if (copies == nullptr) continue;
     for (const StagedRange& r : (*copies)[i].out) {
-      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, streams[i]),
-                          "cuMemcpyHtoDAsync (staging out)"));
+      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (staging out)"));
     }
     if (giveBack != nullptr) {
       CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));
@@ -436,7 +435,7 @@ Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda:
                         "cuStreamWaitValue32 (captured)"));
     if (copies == nullptr) continue;
     for (const StagedRange& r : (*copies)[i].out) {
-      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, streams[i]), "cuMemcpyHtoDAsync (captured)"));
+      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (captured)"));
     }
   }
   return Status();
@@ -479,7 +478,7 @@ Status DeviceState::copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ra
     if (in && r.copyIn) {
       CFX_TRY(cuda::check(d->memcpyDtoHAsync(r.host, r.device, r.bytes, copyStream_), "cuMemcpyDtoHAsync (staging in)"));
     } else if (!in && r.copyOut) {
-      CFX_TRY(cuda::check(d->memcpyHtoDAsync(r.device, r.host, r.bytes, copyStream_), "cuMemcpyHtoDAsync (staging out)"));
+      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, copyStream_, "cuMemcpyHtoDAsync (staging out)"));
     }
   }
   CFX_TRY(cuda::check(d->eventRecord(copyDone_, copyStream_), "cuEventRecord (staging)"));
