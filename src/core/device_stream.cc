@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/log.h"
-
 namespace cfx::core {
 
 namespace {
@@ -129,24 +127,14 @@ bool ReadyGate::isOpen() {
   return pending_ <= 0;
 }
 
-Status ReadyGate::wait(const std::atomic<bool>& abort, int rank, uint32_t seq) {
+Status ReadyGate::wait(const std::atomic<bool>& abort) {
   std::unique_lock<std::mutex> lock(mutex_);
   // The host function wakes us; the timed wait only notices an abort, which nobody signals on this condition.
-  const auto start = std::chrono::steady_clock::now();
-  auto nextReport = start + std::chrono::seconds(10);
   while (pending_ > 0) {
     if (abort.load(std::memory_order_acquire)) {
       return Status::error(Errc::RemoteError, "aborted while waiting for the stream to reach the operation");
     }
     cv_.wait_for(lock, std::chrono::milliseconds(20));
-    if (pending_ > 0 && std::chrono::steady_clock::now() >= nextReport) {
-      // No deadline (a stream may run long kernels first), but a person debugging a hang must see where.
-      CFX_INFO(log::Sys::Proxy, "rank %d: device op %u still waits for its CUDA stream to reach it (%lld s); the "
-               "stream is busy with earlier work", rank, seq,
-               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
-                   std::chrono::steady_clock::now() - start).count()));
-      nextReport += std::chrono::seconds(10);
-    }
   }
   return failure_;
 }

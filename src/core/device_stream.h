@@ -67,10 +67,10 @@ class ReadyGate {
   bool isOpen();                    // every stream reached the op (or it failed): wait() would return at once
   // Called (outside the gate's lock) once the gate opens or fails: wakes whoever polls isOpen().
   void onOpen(std::function<void()> notify) { notify_ = std::move(notify); }
-  // Waits until every stream reached the op, or `abort` is set. Blocks (no spinning): streams may stay busy for
-  // as long as the user's kernels run, so there is no deadline here.
-  // rank and seq name the op in the INFO line logged every 10 s of waiting.
-  Status wait(const std::atomic<bool>& abort, int rank, uint32_t seq);
+  // Waits until every stream reached the op, or `abort` is set. Blocks (no spinning), with no deadline: streams
+  // may stay busy for as long as the user's kernels run. The progress loop starts a job only once its gate is open
+  // (isOpen) or the communicator aborted, and logs a long wait itself, so there this returns at once.
+  Status wait(const std::atomic<bool>& abort);
 
  private:
   std::mutex mutex_;

@@ -457,7 +457,7 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
   Communicator::DeferredJob job;
   job.before = [comm, plan]() -> Status {
     cuda::relaxCaptureModeOfThisThread();  // our CUDA calls must not break a capture the user runs meanwhile
-    if (plan->gate) CFX_TRY(plan->gate->wait(comm->abortFlag(), comm->rank(), plan->seq));
+    if (plan->gate) CFX_TRY(plan->gate->wait(comm->abortFlag()));
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %u reached on its stream(s)%s", comm->rank(),
              plan->captured ? "captured " : "", plan->seq, plan->direct ? "; device-direct" : "");
     if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });

@@ -76,7 +76,7 @@ TEST(ReadyGate, OpensOnlyOnceEveryStreamGotThere) {
   std::atomic<bool> abort{false};
   std::atomic<bool> passed{false};
   std::thread waiter([&] {
-    EXPECT_TRUE(gate.wait(abort, 0, 1).ok());
+    EXPECT_TRUE(gate.wait(abort).ok());
     passed = true;
   });
   gate.open();
@@ -91,7 +91,7 @@ TEST(ReadyGate, AFailedEnqueueAndAnAbortEndTheWaitWithAnError) {
   ReadyGate failed(3);
   std::atomic<bool> abort{false};
   failed.fail(Status::error(Errc::InvalidUsage, "cuLaunchHostFunc failed"));
-  Status st = failed.wait(abort, 0, 1);
+  Status st = failed.wait(abort);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Errc::InvalidUsage);
 
@@ -100,7 +100,7 @@ TEST(ReadyGate, AFailedEnqueueAndAnAbortEndTheWaitWithAnError) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     abort = true;
   });
-  Status aborted = never.wait(abort, 2, 7);
+  Status aborted = never.wait(abort);
   aborter.join();
   ASSERT_FALSE(aborted.ok());
   EXPECT_EQ(aborted.code(), Errc::RemoteError);
