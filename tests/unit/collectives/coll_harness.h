@@ -51,7 +51,7 @@ std::vector<size_t> sweepCounts(int nRanks, DataType type, size_t sliceBytes);
 // Whether a sweep case is left out of the sanitizer runs (CFX_TEST_QUICK), which look for races and memory errors
 // rather than arithmetic (the full run checks every combination): they keep one type per element size that moves
 // data differently (4 bytes, and 1 for odd offsets) and one op per lowering (plain Max, post-dividing Avg,
-// pre-multiplying PreMulSum).
+// pre-multiplying PreMulSum); the thread sanitizer run keeps Float32 with Max and PreMulSum.
 bool skippedInQuickRuns(DataType type, RedOpKind op);
 
 inline constexpr int kSweepRanks[] = {1, 2, 3, 4, 5, 7, 8};
