@@ -107,14 +107,6 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   return std::nullopt;
 }
 
-// What one step of an algorithm costs besides the wire: waking the rank, the verb's bookkeeping, the system calls
-// of its transport. Measured roughly on this project's 2-core machine (a 4-rank shared-memory step is a few
-// microseconds); it keeps the model from trading one long-haul message for several short ones that cost nothing.
-constexpr double kStepOverheadUs = 5;
-
-// The latency a step over `f` costs.
-double step(const topo::LinkFigures& f) { return f.latencyUs + kStepOverheadUs; }
-
 // Microseconds to move `bytes` at `f`'s bandwidth.
 double transferUs(const topo::LinkFigures& f, double bytes) {
   return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
@@ -397,9 +389,13 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout, int rails)
   return fabric;
 }
 
+double stepOverheadUs(double ranksPerCpu) { return ranksPerCpu > 1 ? kSharedCpuStepOverheadUs : kStepOverheadUs; }
+
 double estimateUs(const PlanRequest& req, Algorithm algorithm) {
   if (req.fabric == nullptr || !applicable(algorithm, req) || !hasAlgorithm(req.coll, algorithm)) return -1;
   const Fabric& f = *req.fabric;
+  // The latency a step over `link` costs.
+  auto step = [&f](const topo::LinkFigures& link) { return link.latencyUs + f.stepUs; };
   const double n = req.nRanks;
   const double bytes = static_cast<double>(req.bytes);
   // An all-reduce is a reduce-scatter and an all-gather: two passes round its ring.

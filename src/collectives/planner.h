@@ -25,6 +25,23 @@
 
 namespace cfx::coll {
 
+// What one step of an algorithm costs besides its link's latency: waking the rank, the verb's bookkeeping, the
+// transport's system calls. Where every rank has a CPU of its own that is a few microseconds (a 4-rank shared-memory
+// step on this project's 2-core machine); it keeps the model from trading one long message for several short ones
+// that would cost nothing.
+inline constexpr double kStepOverheadUs = 5;
+// ... and where ranks outnumber the CPUs they run on: a waiting rank has gone to sleep, and its peer's message finds
+// the CPU taken by another rank, so a step also waits for the scheduler. Measured on the namespace bed (2 hosts x 2
+// ranks on 2 cores, 1 Gbit/s, 200 back-to-back 4 KiB all-reduces): Exchange 83-98 us, Hier 125-127 and Ring
+// 149-152 against 65, 33 and 49 us of line time through the busiest NIC, so 12-23 us per step on top, where the
+// model had charged 5 on shared memory. With 20 it ranks the three as measured there, and at 16 KiB (Hier 137-144,
+// Ring 206, Exchange 271-272: then the bytes decide).
+inline constexpr double kSharedCpuStepOverheadUs = 20;
+
+// The step overhead for ranks running `ranksPerCpu` to a CPU (the most crowded machine's ranks over the CPUs they
+// may run on; at most 1 where each has one).
+double stepOverheadUs(double ranksPerCpu);
+
 // The figures of each communication pattern the planner prices, derived once per communicator. Each is the
 // per-flow figure of the pattern's slowest flow while all its flows run at once: latency in microseconds per
 // hop, bandwidth in GB/s.
@@ -46,6 +63,7 @@ struct Fabric {
   topo::LinkFigures device;    // every device's ring of its own ranks, all at once
   topo::LinkFigures midHost;   // the rings of one device index across a host's devices, all at once
   topo::LinkFigures crossDev;  // the rings of one (device, index) position across hosts, all at once
+  double stepUs = kStepOverheadUs;  // every step's overhead (stepOverheadUs), the same on every link
 };
 
 // The layout of `view`'s placed ranks: its hosts, and below them devices, one per GPU or, for CPU ranks, per NUMA

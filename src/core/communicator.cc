@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <unordered_set>
 
 #include "common/log.h"
@@ -144,6 +146,19 @@ Result<Net> chooseNet(const std::string& ncclNet, const std::string& cfxNet) {
   return Status::error(Errc::InvalidUsage, strprintf("%s=%s is not a network this library offers: use Socket (or "
                                                      "TCP), UCX, or IB (UCX over verbs)",
                                                      source, name.c_str()));
+}
+
+// The running kernel: its boot id, which every container and namespace on the machine shares and no other machine
+// has; the host name where the boot id cannot be read.
+uint64_t kernelId() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(boot >> id)) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    id = host;
+  }
+  return hashBytes(id.data(), id.size());
 }
 
 uint64_t computeHostHash(const std::string& hostId) {
@@ -544,13 +559,14 @@ void Communicator::learnTopology() {
   // user declared, and what the planner prices.
   layout_ = coll::layoutOf(view.value());
   fabric_ = coll::fabricOf(view.value(), layout_, netRails_);
+  fabric_->stepUs = coll::stepOverheadUs(ranksPerCpu_);
   const coll::Fabric& f = *fabric_;
   const std::string rails = netRails_ > 1 ? strprintf(", striped over %d rails", netRails_) : std::string();
   CFX_INFO(log::Sys::Tuning,
            "rank %d: %d hosts x %d ranks%s; per-flow figures%s: ring %.2f GB/s %.1f us, biring %.2f GB/s, host %.2f "
-           "GB/s, cross-host %.2f GB/s %.1f us",
+           "GB/s, cross-host %.2f GB/s %.1f us; %.0f us per step (%.2f ranks per CPU)",
            rank_, f.hosts, f.localRanks, layout_.uniform() ? "" : " (uneven)", rails.c_str(), f.ring.gbps,
-           f.ring.latencyUs, f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs);
+           f.ring.latencyUs, f.biRing.gbps, f.host.gbps, f.cross.gbps, f.cross.latencyUs, f.stepUs, ranksPerCpu_);
   if (f.hier3) {
     CFX_INFO(log::Sys::Tuning,
              "rank %d: 3 levels, %d devices per host x %d ranks per device; per-flow figures: device %.2f GB/s, "
@@ -605,20 +621,53 @@ Status Communicator::learnPlacement() {
       }
     }
   }
-  std::vector<int64_t> pinned(static_cast<size_t>(nRanks_), -1);
-  pinned[static_cast<size_t>(rank_)] = placement.pinnedCpu;
-  CFX_TRY(bootstrap_->allGather(pinned.data(), sizeof(int64_t)));
+  // Per rank: its pinned CPU, the kernel it runs on and the CPUs it may use. The kernel (its boot id), not the host
+  // id, says which ranks share CPUs: containers and network namespaces on one machine are separate hosts that
+  // share its cores.
+  struct Wire {
+    int64_t pinnedCpu;
+    uint64_t kernel;
+    uint64_t cpus[CPU_SETSIZE / 64];
+  };
+  std::vector<Wire> all(static_cast<size_t>(nRanks_), Wire{});
+  Wire& own = all[static_cast<size_t>(rank_)];
+  own.pinnedCpu = placement.pinnedCpu;
+  own.kernel = kernelId();
+  if (CPU_COUNT(&mask) == 0) {  // no affinity to read: every online CPU
+    for (long c = 0; c < std::min<long>(sysconf(_SC_NPROCESSORS_ONLN), CPU_SETSIZE); ++c) CPU_SET(c, &mask);
+  }
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &mask)) own.cpus[c / 64] |= uint64_t{1} << (c % 64);
+  }
+  CFX_TRY(bootstrap_->allGather(all.data(), sizeof(Wire)));
   const uint64_t host = peers_[static_cast<size_t>(rank_)].hostHash;
   for (int p = 0; p < nRanks_; ++p) {
     if (p == rank_ || peers_[static_cast<size_t>(p)].hostHash != host) continue;
     ++placement.localRanks;
-    placement.peerPinnedCpus.push_back(static_cast<int>(pinned[static_cast<size_t>(p)]));
+    placement.peerPinnedCpus.push_back(static_cast<int>(all[static_cast<size_t>(p)].pinnedCpu));
   }
   yieldEvery_ = prims::yieldInterval(placement);
-  CFX_INFO(log::Sys::Init, "rank %d: %s, %d ranks on this host, %d CPUs allowed: a waiting rank yields %s",
+  // The most crowded kernel's ranks over the CPUs any of them may use: above 1, some rank waits for a CPU at every
+  // step, which the planner prices (coll::stepOverheadUs). Every rank computes it from the same records.
+  ranksPerCpu_ = 0;
+  for (const Wire& w : all) {
+    int ranks = 0;
+    uint64_t cpus[CPU_SETSIZE / 64] = {};
+    for (const Wire& v : all) {
+      if (v.kernel != w.kernel) continue;
+      ++ranks;
+      for (size_t i = 0; i < std::size(cpus); ++i) cpus[i] |= v.cpus[i];
+    }
+    int nCpus = 0;
+    for (uint64_t word : cpus) nCpus += std::popcount(word);
+    ranksPerCpu_ = std::max(ranksPerCpu_, static_cast<double>(ranks) / std::max(nCpus, 1));
+  }
+  CFX_INFO(log::Sys::Init,
+           "rank %d: %s, %d ranks on this host, %d CPUs allowed: a waiting rank yields %s; %.2f ranks per CPU on the "
+           "most crowded machine",
            rank_, placement.pinnedCpu >= 0 ? strprintf("pinned to CPU %d", placement.pinnedCpu).c_str() : "not pinned",
            placement.localRanks, placement.allowedCpus,
-           yieldEvery_ == 0 ? "never" : strprintf("every %d failed polls", yieldEvery_).c_str());
+           yieldEvery_ == 0 ? "never" : strprintf("every %d failed polls", yieldEvery_).c_str(), ranksPerCpu_);
   return Status();
 }
 

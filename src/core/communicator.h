@@ -232,6 +232,7 @@ class Communicator {
   std::optional<coll::Fabric> fabric_;
   std::optional<topo::Calibration> calibration_;  // agreed at init when CFX_TOPO_CALIBRATE is set
   int yieldEvery_ = 64;  // failed polls between yields while waiting (prims::yieldInterval)
+  double ranksPerCpu_ = 1;  // on the most crowded machine (learnPlacement); the planner's step overhead follows it
 
   uint32_t collSeq_ = 0;
   OutcomeAgreement agreement_;

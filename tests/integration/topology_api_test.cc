@@ -2,6 +2,7 @@
 // cfxCommGetTopology and cfxCommGetPlan through the public API: what the planner knows of where ranks run, and
 // what it would choose, on one host and on "hosts" made with NCCL_HOSTID (shared memory within, tcp between).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -160,6 +161,44 @@ TEST(TopologyApi, ThreeLevelTopologyFilePlansAndRunsHier3) {
   });
   std::remove(file.c_str());
   EXPECT_TRUE(result.ok());
+}
+
+// Ranks that share a CPU wait for the scheduler at every step, and the model prices that: the same op on the same
+// two "hosts" costs a step's overhead more once both ranks are pinned to one CPU.
+TEST(TopologyApi, RanksPinnedToOneCpuArePricedForWaitingOnIt) {
+  cpu_set_t original;
+  ASSERT_EQ(sched_getaffinity(0, sizeof original, &original), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &original)) cpus.push_back(c);
+  }
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs to give each rank its own";
+  const RunResult result = runRanks(2, [&](RankContext& ctx) {
+    ::setenv("NCCL_HOSTID", ("pinned-host-" + std::to_string(ctx.rank())).c_str(), 1);
+    auto estimateOn = [&](int cpu, const char* name) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+      ncclComm_t comm = nullptr;
+      EXPECT_EQ(ncclCommInitRank(&comm, 2, ctx.newUniqueId(), ctx.rank()), ncclSuccess);
+      cfxPlanInfo plan{};
+      EXPECT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 16, ncclFloat, &plan), ncclSuccess);
+      EXPECT_STREQ(plan.algorithm, "Exchange");  // two ranks, a few bytes: one round either way
+      ctx.report(name, std::to_string(plan.estimateUs));
+      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+      return plan.estimateUs;
+    };
+    const double own = estimateOn(cpus[static_cast<size_t>(ctx.rank())], "own");
+    const double shared = estimateOn(cpus[0], "shared");
+    EXPECT_EQ(sched_setaffinity(0, sizeof original, &original), 0);
+    // One round of Exchange is one step: it now includes a wait for the scheduler.
+    EXPECT_GT(shared - own, 10) << own << " against " << shared;
+    EXPECT_LT(shared - own, 100) << own << " against " << shared;
+  });
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result.allReportsEqual("own"));
+  EXPECT_TRUE(result.allReportsEqual("shared"));
 }
 
 // CFX_TOPO_CALIBRATE: each rank times its own copies, so the ranks plan with the median; the dump (rank 0's) holds

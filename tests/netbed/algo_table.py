@@ -6,13 +6,17 @@ For one collective on one shape, each repetition runs the perf binary once per s
 setting, rep 2: ...): NCCL_ALGO=<coll>:<algorithm> for each fixed algorithm, and "auto" (no NCCL_ALGO: the
 planner decides; its pick per size is read from rank 0's INFO/TUNING lines). Ranks get NCCL_TOPO_FILE describing
 the bed, so the planner prices the links the bed has. The table shows median out-of-place time per size and
-setting, the planner's pick, and auto's time against the best and the worst fixed algorithm.
+setting, the planner's pick, the forced run of the picked algorithm against the best fixed one (the choice's
+cost), and auto's own time against the best and the worst fixed algorithm (the same algorithm measured in another
+run, so it also shows the bed's noise). Each run is two
+sweeps: sizes below 1 MiB with --small-iters iterations (each perf figure is their mean) and --small-reps
+repetitions, the rest with --iters and --reps.
 
 A fixed algorithm that does not apply at some size (Hier with one rank per host, BiRing on two ranks, Exchange
 above one slice) runs the planner's default there instead; every run logs its picks, and such cells show "-" and
 count neither as best nor as worst.
 
-Shapes (--shape): host (one host, --ranks-per-host ranks, no network), 2x2 (2 hosts x 2 ranks on a 1 Gbit/s
+Shapes (--shape): host (one host, --ranks-per-host ranks, no network; Direct instead of Hier), 2x2 (2 hosts x 2 ranks on a 1 Gbit/s
 switch), 2x4 (2 hosts x 4 ranks, 1 Gbit/s), ring4 (4 hosts x 1 rank, ring of 1 Gbit/s point-to-point links),
 4x1_rtt50 (4 hosts x 1 rank on a 1 Gbit/s switch with 50 ms RTT through the delay relay), 3level (2 hosts x 2
 devices x 2 ranks, three link speeds: shared memory within a device, 2 Gbit/s between the devices of a host, 1 Gbit/s
@@ -69,12 +73,20 @@ def three_level_xml() -> str:
 
 # perf binary name -> (NCCL_ALGO collective name, fixed algorithms to compare)
 COLLS = {
-    "all_reduce": ("allreduce", ["exchange", "recdouble", "ring", "biring", "hier", "rabenseifner"]),
+    "all_reduce": ("allreduce", ["exchange", "recdouble", "ring", "biring", "hier", "rabenseifner", "tree"]),
     "all_gather": ("allgather", ["ring", "biring", "hier"]),
     "reduce_scatter": ("reducescatter", ["ring", "biring", "hier"]),
 }
 ROW = re.compile(r"^\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s")
 PICK = re.compile(r"\w+ (\d+) B on \d+ ranks: (\w+)")
+
+
+def parse_size(text: str) -> int:
+    """perf's size syntax: a count of bytes with an optional K, M or G suffix (powers of 1024)."""
+    m = re.fullmatch(r"(\d+)([KMG]?)", text.strip().upper())
+    if not m:
+        raise SystemExit(f"bad size {text!r}: expected e.g. 1024, 4K, 64M, 1G")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
 
 
 def _tuned(spec: netbed.Spec) -> netbed.Spec:
@@ -122,8 +134,13 @@ def main() -> int:
     ap.add_argument("-b", default="1K")
     ap.add_argument("-e", default="64M")
     ap.add_argument("-f", default="4")
-    ap.add_argument("--iters", default="2", help="perf -n")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--iters", default="2", help="perf -n for sizes of 1 MiB and up")
+    ap.add_argument("--small-iters", default="200",
+                    help="perf -n below 1 MiB: ops there take microseconds, and only a long run of them is steady (lower it on long-latency shapes)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of sizes of 1 MiB and up")
+    ap.add_argument("--small-reps", type=int, default=11,
+                    help="repetitions below 1 MiB: runs there take a fraction of a second, and a 2-core machine's "
+                    "scheduler moves single runs by 2x")
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()
 
@@ -133,9 +150,29 @@ def main() -> int:
         algos = ["ring", "biring", "hier", "hier/devices", "hier3"]
     if args.shape == "2x2rails":
         algos = ["ring", "ring/1rail", "hier", "hier/1rail"]
+    if args.shape == "host":
+        # One host has no Hier; it has Direct (every block copied once, straight from its owner), which between
+        # hosts would only add messages.
+        algos = [a for a in algos if a != "hier"] + ["direct"]
     settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]
     perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
-    argv = [perf, "-b", args.b, "-e", args.e, "-f", args.f, "-n", args.iters, "-w", "1", "-c", "1"]
+    # Two sweeps per setting: below 1 MiB many iterations (an op there takes microseconds, and on this 2-core machine
+    # two iterations measure the scheduler as much as the algorithm), from 1 MiB a few (an op takes milliseconds).
+    sizes, factor = [], int(args.f)
+    if factor < 2:
+        raise SystemExit("-f must be 2 or more")
+    size = parse_size(args.b)
+    while size <= parse_size(args.e):
+        sizes.append(size)
+        size *= factor
+    small = [z for z in sizes if z < MiB]
+    large = [z for z in sizes if z >= MiB]
+    sweeps = []  # (argv, repetitions)
+    for part, iters, warmup, reps in ((small, args.small_iters, "3", args.small_reps),
+                                      (large, args.iters, "1", args.reps)):
+        if part:
+            sweeps.append(([perf, "-b", str(part[0]), "-e", str(part[-1]), "-f", args.f, "-n", iters, "-w", warmup,
+                            "-c", "1"], reps))
     samples: dict[str, dict[int, list[float]]] = {s: {} for s in settings}
     picks: dict[str, dict[int, str]] = {}
     relay = os.path.join(args.build, "tools", "cfx_delay_relay")
@@ -148,7 +185,8 @@ def main() -> int:
             topo_env["NCCL_TOPO_FILE"] = os.path.join(tmp, "3level.xml")
             with open(topo_env["NCCL_TOPO_FILE"], "w") as f:
                 f.write(three_level_xml())
-        for rep in range(args.reps):
+        total_reps = max(reps for _, reps in sweeps)
+        for rep in range(total_reps):
             for s in settings:
                 # "hier/devices": Hier, planned on the bed's own file (a host per namespace).
                 env = dict(SHAPE_ENV.get(args.shape, {}))
@@ -157,17 +195,24 @@ def main() -> int:
                 if not s.endswith("/devices"):
                     env.update(topo_env)
                 env.update(VARIANT_ENV.get(s.partition("/")[2], {}))
-                times, p = run(bed, rph, argv, env, args.timeout, os.path.join(tmp, "tuning"), cfxrun)
-                picks.setdefault(s, {}).update(p)
-                for size, t in times.items():
-                    samples[s].setdefault(size, []).append(t)
-                print(f"# rep {rep + 1}/{args.reps} {s}: {len(times)} sizes", file=sys.stderr, flush=True)
+                for argv, reps in sweeps:
+                    if rep >= reps:
+                        continue
+                    times, p = run(bed, rph, argv, env, args.timeout, os.path.join(tmp, "tuning"), cfxrun)
+                    picks.setdefault(s, {}).update(p)
+                    for size, t in times.items():
+                        samples[s].setdefault(size, []).append(t)
+                    print(f"# rep {rep + 1}/{reps} {s}: {len(times)} sizes", file=sys.stderr, flush=True)
 
-    print(f"\n{args.coll} on {args.shape} ({spec.hosts} hosts x {rph} ranks), median of {args.reps} interleaved "
-          f"repetitions, out-of-place time in us\n")
-    print("| size | " + " | ".join(settings) + " | planner's pick | auto / best fixed | auto / worst fixed |")
-    print("|---:|" + "---:|" * len(settings) + "---|---:|---:|")
-    worst_ratio = 0.0
+    print(f"\n{args.coll} on {args.shape} ({spec.hosts} hosts x {rph} ranks), out-of-place time in us, median of "
+          f"interleaved repetitions: {args.small_reps} below 1 MiB ({args.small_iters} iterations each), {args.reps} "
+          f"from 1 MiB ({args.iters} iterations each)\n")
+    # "pick / best": the forced run of the algorithm the planner picked against the best forced one. The auto
+    # column runs the same algorithm again, so auto against its own forced twin is this bed's noise between runs.
+    print("| size | " + " | ".join(settings) + " | planner's pick | pick / best fixed | auto / best fixed | "
+          "auto / worst fixed |")
+    print("|---:|" + "---:|" * len(settings) + "---|---:|---:|---:|")
+    worst_pick, worst_auto = 0.0, 0.0
     for size in sorted(samples["auto"]):
         med = {s: statistics.median(samples[s][size]) for s in settings if size in samples[s]}
         # A forced algorithm counts only where it ran (its run's log names it at this size).
@@ -177,11 +222,15 @@ def main() -> int:
         if not fixed:
             continue
         best, worst = min(fixed), max(fixed)
-        worst_ratio = max(worst_ratio, med["auto"] / best)
-        cells = " | ".join(f"{med[s]:.0f}" if s in ran else "-" for s in settings)
         pick = picks.get("auto", {}).get(size, "?")
-        print(f"| {size} | {cells} | {pick} | {med['auto'] / best:.2f} | {med['auto'] / worst:.2f} |")
-    print(f"\nlargest auto / best fixed: {worst_ratio:.2f}")
+        twin = f"{coll_name}:{pick.lower()}"
+        pick_time = med[twin] if twin in ran else med["auto"]
+        worst_pick = max(worst_pick, pick_time / best)
+        worst_auto = max(worst_auto, med["auto"] / best)
+        cells = " | ".join(f"{med[s]:.0f}" if s in ran else "-" for s in settings)
+        print(f"| {size} | {cells} | {pick} | {pick_time / best:.2f} | {med['auto'] / best:.2f} | "
+              f"{med['auto'] / worst:.2f} |")
+    print(f"\nlargest pick / best fixed: {worst_pick:.2f}; largest auto / best fixed: {worst_auto:.2f}")
     return 0
 
 

@@ -219,6 +219,27 @@ TEST(PlannerModel, TwoHostsOfTwoRanksStillPayForHierarchy) {
   EXPECT_LE(ring / hier, 1.5);
 }
 
+TEST(PlannerModel, RanksSharingCpusPayTheSchedulerAtEveryStep) {
+  EXPECT_EQ(stepOverheadUs(0.25), kStepOverheadUs);
+  EXPECT_EQ(stepOverheadUs(1), kStepOverheadUs);  // a CPU each: nobody waits for one
+  EXPECT_EQ(stepOverheadUs(1.5), kSharedCpuStepOverheadUs);
+  Machine m = machine(topo::testing::twoHostsFourRanks());
+  // A CPU each: at 4 KiB, Hier's eight short steps (six within hosts, two across) cost less than Exchange's round
+  // of four whole buffers through each host's NIC.
+  EXPECT_EQ(choose(m, Collective::AllReduce, 4096), Algorithm::Hier);
+  const double hierOwn = estimateUs(request(m, Collective::AllReduce, 4096), Algorithm::Hier);
+  const double exchangeOwn = estimateUs(request(m, Collective::AllReduce, 4096), Algorithm::Exchange);
+  // Eight ranks on two CPUs: every step waits for the scheduler, and the three rounds win.
+  m.fabric.stepUs = stepOverheadUs(4);
+  EXPECT_EQ(choose(m, Collective::AllReduce, 4096), Algorithm::Exchange);
+  const double extra = kSharedCpuStepOverheadUs - kStepOverheadUs;
+  EXPECT_NEAR(estimateUs(request(m, Collective::AllReduce, 4096), Algorithm::Hier) - hierOwn, 8 * extra, 1e-6);
+  EXPECT_NEAR(estimateUs(request(m, Collective::AllReduce, 4096), Algorithm::Exchange) - exchangeOwn, 3 * extra, 1e-6);
+  // Where bytes dominate, the steps' overhead changes nothing.
+  EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
+  EXPECT_EQ(choose(m, Collective::AllGather, k64MiB), Algorithm::Hier);
+}
+
 TEST(PlannerModel, OneHostKeepsTheRing) {
   const Machine m = machine(star(1, 4, 1000));
   EXPECT_FALSE(m.fabric.hier);
