@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/log.h"
@@ -649,18 +650,21 @@ Status Communicator::learnPlacement() {
   yieldEvery_ = prims::yieldInterval(placement);
   // The most crowded kernel's ranks over the CPUs any of them may use: above 1, some rank waits for a CPU at every
   // step, which the planner prices (coll::stepOverheadUs). Every rank computes it from the same records.
-  ranksPerCpu_ = 0;
-  for (const Wire& w : all) {
+  struct Machine {
     int ranks = 0;
     uint64_t cpus[CPU_SETSIZE / 64] = {};
-    for (const Wire& v : all) {
-      if (v.kernel != w.kernel) continue;
-      ++ranks;
-      for (size_t i = 0; i < std::size(cpus); ++i) cpus[i] |= v.cpus[i];
-    }
+  };
+  std::unordered_map<uint64_t, Machine> machines;
+  for (const Wire& w : all) {
+    Machine& m = machines[w.kernel];
+    ++m.ranks;
+    for (size_t i = 0; i < std::size(m.cpus); ++i) m.cpus[i] |= w.cpus[i];
+  }
+  ranksPerCpu_ = 0;
+  for (const auto& [kernel, m] : machines) {
     int nCpus = 0;
-    for (uint64_t word : cpus) nCpus += std::popcount(word);
-    ranksPerCpu_ = std::max(ranksPerCpu_, static_cast<double>(ranks) / std::max(nCpus, 1));
+    for (uint64_t word : m.cpus) nCpus += std::popcount(word);
+    ranksPerCpu_ = std::max(ranksPerCpu_, static_cast<double>(m.ranks) / std::max(nCpus, 1));
   }
   CFX_INFO(log::Sys::Init,
            "rank %d: %s, %d ranks on this host, %d CPUs allowed: a waiting rank yields %s; %.2f ranks per CPU on the "

@@ -238,6 +238,15 @@ TEST(PlannerModel, RanksSharingCpusPayTheSchedulerAtEveryStep) {
   // Where bytes dominate, the steps' overhead changes nothing.
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
   EXPECT_EQ(choose(m, Collective::AllGather, k64MiB), Algorithm::Hier);
+  // The namespace bed's 2 hosts x 2 ranks on 2 cores: Exchange while a few latencies decide, Hier from 16 KiB on,
+  // as measured there (docs/notes/algorithms.md).
+  Machine bed = machine(star(2, 2, 1000));
+  bed.fabric.stepUs = stepOverheadUs(2);
+  EXPECT_EQ(choose(bed, Collective::AllReduce, 1024), Algorithm::Exchange);
+  EXPECT_EQ(choose(bed, Collective::AllReduce, 4096), Algorithm::Exchange);
+  for (size_t bytes = 16 * 1024; bytes <= (size_t{256} << 20); bytes *= 4) {
+    EXPECT_EQ(choose(bed, Collective::AllReduce, bytes), Algorithm::Hier) << bytes;
+  }
 }
 
 TEST(PlannerModel, OneHostKeepsTheRing) {
@@ -275,7 +284,13 @@ TEST(PlannerModel, OneHostWithDirectMessagesTakesTheDirectAlgorithms) {
   EXPECT_EQ(pick(Collective::Broadcast, kMin, kMin, false), Algorithm::Direct);
   EXPECT_EQ(pick(Collective::Broadcast, kMin - 1, kMin, false), Algorithm::Chain);
   EXPECT_EQ(pick(Collective::AllReduce, k64MiB, kMin, false), Algorithm::Direct);
-  EXPECT_EQ(pick(Collective::AllReduce, kSlice, kMin, false), Algorithm::Exchange);  // one slice: latency first
+  // Within a slice the latency algorithms go first while the buffer is small; from 64 KiB Direct's single copies
+  // win (measured with 4 ranks: docs/notes/algorithms.md).
+  EXPECT_EQ(pick(Collective::AllReduce, 32 * 1024, kMin, false), Algorithm::Exchange);
+  EXPECT_EQ(pick(Collective::AllReduce, 64 * 1024, kMin, false), Algorithm::Direct);
+  EXPECT_EQ(pick(Collective::AllReduce, kSlice, kMin, false), Algorithm::Direct);
+  EXPECT_EQ(pick(Collective::AllReduce, kSlice, 0, false), Algorithm::Exchange);  // no direct messages
+  EXPECT_EQ(pick(Collective::AllReduce, kSlice, kMin, false, parse("^direct")), Algorithm::Exchange);
   EXPECT_EQ(pick(Collective::AllGather, k64MiB, kMin, false, parse("allgather:ring")), Algorithm::Ring);
   EXPECT_EQ(pick(Collective::AllGather, k64MiB, kMin, false, parse("^direct")), Algorithm::Ring);
 
@@ -329,6 +344,24 @@ TEST(PlannerModel, LongLinksTakeRabenseifnerForMidSizedAllReduce) {
   const double ring = estimateUs(request(m, Collective::AllReduce, size_t{4} << 20), Algorithm::Ring);
   const double rab = estimateUs(request(m, Collective::AllReduce, size_t{4} << 20), Algorithm::Rabenseifner);
   EXPECT_GT(ring / rab, 1.5);
+}
+
+TEST(PlannerModel, FourHostsFiftyMillisecondsApartPickAsMeasured) {
+  // The namespace bed's 4x1_rtt50 shape: 4 hosts of one rank on a 1 Gbit/s switch, 25 ms each way through the delay
+  // relay, 4 ranks on 2 cores; its TCP slots, sized to the path's bandwidth-delay product, hold 4 MiB and more.
+  // Measured (docs/notes/algorithms.md): Exchange fastest up to
+  // 4 MiB, then Rabenseifner, BiRing and Ring within 7 % of each other at 16 MiB, and Rabenseifner the model's pick.
+  std::string xml = star(4, 1, 1000);
+  xml.insert(xml.find('\n') + 1, "  <linkclass name=\"net\" lat=\"25020\"/>\n");
+  Machine m = machine(xml);
+  m.fabric.stepUs = stepOverheadUs(2);
+  constexpr size_t kBedSlice = size_t{4} << 20;
+  for (size_t bytes = 1024; bytes <= kBedSlice; bytes *= 4) {
+    const PlanRequest req{Collective::AllReduce, bytes, 4, kBedSlice, &m.fabric};
+    EXPECT_EQ(choosePlan(req, {}).algorithm, Algorithm::Exchange) << bytes;
+  }
+  const PlanRequest req{Collective::AllReduce, size_t{16} << 20, 4, kBedSlice, &m.fabric};
+  EXPECT_EQ(choosePlan(req, {}).algorithm, Algorithm::Rabenseifner);
 }
 
 TEST(PlannerModel, TreeIsPricedAsTwoDepthsOfHalfMessagesAndCanBeForced) {
