@@ -149,27 +149,31 @@ Result<Net> chooseNet(const std::string& ncclNet, const std::string& cfxNet) {
                                                      source, name.c_str()));
 }
 
-// The running kernel: its boot id, which every container and namespace on the machine shares and no other machine
-// has; the host name where the boot id cannot be read.
-uint64_t kernelId() {
+std::string hostName() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// The running kernel's boot id ("" where it cannot be read): every container and namespace on the machine shares
+// it, and no other machine has it.
+std::string bootId() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string id;
-  if (!(boot >> id)) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    id = host;
-  }
+  boot >> id;
+  return id;
+}
+
+// Which machine's CPUs this rank runs on: its boot id, or its host name where that cannot be read.
+uint64_t kernelId() {
+  std::string id = bootId();
+  if (id.empty()) id = hostName();
   return hashBytes(id.data(), id.size());
 }
 
 uint64_t computeHostHash(const std::string& hostId) {
   if (!hostId.empty()) return hashBytes(hostId.data(), hostId.size());
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string id = host;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string bootId;
-  if (boot >> bootId) id += bootId;
+  const std::string id = hostName() + bootId();
   return hashBytes(id.data(), id.size());
 }
 }  // namespace
