@@ -7,13 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -632,7 +630,7 @@ Status Communicator::learnPlacement() {
   struct Wire {
     int64_t pinnedCpu;
     uint64_t kernel;
-    uint64_t cpus[CPU_SETSIZE / 64];
+    cpu_set_t cpus;
   };
   std::vector<Wire> all(static_cast<size_t>(nRanks_), Wire{});
   Wire& own = all[static_cast<size_t>(rank_)];
@@ -641,9 +639,7 @@ Status Communicator::learnPlacement() {
   if (CPU_COUNT(&mask) == 0) {  // no affinity to read: every online CPU
     for (long c = 0; c < std::min<long>(sysconf(_SC_NPROCESSORS_ONLN), CPU_SETSIZE); ++c) CPU_SET(c, &mask);
   }
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &mask)) own.cpus[c / 64] |= uint64_t{1} << (c % 64);
-  }
+  own.cpus = mask;
   CFX_TRY(bootstrap_->allGather(all.data(), sizeof(Wire)));
   const uint64_t host = peers_[static_cast<size_t>(rank_)].hostHash;
   for (int p = 0; p < nRanks_; ++p) {
@@ -656,19 +652,17 @@ Status Communicator::learnPlacement() {
   // step, which the planner prices (coll::stepOverheadUs). Every rank computes it from the same records.
   struct Machine {
     int ranks = 0;
-    uint64_t cpus[CPU_SETSIZE / 64] = {};
+    cpu_set_t cpus{};  // the union of its ranks' affinities
   };
   std::unordered_map<uint64_t, Machine> machines;
-  for (const Wire& w : all) {
+  for (Wire& w : all) {
     Machine& m = machines[w.kernel];
     ++m.ranks;
-    for (size_t i = 0; i < std::size(m.cpus); ++i) m.cpus[i] |= w.cpus[i];
+    CPU_OR(&m.cpus, &m.cpus, &w.cpus);
   }
   ranksPerCpu_ = 0;
   for (const auto& [kernel, m] : machines) {
-    int nCpus = 0;
-    for (uint64_t word : m.cpus) nCpus += std::popcount(word);
-    ranksPerCpu_ = std::max(ranksPerCpu_, static_cast<double>(m.ranks) / std::max(nCpus, 1));
+    ranksPerCpu_ = std::max(ranksPerCpu_, static_cast<double>(m.ranks) / std::max(CPU_COUNT(&m.cpus), 1));
   }
   CFX_INFO(log::Sys::Init,
            "rank %d: %s, %d ranks on this host, %d CPUs allowed: a waiting rank yields %s; %.2f ranks per CPU on the "
