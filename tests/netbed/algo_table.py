@@ -142,6 +142,9 @@ def main() -> int:
                     help="repetitions below 1 MiB: runs there take a fraction of a second, and a 2-core machine's "
                     "scheduler moves single runs by 2x")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--algos", help="comma list: compare only these of the shape's fixed algorithms")
+    ap.add_argument("--sysctl", action="append", default=[],
+                    help="KEY=VALUE set in every host's namespace (repeatable), e.g. net.ipv4.tcp_slow_start_after_idle=0")
     args = ap.parse_args()
 
     spec, rph = SHAPES[args.shape](args.ranks_per_host)
@@ -154,6 +157,13 @@ def main() -> int:
         # One host has no Hier; it has Direct (every block copied once, straight from its owner), which between
         # hosts would only add messages.
         algos = [a for a in algos if a != "hier"] + ["direct"]
+    if args.algos:
+        wanted = args.algos.split(",")
+        unknown = [a for a in wanted if a not in algos]
+        if unknown:
+            raise SystemExit(f"--algos: {unknown} not among {algos}")
+        algos = wanted
+    spec.sysctls += args.sysctl
     settings = [f"{coll_name}:{a}" for a in algos] + ["auto"]
     perf = os.path.join(args.build, "perf", f"{args.coll}_perf")
     # Two sweeps per setting: below 1 MiB many iterations (an op there takes microseconds, and on this 2-core machine

@@ -86,6 +86,9 @@ class Spec:
     # namespace); None keeps the kernel's. A long fat link needs about 2 x bandwidth x RTT, as a WAN host
     # would be tuned. (net.core.{r,w}mem_max, the cap on an explicit SO_SNDBUF, is not per namespace.)
     tcp_buf_max: int | None = None
+    # Further per-namespace sysctls ("key=value") set on every host, for experiments such as
+    # net.ipv4.tcp_slow_start_after_idle=0.
+    sysctls: list[str] = dataclasses.field(default_factory=list)
 
     def validate(self) -> None:
         if self.hosts < 1:
@@ -347,6 +350,8 @@ class Bed:
             if self.spec.tcp_buf_max:
                 for key, low in (("net.ipv4.tcp_rmem", "4096 131072"), ("net.ipv4.tcp_wmem", "4096 16384")):
                     _sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"{key}={low} {self.spec.tcp_buf_max}")
+            for setting in self.spec.sysctls:
+                _sh("ip", "netns", "exec", ns, "sysctl", "-qw", setting)
         for k, link in enumerate(self.spec.links):
             net = ipaddress.ip_network(f"10.{100 + k // 256}.{k % 256}.0/24")
             for h in link.hosts:
