@@ -170,6 +170,23 @@ topo::LinkFigures loadedFigures(const topo::TopologyView& view, const std::vecto
   return out;
 }
 
+// What `stages` steps of a ring over blocks of `blockBytes` cost on `link` (ring.h; allreduce_ring.cc): the blocks
+// go round in even loops of chunks of at most `chunkSlices` slices, and a rank takes a step only once its upstream
+// neighbour has taken the one before, so every loop pays the ring's chain of hops again. Within a step the chunk's
+// slices pipeline: a step costs the chunk's line time or one slice's hop, whichever is longer, and the last step
+// also waits for its last slice to arrive. `strands`: rings run at once by every rank (the bidirectional ring's
+// two), whose steps' overheads take turns on the rank's core while their links' latencies overlap.
+double ringUs(const Fabric& f, const topo::LinkFigures& link, double stages, double blockBytes, size_t sliceBytes,
+              int chunkSlices, double strands = 1) {
+  const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
+  const double loops = std::max(1.0, std::ceil(blockBytes / (slice * std::max(chunkSlices, 1))));
+  const double chunk = blockBytes / loops;
+  const double pieces = std::max(1.0, std::ceil(chunk / slice));
+  const double hop = link.latencyUs + strands * f.stepUs;
+  const double step = std::max(transferUs(link, chunk), hop + transferUs(link, chunk / pieces));
+  return loops * ((stages - 1) * step + hop + transferUs(link, chunk));
+}
+
 uint32_t bit(Algorithm a) { return 1u << static_cast<unsigned>(a); }
 
 bool equalsIgnoreCase(std::string_view a, std::string_view b) {
@@ -407,15 +424,18 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
   const double bytes = static_cast<double>(req.bytes);
   // An all-reduce is a reduce-scatter and an all-gather: two passes round its ring.
   const double passes = req.coll == Collective::AllReduce ? 2 : 1;
+  // Only the all-reduce ring runs chunks of several slices; the all-gather and reduce-scatter rings go a slice
+  // per loop (allgather_ring.cc, reducescatter_ring.cc).
+  const int chunkSlices = req.coll == Collective::AllReduce ? req.ringChunkSlices : 1;
   switch (algorithm) {
     case Algorithm::Ring:
       if (req.nRanks == 1) return 0;
-      return passes * (n - 1) * (step(f.ring) + transferUs(f.ring, bytes / n));
+      return ringUs(f, f.ring, passes * (n - 1), bytes / n, req.sliceBytes, chunkSlices);
     case Algorithm::BiRing:
-      // Two strands, each step moving half the bytes; but a rank runs both strands' verbs on one core, and while
-      // messages are small their steps take turns rather than overlap (measured: 1 KiB to 64 KiB took twice the
-      // ring's time on a ring of 1 Gbit/s links), so each step costs two latencies.
-      return passes * (n - 1) * (2 * step(f.biRing) + transferUs(f.biRing, bytes / n / 2));
+      // Two strands, each step moving half the bytes; but a rank runs both strands' verbs on one core, so their
+      // steps' overheads take turns (measured: 1 KiB to 64 KiB took twice the ring's time on a ring of 1 Gbit/s
+      // links, where it no longer applies; see applicable()).
+      return ringUs(f, f.biRing, passes * (n - 1), bytes / n / 2, req.sliceBytes, chunkSlices, 2);
     case Algorithm::Hier: {
       // Segments pipeline the host-local steps with the cross-host one: the slower hides all but one segment of
       // the faster.

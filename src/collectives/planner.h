@@ -86,6 +86,8 @@ struct PlanRequest {
   size_t directMinBytes = 0;
   // ... and for any buffer (ranks are threads of one process, or CFX_SHM_DIRECT=1), not only ncclMemAlloc's.
   bool directAnyBuffer = false;
+  // Slices per chunk of the ring all-reduce's loops (prims::Prims::ringChunkSlices(): more than 1 on long fat paths).
+  int ringChunkSlices = 1;
 };
 
 // Which algorithms the user allows, per collective (NCCL_ALGO). Default-constructed: all of them.

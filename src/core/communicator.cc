@@ -586,7 +586,8 @@ coll::PlanRequest Communicator::planRequest(coll::Collective coll, size_t count,
     case coll::Collective::Reduce: break;
     default: bytes *= static_cast<size_t>(nRanks_);  // count is per rank: the largest buffer holds them all
   }
-  return coll::PlanRequest{coll, bytes, nRanks_, sliceBytes_, fabric(), directMinBytes_, directAnyBuffer_};
+  return coll::PlanRequest{coll,     bytes,           nRanks_,          sliceBytes_,
+                           fabric(), directMinBytes_, directAnyBuffer_, ringChunkSlices_};
 }
 
 coll::Plan Communicator::plan(const coll::PlanRequest& req) const {

@@ -13,6 +13,9 @@ namespace {
 
 constexpr size_t kSlice = 128 * 1024;
 constexpr size_t k64MiB = size_t{64} << 20;
+// The flat ring against Hier may exceed their ratio of bytes through the busiest link by this much: the ring pays
+// its chain of 2 (n - 1) hops again for every loop of one slice per rank (512 loops of 8 x 128 KiB at 64 MiB).
+constexpr double kRingHopsOverBytes = 1.05;
 
 // A view and the layout of its placed ranks, as core/ builds them.
 struct Machine {
@@ -97,11 +100,12 @@ TEST(PlannerModel, TwoHostsOfFourRanksGoHierarchicalForLargeAllReduce) {
   EXPECT_EQ(m.fabric.hosts, 2);
   EXPECT_EQ(m.fabric.localRanks, 4);
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
-  // The flat ring sends 2 (n - 1) / n = 1.75 times the bytes across the host link; the model sees nearly that.
+  // The flat ring sends 2 (n - 1) / n = 1.75 times the bytes across the host link; the model sees that and the
+  // ring's hops.
   const double ring = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Ring);
   const double hier = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
   EXPECT_GT(ring / hier, 1.6);
-  EXPECT_LE(ring / hier, 1.75);
+  EXPECT_LE(ring / hier, 1.75 * kRingHopsOverBytes);
   // Four ranks share each host's NIC in the cross-host step: a quarter of 1 Gbit/s each.
   EXPECT_NEAR(m.fabric.cross.gbps, 0.125 / 4, 1e-9);
   EXPECT_NEAR(m.fabric.ring.gbps, 0.125, 1e-9);
@@ -139,7 +143,7 @@ TEST(PlannerModel, TwoHostsOfFourRanksGatherHierarchically) {
   const double ring = estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Ring);
   const double hier = estimateUs(request(m, Collective::AllGather, k64MiB), Algorithm::Hier);
   EXPECT_GT(ring / hier, 1.6);
-  EXPECT_LE(ring / hier, 1.75);
+  EXPECT_LE(ring / hier, 1.75 * kRingHopsOverBytes);
 }
 
 TEST(PlannerModel, TwoHostsOfFourRanksReduceScatterHierarchically) {
@@ -149,7 +153,7 @@ TEST(PlannerModel, TwoHostsOfFourRanksReduceScatterHierarchically) {
   const double ring = estimateUs(request(m, Collective::ReduceScatter, k64MiB), Algorithm::Ring);
   const double hier = estimateUs(request(m, Collective::ReduceScatter, k64MiB), Algorithm::Hier);
   EXPECT_GT(ring / hier, 1.6);
-  EXPECT_LE(ring / hier, 1.75);
+  EXPECT_LE(ring / hier, 1.75 * kRingHopsOverBytes);
   EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB, parse("reducescatter:ring")), Algorithm::Ring);
   EXPECT_EQ(choose(m, Collective::ReduceScatter, k64MiB, parse("^hier")), Algorithm::Ring);
   const PlanRequest req = request(m, Collective::ReduceScatter, k64MiB);
@@ -216,7 +220,7 @@ TEST(PlannerModel, TwoHostsOfTwoRanksStillPayForHierarchy) {
   const double ring = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Ring);
   const double hier = estimateUs(request(m, Collective::AllReduce, k64MiB), Algorithm::Hier);
   EXPECT_GT(ring / hier, 1.35);
-  EXPECT_LE(ring / hier, 1.5);
+  EXPECT_LE(ring / hier, 1.5 * kRingHopsOverBytes);
 }
 
 TEST(PlannerModel, RanksSharingCpusPayTheSchedulerAtEveryStep) {
@@ -374,10 +378,19 @@ TEST(PlannerModel, TreeIsPricedAsTwoDepthsOfHalfMessagesAndCanBeForced) {
   const double recDouble = estimateUs(request(m, Collective::AllReduce, 64 * 1024), Algorithm::RecDouble);
   EXPECT_GT(tree, 6 * 25000.0);
   EXPECT_LT(tree, recDouble);
-  // Halves of many slices go segment by segment, a full climb and descent each: the ring wins there.
-  EXPECT_NE(choose(m, Collective::AllReduce, k64MiB), Algorithm::Tree);
+  // Halves of many slices go segment by segment, a full climb and descent each: the ring wins there. (With slices
+  // and ring chunks as the TCP transport grows them on a 50 ms path: 8 MiB, 7 slices to a chunk.)
+  auto longPath = [&m](Collective coll) {
+    PlanRequest req = request(m, coll, k64MiB);
+    req.sliceBytes = size_t{8} << 20;
+    req.ringChunkSlices = 7;
+    return req;
+  };
+  EXPECT_NE(choosePlan(longPath(Collective::AllReduce), {}).algorithm, Algorithm::Tree);
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("Tree")), Algorithm::Tree);
-  EXPECT_EQ(choose(m, Collective::AllGather, k64MiB, parse("allreduce:tree")), Algorithm::Ring);
+  // An all-reduce-only spec leaves the all-gather as the model plans it.
+  EXPECT_EQ(choosePlan(longPath(Collective::AllGather), parse("allreduce:tree")).algorithm,
+            choosePlan(longPath(Collective::AllGather), {}).algorithm);
 }
 
 TEST(PlannerModel, ButterflyPartnersTwoHopsAwayShareTheRingsLinks) {
