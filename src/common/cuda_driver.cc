@@ -225,12 +225,18 @@ PointerInfo classify(const void* p) {
   return info;
 }
 
-RelaxedCaptureMode::RelaxedCaptureMode() {
+namespace {
+// Sets the calling thread's stream capture mode to relaxed; the mode it had, or -1 where that failed (or there is no
+// driver).
+int exchangeForRelaxedCaptureMode() {
   const Driver* d = driver();
-  if (d == nullptr) return;
+  if (d == nullptr) return -1;
   int mode = kStreamCaptureModeRelaxed;
-  if (d->threadExchangeStreamCaptureMode(&mode) == kSuccess) previous_ = mode;
+  return d->threadExchangeStreamCaptureMode(&mode) == kSuccess ? mode : -1;
 }
+}  // namespace
+
+RelaxedCaptureMode::RelaxedCaptureMode() : previous_(exchangeForRelaxedCaptureMode()) {}
 
 RelaxedCaptureMode::~RelaxedCaptureMode() {
   if (previous_ < 0) return;
@@ -240,11 +246,7 @@ RelaxedCaptureMode::~RelaxedCaptureMode() {
 
 void relaxCaptureModeOfThisThread() {
   thread_local bool relaxed = false;
-  if (relaxed) return;
-  const Driver* d = driver();
-  if (d == nullptr) return;
-  int mode = kStreamCaptureModeRelaxed;
-  relaxed = d->threadExchangeStreamCaptureMode(&mode) == kSuccess;
+  if (!relaxed) relaxed = exchangeForRelaxedCaptureMode() >= 0;
 }
 
 ScopedContext::ScopedContext(CUcontext ctx) {
