@@ -352,20 +352,25 @@ TEST(PlannerModel, LongLinksTakeRabenseifnerForMidSizedAllReduce) {
 
 TEST(PlannerModel, FourHostsFiftyMillisecondsApartPickAsMeasured) {
   // The namespace bed's 4x1_rtt50 shape: 4 hosts of one rank on a 1 Gbit/s switch, 25 ms each way through the delay
-  // relay, 4 ranks on 2 cores; its TCP slots, sized to the path's bandwidth-delay product, hold 4 MiB and more.
-  // Measured (docs/notes/algorithms.md): Exchange fastest up to
-  // 4 MiB, then Rabenseifner, BiRing and Ring within 7 % of each other at 16 MiB, and Rabenseifner the model's pick.
+  // relay, 4 ranks on 2 cores; its TCP slots, sized to the path's bandwidth-delay product, grow to 8 MiB, and a ring
+  // chunk spans 7 of them (the bed's INFO/TUNING lines). Measured (docs/notes/algorithms.md): Exchange fastest up to
+  // 4 MiB, then Rabenseifner, BiRing and Ring within 7 % of each other at 16 MiB, and Rabenseifner the model's pick;
+  // at 64 and 256 MiB the ring (871 and 3394 ms against Rabenseifner's 1040 and 4013).
   std::string xml = star(4, 1, 1000);
   xml.insert(xml.find('\n') + 1, "  <linkclass name=\"net\" lat=\"25020\"/>\n");
   Machine m = machine(xml);
   m.fabric.stepUs = stepOverheadUs(2);
-  constexpr size_t kBedSlice = size_t{4} << 20;
-  for (size_t bytes = 1024; bytes <= kBedSlice; bytes *= 4) {
-    const PlanRequest req{Collective::AllReduce, bytes, 4, kBedSlice, &m.fabric};
-    EXPECT_EQ(choosePlan(req, {}).algorithm, Algorithm::Exchange) << bytes;
-  }
-  const PlanRequest req{Collective::AllReduce, size_t{16} << 20, 4, kBedSlice, &m.fabric};
-  EXPECT_EQ(choosePlan(req, {}).algorithm, Algorithm::Rabenseifner);
+  constexpr size_t kBedSlice = size_t{8} << 20;
+  auto bedPick = [&m](size_t bytes) {
+    PlanRequest req{Collective::AllReduce, bytes, 4, kBedSlice, &m.fabric};
+    req.ringChunkSlices = 7;
+    return choosePlan(req, {}).algorithm;
+  };
+  for (size_t bytes = 1024; bytes <= (size_t{4} << 20); bytes *= 4)
+    EXPECT_EQ(bedPick(bytes), Algorithm::Exchange) << bytes;
+  EXPECT_EQ(bedPick(size_t{16} << 20), Algorithm::Rabenseifner);
+  EXPECT_EQ(bedPick(size_t{64} << 20), Algorithm::Ring);
+  EXPECT_EQ(bedPick(size_t{256} << 20), Algorithm::Ring);
 }
 
 TEST(PlannerModel, TreeIsPricedAsTwoDepthsOfHalfMessagesAndCanBeForced) {
