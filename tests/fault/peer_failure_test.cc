@@ -379,7 +379,9 @@ void PeerFailureTest::runShrinkAfterKill(int flags, bool revokeFirst) {
     }
     const Observed o = allReduceExpectingError(comm, send, recv, *shared_);
     reportObserved(ctx, o);
-    if (revokeFirst && o.rc == ncclInvalidUsage) {
+    // Revoking, and shrinking with NCCL_SHRINK_ABORT (which revokes the parent), tell every peer at once.
+    const bool peersRevoke = revokeFirst || flags == NCCL_SHRINK_ABORT;
+    if (peersRevoke && o.rc == ncclInvalidUsage) {
       // A survivor that reaches the all-reduce only after a faster one revoked the communicator is refused the
       // new op, naming the revoker, as NCCL refuses ops on a revoked communicator (seen under load in CI).
       EXPECT_NE(o.text.find("revoked by rank"), std::string::npos) << o.text;
