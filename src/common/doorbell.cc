@@ -51,7 +51,16 @@ bool Backoff::spin() {
     _mm_pause();
 #endif
     // With more ranks than cores the peer we wait for may need our core: yield now and then.
-    if (yieldEvery_ > 0 && count_ % yieldEvery_ == 0) sched_yield();
+    if (yieldEvery_ > 0 && count_ % yieldEvery_ == 0) {
+      sched_yield();
+      const auto now = std::chrono::steady_clock::now();
+      if (count_ == yieldEvery_) {
+        firstYield_ = now;
+      } else if (now - firstYield_ >= kMaxYieldingSpin) {
+        count_ = limit_;
+        return true;
+      }
+    }
     return false;
   }
   return true;

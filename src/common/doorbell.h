@@ -35,8 +35,15 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex needs a plain 3
 // block on its doorbell now. reset() after progress. Every `yieldEvery` failed polls it yields the CPU: 1 when the
 // peer waited for may need this very CPU (it shares it, or ranks outnumber CPUs), so the handoff costs one
 // context switch instead of a time slice of spinning; 0 never yields (the peer has a CPU of its own).
+//
+// A yielding spin also ends after kMaxYieldingSpin of wall time: where CPUs are oversubscribed each sched_yield
+// may hand over a whole time slice, and 2000 of them once ran past a 3 s operation timeout before the caller got to
+// check its deadline or its peers (a clean peer exit reported as a timeout under load). The clock is read only
+// at a yield, which costs a system call anyway.
 class Backoff {
  public:
+  static constexpr std::chrono::microseconds kMaxYieldingSpin{1000};
+
   explicit Backoff(int spins = 2000, int yieldEvery = 64) : limit_(spins), yieldEvery_(yieldEvery < 0 ? 0 : yieldEvery) {}
   bool spin();
   void reset() { count_ = 0; }
@@ -45,6 +52,7 @@ class Backoff {
   int limit_;
   int yieldEvery_;
   int count_ = 0;
+  std::chrono::steady_clock::time_point firstYield_{};
 };
 
 // A monotonic deadline; the default is "never".

@@ -2,6 +2,9 @@
 // The waiting policy alone: how often a waiting rank yields its CPU for a given placement of ranks on CPUs.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <climits>
+
 #include "primitives/executor.h"
 
 namespace cfx::prims {
@@ -52,6 +55,20 @@ TEST(WaitPolicy, BackoffBlocksAfterItsLimitWhateverItsYieldInterval) {
     b.reset();
     EXPECT_FALSE(b.spin());
   }
+}
+
+// Under oversubscription every yield may cost a time slice, so a yielding spin must end on time, not only on count:
+// with a count of 2^31 it would otherwise spin for hours instead of blocking on its doorbell.
+TEST(WaitPolicy, AYieldingSpinEndsOnTimeWhateverItsCount) {
+  Backoff b(INT_MAX, 1);
+  const auto start = std::chrono::steady_clock::now();
+  long spins = 0;
+  while (!b.spin()) ++spins;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, Backoff::kMaxYieldingSpin);
+  EXPECT_LT(spins, INT_MAX - 1);
+  EXPECT_TRUE(b.spin()) << "once ended, the spin stays ended until reset";
+  b.reset();
+  EXPECT_FALSE(b.spin());
 }
 
 }  // namespace
