@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -27,25 +28,41 @@ namespace {
 
 using cuda::CUdeviceptr;
 
-// 0 when a child process finds a CUDA device, else a reason.
-const char* gpuMissingReason() {
-  static const char* reason = [] () -> const char* {
+// What a throwaway child process finds: a CUDA device (real, or the CPU emulation of the driver that
+// tests/gpu/emu builds for CI, found through LD_LIBRARY_PATH), or neither.
+enum class Device { None, Real, Emulated };
+Device probeDevice() {
+  static const Device found = [] {
     const pid_t pid = fork();
     if (pid == 0) {
       const cuda::Driver* d = cuda::driver();
       int n = 0;
-      _exit(d != nullptr && d->deviceGetCount(&n) == cuda::kSuccess && n > 0 ? 0 : 1);
+      if (d == nullptr || d->deviceGetCount(&n) != cuda::kSuccess || n <= 0) _exit(1);
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+      _exit(lib != nullptr && dlsym(lib, "cfxCudaEmulator") != nullptr ? 2 : 0);
     }
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid) return "could not fork the CUDA probe";
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? nullptr : "no CUDA driver or no CUDA device on this machine";
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return Device::None;
+    return WEXITSTATUS(status) == 0 ? Device::Real : WEXITSTATUS(status) == 2 ? Device::Emulated : Device::None;
   }();
-  return reason;
+  return found;
 }
 
-#define SKIP_WITHOUT_GPU()                                   \
-  do {                                                       \
+// 0 when a child process finds a CUDA device, else a reason.
+const char* gpuMissingReason() {
+  return probeDevice() == Device::None ? "no CUDA driver or no CUDA device on this machine" : nullptr;
+}
+
+#define SKIP_WITHOUT_GPU()                                         \
+  do {                                                             \
     if (const char* why = gpuMissingReason()) GTEST_SKIP() << why; \
+  } while (0)
+
+// For tests of what the emulator does not model (IPC, kernels, graphs; tests/gpu/emu/cuda_emulator.cc).
+#define SKIP_WITHOUT_REAL_GPU(needs)                                                                        \
+  do {                                                                                                      \
+    SKIP_WITHOUT_GPU();                                                                                     \
+    if (probeDevice() == Device::Emulated) GTEST_SKIP() << "the CPU emulation of the driver has no " needs; \
   } while (0)
 
 // In a child: makes device 0's primary context current, as cudaSetDevice(0) does.
@@ -162,7 +179,7 @@ TEST(GpuCollectives, AllReduceEveryTypeAndOpFourRanksOneGpu) {
 // The same sweep through the device-direct path (CFX_CUDA_IPC=1: reduce kernels on CUDA IPC scratch), over several
 // windows (1 MiB of scratch per rank); PreMulSum with a device scalar still takes the staged path.
 TEST(GpuCollectives, AllReduceEveryTypeAndOpThreeRanksOneGpuOverIpc) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("IPC or kernels");
   allReduceSweep(3, 300001, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
 }
 
@@ -280,8 +297,9 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
     void* gateHost = nullptr;
     CU_OK(d.memHostAlloc(&gateHost, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap));
-    auto* gate = static_cast<volatile uint32_t*>(gateHost);
-    *gate = 0;
+    // Stored atomically: the GPU reads it over PCIe, the CPU emulation of the driver from another thread.
+    std::atomic_ref<uint32_t> gate(*static_cast<uint32_t*>(gateHost));
+    gate.store(0);
     CUdeviceptr gateDev = 0;
     CU_OK(d.memHostGetDevicePointer(&gateDev, gateHost, 0));
     const size_t count = 1 << 20;
@@ -303,7 +321,7 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_EQ(static_cast<float*>(outPinned)[0], -1.0f) << "work after the collective ran before the stream reached it";
     ctx.barrier();
-    *gate = 1;
+    gate.store(1);
     CU_OK(d.streamSynchronize(stream));
     const float want = 3.0f;  // 1 + 2
     size_t bad = 0;
@@ -397,7 +415,7 @@ TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
 // The device-direct path (CFX_CUDA_IPC=1): all-gather (in and out of place) and broadcast between processes on one
 // GPU through CUDA IPC scratch, over several windows (1 MiB of scratch, ~3 MiB per rank) and an odd byte count.
 TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("IPC");
   for (int n : {2, 3}) {
     RunOptions opts;
     opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"NCCL_DEBUG", "INFO"},
@@ -481,7 +499,7 @@ TEST(GpuCollectives, FourRanksOneProcessOneGpu) {
 
 // ncclMemAlloc gives device memory when the thread has a current device; ncclMemFree releases it.
 TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("IPC");
   runRanks(1, [&](RankContext&) {
     const cuda::Driver& d = useDevice0();
     void* p = nullptr;
@@ -604,19 +622,19 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
 }
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayStaged) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("graph capture");
   for (int n : {2, 3}) graphReplaySweep(n, {});
 }
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayOverIpc) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("graph capture or IPC");
   graphReplaySweep(3, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
 }
 
 // Four communicators of one process on one GPU, their streams forked from one capturing stream and joined back,
 // one group all-reduce across them captured into one graph and replayed.
 TEST(GpuCollectives, GraphCapturedGroupFourRanksOneProcess) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("graph capture");
   runRanks(1, [&](RankContext&) {
     const cuda::Driver& d = useDevice0();
     const GraphApi& g = graphApi();
@@ -682,7 +700,7 @@ TEST(GpuCollectives, GraphCapturedGroupFourRanksOneProcess) {
 // stream, and destroying it later is harmless. Host buffers in a capture are refused, and a one-rank collective
 // is captured as a plain device copy.
 TEST(GpuCollectives, GraphEdgesOutlivedCommHostBuffersOneRank) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_REAL_GPU("graph capture");
   runRanks(2, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     const GraphApi& g = graphApi();
