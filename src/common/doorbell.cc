@@ -45,6 +45,7 @@ void Doorbell::wait(uint32_t observed, std::chrono::microseconds timeout) {
 }
 
 bool Backoff::spin() {
+  if (count_ >= limit_) return true;  // ended: stays so until reset(), and the count never overflows
   ++count_;
   if (count_ < limit_) {
 #if defined(__x86_64__) || defined(__i386__)
