@@ -622,19 +622,19 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
 }
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayStaged) {
-  SKIP_WITHOUT_REAL_GPU("graph capture");
+  SKIP_WITHOUT_GPU();
   for (int n : {2, 3}) graphReplaySweep(n, {});
 }
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayOverIpc) {
-  SKIP_WITHOUT_REAL_GPU("graph capture or IPC");
+  SKIP_WITHOUT_REAL_GPU("IPC");
   graphReplaySweep(3, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
 }
 
 // Four communicators of one process on one GPU, their streams forked from one capturing stream and joined back,
 // one group all-reduce across them captured into one graph and replayed.
 TEST(GpuCollectives, GraphCapturedGroupFourRanksOneProcess) {
-  SKIP_WITHOUT_REAL_GPU("graph capture");
+  SKIP_WITHOUT_GPU();
   runRanks(1, [&](RankContext&) {
     const cuda::Driver& d = useDevice0();
     const GraphApi& g = graphApi();
@@ -700,7 +700,7 @@ TEST(GpuCollectives, GraphCapturedGroupFourRanksOneProcess) {
 // stream, and destroying it later is harmless. Host buffers in a capture are refused, and a one-rank collective
 // is captured as a plain device copy.
 TEST(GpuCollectives, GraphEdgesOutlivedCommHostBuffersOneRank) {
-  SKIP_WITHOUT_REAL_GPU("graph capture");
+  SKIP_WITHOUT_GPU();
   runRanks(2, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     const GraphApi& g = graphApi();

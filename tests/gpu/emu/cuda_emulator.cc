@@ -13,13 +13,16 @@
 //   - A copy between device memory and pageable host memory returns only once the stream ran it: CUDA may do
 //     exactly that (it stages pageable memory synchronously), so code that is correct on CUDA is correct here.
 //   - Events: record, query, synchronize, cross-stream waits.
+//   - Graph capture (see "graphs" below): the captured streams' work with its fork and join dependencies, user
+//     objects, and CUDA's global capture mode refusing allocations.
 // What it does not model (calls return CUDA_ERROR_NOT_SUPPORTED, and the tests that need them skip): IPC handles,
-// kernels (modules), graph capture. Timing is nothing like a GPU's; tests never assert timings anyway.
+// kernels (modules). Timing is nothing like a GPU's; tests never assert timings anyway.
 //
 // Every entry point the library resolves is exported under its versioned name (common/cuda_driver.cc), with the
 // driver API's C signatures. cfxCudaEmulator() lets a test tell the emulator from a real driver.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -64,7 +67,6 @@ Context gPrimary;
 std::atomic<bool> gInitialised{false};
 std::atomic<int> gPrimaryRefs{0};
 thread_local std::vector<Context*> tlContexts;  // the current context is the back
-thread_local int tlCaptureMode = 0;             // CU_STREAM_CAPTURE_MODE_GLOBAL
 
 // ---- allocations -------------------------------------------------------------------------------------------
 
@@ -90,8 +92,11 @@ bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out) {
 
 bool isTracked(const void* p) { return findAllocation(reinterpret_cast<uintptr_t>(p), nullptr, nullptr); }
 
+bool allocationAllowed();
+
 CUresult allocate(void** p, size_t bytes, bool device) {
   if (p == nullptr) return kInvalidValue;
+  if (!allocationAllowed()) return 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
   // mmap, not malloc: zero-filled like fresh device memory, and never adjacent to the heap the tests check.
   const size_t length = bytes == 0 ? 1 : bytes;
   void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -117,11 +122,16 @@ CUresult release(void* p, bool device) {
 
 // ---- streams and events ---------------------------------------------------------------------------------------
 
+struct Capture;
+
 struct Event {
   std::mutex mutex;
   std::condition_variable cv;
   uint64_t recorded = 0;   // records enqueued
   uint64_t completed = 0;  // records the stream got to
+  // Its last record was captured (gCaptureMutex): into this capture, as that capture's event `capturedSlot`.
+  Capture* capturedIn = nullptr;
+  int capturedSlot = -1;
 };
 
 // One in-order queue of work, run by its own (detached) thread. destroy() returns at once, as cuStreamDestroy does:
@@ -133,6 +143,10 @@ class Stream {
   }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
+
+  // The capture this stream records into, and its lane there (under gCaptureMutex).
+  Capture* capture = nullptr;
+  int lane = 0;
 
   void destroy() {
     {
@@ -214,13 +228,133 @@ void waitValue(uint32_t* word, uint32_t value) {
   }
 }
 
+// ---- graphs ------------------------------------------------------------------------------------------------
+//
+// Capture records what a stream would run into a graph instead. A graph is a list of nodes, each on a lane: lane 0
+// is the stream the capture began on, and a stream joins as a new lane by waiting on an event recorded in the
+// capture (the fork); the origin waits on events the other lanes record (the join). A launch runs lane 0 on the
+// launch stream and every other lane on a stream of its own, with the captured records and waits between them, so
+// a graph runs with the same dependencies it was captured with. Captures in CUDA's global mode make allocations
+// from threads not in relaxed mode fail and invalidate the capture, as CUDA does.
+
+constexpr CUresult kIllegalState = 401;
+constexpr CUresult kCaptureUnsupported = 900;
+constexpr CUresult kCaptureInvalidated = 901;
+constexpr CUresult kCaptureMerge = 902;
+constexpr CUresult kCaptureUnmatched = 903;
+constexpr int kCaptureModeGlobal = 0;
+constexpr int kCaptureModeRelaxed = 2;
+
+struct UserObject {
+  std::atomic<unsigned> refs;
+  void* ptr;
+  CUhostFn destroy;
+};
+
+// Drops `count` references; the last one runs the destructor on a thread of its own, as CUDA runs it on one of its
+// threads, never inside the call that dropped it.
+void releaseUserObject(UserObject* o, unsigned count) {
+  if (o->refs.fetch_sub(count) != count) return;
+  std::thread([o] {
+    o->destroy(o->ptr);
+    delete o;
+  }).detach();
+}
+
+struct Node {
+  enum Kind { Task, Record, Wait } kind = Task;
+  int lane = 0;
+  int event = -1;  // Record, Wait: the graph's event slot
+  std::function<void()> task;
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  int lanes = 1;
+  int events = 0;
+  std::vector<std::pair<UserObject*, unsigned>> owned;  // user-object references the graph holds
+  ~Graph() {
+    for (auto [o, n] : owned) releaseUserObject(o, n);
+  }
+};
+
+struct Capture {
+  Graph* graph = nullptr;
+  uint64_t id = 0;
+  int mode = kCaptureModeGlobal;
+  bool ended = false;
+  bool invalid = false;
+  std::vector<Stream*> streams;
+};
+
+std::mutex gCaptureMutex;
+uint64_t gCaptureIds = 0;
+std::vector<Capture*> gActiveCaptures;  // captures are never freed: events may still name them
+thread_local int tlCaptureMode = 0;     // CU_STREAM_CAPTURE_MODE_GLOBAL
+
+// Whether this thread may make an allocation now (CUDA's "potentially unsafe" calls); invalidates the captures it
+// would break when not. A thread in thread-local mode is held to the global rule (stricter than CUDA, which checks
+// only that thread's own captures); the library never uses that mode.
+bool allocationAllowed() {
+  if (tlCaptureMode == kCaptureModeRelaxed) return true;
+  std::lock_guard lk(gCaptureMutex);
+  bool allowed = true;
+  for (Capture* c : gActiveCaptures) {
+    if (c->mode == kCaptureModeGlobal) {
+      c->invalid = true;
+      allowed = false;
+    }
+  }
+  return allowed;
+}
+
+// Runs `task` on the stream, or records it into the stream's capture. The stream's ticket, 0 when captured.
+uint64_t submit(Stream* s, std::function<void()> task) {
+  {
+    std::lock_guard lk(gCaptureMutex);
+    if (s->capture != nullptr) {
+      s->capture->graph->nodes.push_back(Node{Node::Task, s->lane, -1, std::move(task)});
+      return 0;
+    }
+  }
+  return s->enqueue(std::move(task));
+}
+
+bool capturing(Stream* s) {
+  std::lock_guard lk(gCaptureMutex);
+  return s->capture != nullptr;
+}
+
+// One launch's events, shared by the tasks of its lanes.
+struct LaunchEvents {
+  explicit LaunchEvents(int n) : done(static_cast<size_t>(n), false) {}
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<bool> done;
+};
+
+// An instantiated graph. `hold` keeps the graph's user objects alive while the exec or any task of a launch does.
+struct Exec {
+  struct Hold {
+    std::vector<std::pair<UserObject*, unsigned>> refs;
+    ~Hold() {
+      for (auto [o, n] : refs) releaseUserObject(o, n);
+    }
+  };
+  std::vector<Node> nodes;
+  int lanes = 1;
+  int events = 0;
+  std::shared_ptr<Hold> hold;
+};
+
 // A copy the stream runs. One whose host side is pageable (memory this emulator never allocated) returns only once
-// the stream ran it, as CUDA may.
+// the stream ran it, as CUDA may; during capture that is an error, as in CUDA.
 CUresult copyAsync(void* dst, const void* src, size_t bytes, void* stream, bool hostSideTracked) {
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || src == nullptr) return kInvalidValue;
   Stream* s = streamOf(stream);
-  const uint64_t ticket = s->enqueue([=] { std::memmove(dst, src, bytes); });
+  if (!hostSideTracked && capturing(s)) return kCaptureUnsupported;
+  const uint64_t ticket = submit(s, [=] { std::memmove(dst, src, bytes); });
   if (!hostSideTracked) s->waitFor(ticket);
   return kSuccess;
 }
@@ -270,6 +404,21 @@ CFX_EMU_API cuGetErrorString(CUresult rc, const char** text) {
       break;
     case kNotSupported:
       *text = "operation not supported (by the CPU emulation of the driver)";
+      break;
+    case kIllegalState:
+      *text = "the operation cannot be performed in the present state";
+      break;
+    case kCaptureUnsupported:
+      *text = "operation not permitted when stream is capturing";
+      break;
+    case kCaptureInvalidated:
+      *text = "operation failed due to a previous error during capture";
+      break;
+    case kCaptureMerge:
+      *text = "operation would result in a merge of separate capture sequences";
+      break;
+    case kCaptureUnmatched:
+      *text = "capture was not initiated in this stream";
       break;
     default:
       *text = "unknown error";
@@ -449,7 +598,7 @@ CFX_EMU_API cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void* 
 CFX_EMU_API cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, void* stream) {
   if (bytes == 0) return kSuccess;
   if (!isTracked(ptr(dst))) return kInvalidValue;
-  streamOf(stream)->enqueue([=] { std::memset(ptr(dst), value, bytes); });
+  submit(streamOf(stream), [=] { std::memset(ptr(dst), value, bytes); });
   return kSuccess;
 }
 
@@ -464,11 +613,13 @@ CFX_EMU_API cuMemcpy2DAsync_v2(const Memcpy2D* m, void* stream) {
   dst += m->dstY * m->dstPitch + m->dstXInBytes;
   const Memcpy2D c = *m;
   Stream* s = streamOf(stream);
-  const uint64_t ticket = s->enqueue([=] {
+  const bool pageable = !isTracked(src) || !isTracked(dst);
+  if (pageable && capturing(s)) return kCaptureUnsupported;
+  const uint64_t ticket = submit(s, [=] {
     for (size_t row = 0; row < c.Height; ++row)
       std::memmove(dst + row * c.dstPitch, src + row * c.srcPitch, c.WidthInBytes);
   });
-  if (!isTracked(src) || !isTracked(dst)) s->waitFor(ticket);
+  if (pageable) s->waitFor(ticket);
   return kSuccess;
 }
 
@@ -495,21 +646,21 @@ CFX_EMU_API cuStreamGetCtx(void*, void** ctx) {
   return kSuccess;
 }
 
-CFX_EMU_API cuStreamIsCapturing(void*, int* status) {
+CFX_EMU_API cuStreamGetCaptureInfo_v2(void* stream, int* status, unsigned long long* id, void** graph,
+                                      const void** deps, size_t* numDeps) {
   if (status == nullptr) return kInvalidValue;
-  *status = 0;  // never capturing: capture is not emulated
-  return kSuccess;
-}
-
-CFX_EMU_API cuStreamGetCaptureInfo_v2(void*, int* status, unsigned long long* id, void** graph, const void** deps,
-                                      size_t* numDeps) {
-  if (status == nullptr) return kInvalidValue;
-  *status = 0;
-  if (id != nullptr) *id = 0;
-  if (graph != nullptr) *graph = nullptr;
+  std::lock_guard lk(gCaptureMutex);
+  const Capture* c = streamOf(stream)->capture;
+  *status = c == nullptr ? 0 : c->invalid ? 2 : 1;  // none, active, invalidated
+  if (id != nullptr) *id = c == nullptr ? 0 : c->id;
+  if (graph != nullptr) *graph = c == nullptr ? nullptr : c->graph;
   if (deps != nullptr) *deps = nullptr;
   if (numDeps != nullptr) *numDeps = 0;
   return kSuccess;
+}
+
+CFX_EMU_API cuStreamIsCapturing(void* stream, int* status) {
+  return cuStreamGetCaptureInfo_v2(stream, status, nullptr, nullptr, nullptr, nullptr);
 }
 
 CFX_EMU_API cuThreadExchangeStreamCaptureMode(int* mode) {
@@ -518,28 +669,142 @@ CFX_EMU_API cuThreadExchangeStreamCaptureMode(int* mode) {
   return kSuccess;
 }
 
-CFX_EMU_API cuStreamBeginCapture_v2(void*, int) { return kNotSupported; }
-CFX_EMU_API cuUserObjectCreate(void**, void*, CUhostFn, unsigned, unsigned) { return kNotSupported; }
-CFX_EMU_API cuUserObjectRelease(void*, unsigned) { return kNotSupported; }
-CFX_EMU_API cuGraphRetainUserObject(void*, void*, unsigned, unsigned) { return kNotSupported; }
+CFX_EMU_API cuStreamBeginCapture_v2(void* stream, int mode) {
+  if (stream == nullptr || mode < 0 || mode > 2) return kInvalidValue;  // the legacy stream cannot be captured
+  auto* s = static_cast<Stream*>(stream);
+  std::lock_guard lk(gCaptureMutex);
+  if (s->capture != nullptr) return kIllegalState;
+  auto* c = new Capture;
+  c->graph = new Graph;
+  c->id = ++gCaptureIds;
+  c->mode = mode;
+  c->streams.push_back(s);
+  s->capture = c;
+  s->lane = 0;
+  gActiveCaptures.push_back(c);
+  return kSuccess;
+}
+
+CFX_EMU_API cuStreamEndCapture(void* stream, void** graph) {
+  if (stream == nullptr || graph == nullptr) return kInvalidValue;
+  auto* s = static_cast<Stream*>(stream);
+  std::lock_guard lk(gCaptureMutex);
+  Capture* c = s->capture;
+  if (c == nullptr || s->lane != 0) return kCaptureUnmatched;
+  for (Stream* joined : c->streams) joined->capture = nullptr;
+  c->ended = true;
+  gActiveCaptures.erase(std::find(gActiveCaptures.begin(), gActiveCaptures.end(), c));
+  if (c->invalid) {
+    delete c->graph;
+    *graph = nullptr;
+    return kCaptureInvalidated;
+  }
+  *graph = c->graph;
+  return kSuccess;
+}
+
+CFX_EMU_API cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
+  if (exec == nullptr || graph == nullptr) return kInvalidValue;
+  const auto* g = static_cast<const Graph*>(graph);
+  auto* e = new Exec;
+  e->nodes = g->nodes;
+  e->lanes = g->lanes;
+  e->events = g->events;
+  e->hold = std::make_shared<Exec::Hold>();
+  for (auto [o, n] : g->owned) {
+    o->refs.fetch_add(n);
+    e->hold->refs.emplace_back(o, n);
+  }
+  *exec = e;
+  return kSuccess;
+}
+
+CFX_EMU_API cuGraphLaunch(void* exec, void* stream) {
+  if (exec == nullptr) return kInvalidValue;
+  const auto* e = static_cast<const Exec*>(exec);
+  Stream* origin = streamOf(stream);
+  if (capturing(origin)) return kNotSupported;  // a graph launched into a capture: not emulated
+  auto events = std::make_shared<LaunchEvents>(e->events);
+  std::vector<Stream*> lanes(static_cast<size_t>(e->lanes), origin);
+  for (size_t l = 1; l < lanes.size(); ++l) lanes[l] = new Stream();
+  for (const Node& n : e->nodes) {
+    Stream* s = lanes[static_cast<size_t>(n.lane)];
+    const size_t slot = static_cast<size_t>(n.event);
+    switch (n.kind) {
+      case Node::Task:
+        s->enqueue([task = n.task, hold = e->hold] { task(); });
+        break;
+      case Node::Record:
+        s->enqueue([events, slot] {
+          {
+            std::lock_guard lk(events->mutex);
+            events->done[slot] = true;
+          }
+          events->cv.notify_all();
+        });
+        break;
+      case Node::Wait:
+        s->enqueue([events, slot] {
+          std::unique_lock lk(events->mutex);
+          events->cv.wait(lk, [&] { return events->done[slot]; });
+        });
+        break;
+    }
+  }
+  for (size_t l = 1; l < lanes.size(); ++l) lanes[l]->destroy();  // each runs its lane, then goes
+  return kSuccess;
+}
+
+CFX_EMU_API cuGraphExecDestroy(void* exec) {
+  if (exec == nullptr) return kInvalidValue;
+  delete static_cast<Exec*>(exec);  // launches still running hold the user objects themselves
+  return kSuccess;
+}
+
+CFX_EMU_API cuGraphDestroy(void* graph) {
+  if (graph == nullptr) return kInvalidValue;
+  delete static_cast<Graph*>(graph);
+  return kSuccess;
+}
+
+CFX_EMU_API cuUserObjectCreate(void** object, void* p, CUhostFn destroy, unsigned initialRefcount, unsigned flags) {
+  if (object == nullptr || destroy == nullptr || initialRefcount == 0 || flags != 1) return kInvalidValue;
+  *object = new UserObject{{initialRefcount}, p, destroy};
+  return kSuccess;
+}
+
+CFX_EMU_API cuUserObjectRelease(void* object, unsigned count) {
+  if (object == nullptr || count == 0) return kInvalidValue;
+  releaseUserObject(static_cast<UserObject*>(object), count);
+  return kSuccess;
+}
+
+CFX_EMU_API cuGraphRetainUserObject(void* graph, void* object, unsigned count, unsigned flags) {
+  if (graph == nullptr || object == nullptr || count == 0 || flags > 1) return kInvalidValue;
+  auto* o = static_cast<UserObject*>(object);
+  if (flags == 0) o->refs.fetch_add(count);  // CU_GRAPH_USER_OBJECT_MOVE takes the caller's references instead
+  std::lock_guard lk(gCaptureMutex);
+  static_cast<Graph*>(graph)->owned.emplace_back(o, count);
+  return kSuccess;
+}
 
 CFX_EMU_API cuStreamWaitValue32_v2(void* stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
   if (flags != 0 || !isTracked(ptr(addr))) return kInvalidValue;  // only GEQ, on pinned memory the driver knows
   auto* word = static_cast<uint32_t*>(ptr(addr));
-  streamOf(stream)->enqueue([=] { waitValue(word, value); });
+  submit(streamOf(stream), [=] { waitValue(word, value); });
   return kSuccess;
 }
 
 CFX_EMU_API cuStreamWriteValue32_v2(void* stream, CUdeviceptr addr, uint32_t value, unsigned flags) {
   if (flags != 0 || !isTracked(ptr(addr))) return kInvalidValue;
   auto* word = static_cast<uint32_t*>(ptr(addr));
-  streamOf(stream)->enqueue([=] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
+  submit(streamOf(stream), [=] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
   return kSuccess;
 }
 
 CFX_EMU_API cuLaunchHostFunc(void* stream, CUhostFn fn, void* userData) {
   if (fn == nullptr) return kInvalidValue;
-  streamOf(stream)->enqueue([=] { fn(userData); });
+  submit(streamOf(stream), [=] { fn(userData); });
   return kSuccess;
 }
 
@@ -574,12 +839,24 @@ CFX_EMU_API cuEventDestroy_v2(void* event) {
 CFX_EMU_API cuEventRecord(void* event, void* stream) {
   if (event == nullptr) return kInvalidHandle;
   auto* e = static_cast<Event*>(event);
+  Stream* s = streamOf(stream);
+  {
+    std::lock_guard lk(gCaptureMutex);
+    if (s->capture != nullptr) {  // a node of the graph, which other captured streams may wait on
+      Graph* g = s->capture->graph;
+      e->capturedIn = s->capture;
+      e->capturedSlot = g->events++;
+      g->nodes.push_back(Node{Node::Record, s->lane, e->capturedSlot, {}});
+      return kSuccess;
+    }
+    e->capturedIn = nullptr;
+  }
   uint64_t gen;
   {
     std::lock_guard lk(e->mutex);
     gen = ++e->recorded;
   }
-  streamOf(stream)->enqueue([e, gen] {
+  s->enqueue([e, gen] {
     {
       std::lock_guard lk(e->mutex);
       e->completed = std::max(e->completed, gen);
@@ -608,13 +885,30 @@ CFX_EMU_API cuEventSynchronize(void* event) {
 CFX_EMU_API cuStreamWaitEvent(void* stream, void* event, unsigned) {
   if (event == nullptr) return kInvalidHandle;
   auto* e = static_cast<Event*>(event);
+  Stream* s = streamOf(stream);
+  {
+    std::lock_guard lk(gCaptureMutex);
+    if (e->capturedIn != nullptr && !e->capturedIn->ended) {
+      Capture* c = e->capturedIn;
+      if (s->capture == nullptr) {  // the fork: this stream joins the capture as a lane of its own
+        s->capture = c;
+        s->lane = c->graph->lanes++;
+        c->streams.push_back(s);
+      } else if (s->capture != c) {
+        return kCaptureMerge;
+      }
+      c->graph->nodes.push_back(Node{Node::Wait, s->lane, e->capturedSlot, {}});
+      return kSuccess;
+    }
+    if (s->capture != nullptr) return kNotSupported;  // a captured wait on outside work: not emulated
+  }
   uint64_t target;
   {
     std::lock_guard lk(e->mutex);
     target = e->recorded;  // the last record before this call, as CUDA waits on
   }
   if (target == 0) return kSuccess;
-  streamOf(stream)->enqueue([e, target] {
+  s->enqueue([e, target] {
     std::unique_lock lk(e->mutex);
     e->cv.wait(lk, [&] { return e->completed >= target; });
   });
