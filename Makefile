@@ -62,7 +62,7 @@ test-main: check-layers
 # build only the tests they run (unit, integration) and no device kernels (the main build compiles those).
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
              -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON \
-             -DCFX_TEST_FOLDERS="integration;interpose" -DCFX_CUDA_KERNELS=OFF -DCFX_HIP_KERNELS=OFF -DCFX_PCH=ON
+             -DCFX_TEST_FOLDERS="integration;interpose;gpu" -DCFX_CUDA_KERNELS=OFF -DCFX_HIP_KERNELS=OFF -DCFX_PCH=ON
 
 test-asan:
 	cmake -S . -B build-asan -G Ninja $(SAN_FLAGS) -DCFX_SANITIZE=address

@@ -149,10 +149,9 @@ class Stream {
   int lane = 0;
 
   void destroy() {
-    {
-      std::lock_guard lk(mutex_);
-      stopping_ = true;
-    }
+    // Notified under the lock: once it is released the worker may finish and delete the stream.
+    std::lock_guard lk(mutex_);
+    stopping_ = true;
     cv_.notify_all();
   }
   // Enqueues `task`; returns its ticket.
