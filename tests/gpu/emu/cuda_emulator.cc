@@ -59,13 +59,17 @@ constexpr CUresult kNotInitialized = 3;
 constexpr CUresult kInvalidContext = 201;
 constexpr CUresult kInvalidHandle = 400;
 constexpr CUresult kNotSupported = 801;
+constexpr CUresult kIllegalState = 401;
+constexpr CUresult kCaptureUnsupported = 900;
+constexpr CUresult kCaptureInvalidated = 901;
+constexpr CUresult kCaptureMerge = 902;
+constexpr CUresult kCaptureUnmatched = 903;
 
 struct Context {
   int device = 0;
 };
 Context gPrimary;
 std::atomic<bool> gInitialised{false};
-std::atomic<int> gPrimaryRefs{0};
 thread_local std::vector<Context*> tlContexts;  // the current context is the back
 
 // ---- allocations -------------------------------------------------------------------------------------------
@@ -84,7 +88,7 @@ bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out) {
   auto it = gAllocations.upper_bound(p);
   if (it == gAllocations.begin()) return false;
   --it;
-  if (p >= it->first + std::max<size_t>(it->second.bytes, 1)) return false;
+  if (p >= it->first + it->second.bytes) return false;
   if (base != nullptr) *base = it->first;
   if (out != nullptr) *out = it->second;
   return true;
@@ -96,9 +100,10 @@ bool allocationAllowed();
 
 CUresult allocate(void** p, size_t bytes, bool device) {
   if (p == nullptr) return kInvalidValue;
-  if (!allocationAllowed()) return 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-  // mmap, not malloc: zero-filled like fresh device memory, and never adjacent to the heap the tests check.
-  const size_t length = bytes == 0 ? 1 : bytes;
+  if (!allocationAllowed()) return kCaptureUnsupported;
+  // mmap, not malloc: page-aligned, as device allocations are aligned far beyond malloc's 16 bytes, and an access
+  // past the end faults instead of reading some other allocation.
+  const size_t length = bytes == 0 ? 1 : bytes;  // every allocation covers at least one address
   void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return kOutOfMemory;
   std::lock_guard lk(gAllocMutex);
@@ -236,11 +241,6 @@ void waitValue(uint32_t* word, uint32_t value) {
 // a graph runs with the same dependencies it was captured with. Captures in CUDA's global mode make allocations
 // from threads not in relaxed mode fail and invalidate the capture, as CUDA does.
 
-constexpr CUresult kIllegalState = 401;
-constexpr CUresult kCaptureUnsupported = 900;
-constexpr CUresult kCaptureInvalidated = 901;
-constexpr CUresult kCaptureMerge = 902;
-constexpr CUresult kCaptureUnmatched = 903;
 constexpr int kCaptureModeGlobal = 0;
 constexpr int kCaptureModeRelaxed = 2;
 
@@ -470,14 +470,12 @@ CFX_EMU_API cuDeviceGetAttribute(int* value, int attr, int device) {
 
 CFX_EMU_API cuDevicePrimaryCtxRetain(void** ctx, int device) {
   if (ctx == nullptr || device != 0) return kInvalidValue;
-  gPrimaryRefs.fetch_add(1);
   *ctx = &gPrimary;
   return kSuccess;
 }
 
 CFX_EMU_API cuDevicePrimaryCtxRelease_v2(int device) {
   if (device != 0) return kInvalidValue;
-  gPrimaryRefs.fetch_sub(1);
   return kSuccess;
 }
 
