@@ -137,6 +137,17 @@ struct Event {
   // Its last record was captured (gCaptureMutex): into this capture, as that capture's event `capturedSlot`.
   Capture* capturedIn = nullptr;
   int capturedSlot = -1;
+
+  // The last record so far (0: never recorded), which CUDA's waits on an event wait for.
+  uint64_t lastRecord() {
+    std::lock_guard lk(mutex);
+    return recorded;
+  }
+  // Until the stream got to record `target`.
+  void waitFor(uint64_t target) {
+    std::unique_lock lk(mutex);
+    cv.wait(lk, [&] { return completed >= target; });
+  }
 };
 
 // One in-order queue of work, run by its own (detached) thread. destroy() returns at once, as cuStreamDestroy does:
@@ -815,19 +826,13 @@ CFX_EMU_API cuEventDestroy_v2(void* event) {
   if (event == nullptr) return kInvalidHandle;
   // CUDA lets a recorded event be destroyed before the stream reaches it; keep it until then.
   auto* e = static_cast<Event*>(event);
-  uint64_t target;
-  {
-    std::lock_guard lk(e->mutex);
-    target = e->recorded;
-  }
+  const uint64_t target = e->lastRecord();
   if (target == 0) {
     delete e;
     return kSuccess;
   }
   std::thread([e, target] {
-    std::unique_lock lk(e->mutex);
-    e->cv.wait(lk, [&] { return e->completed >= target; });
-    lk.unlock();
+    e->waitFor(target);
     delete e;
   }).detach();
   return kSuccess;
@@ -873,9 +878,7 @@ CFX_EMU_API cuEventQuery(void* event) {
 CFX_EMU_API cuEventSynchronize(void* event) {
   if (event == nullptr) return kInvalidHandle;
   auto* e = static_cast<Event*>(event);
-  std::unique_lock lk(e->mutex);
-  const uint64_t target = e->recorded;
-  e->cv.wait(lk, [&] { return e->completed >= target; });
+  e->waitFor(e->lastRecord());
   return kSuccess;
 }
 
@@ -899,16 +902,9 @@ CFX_EMU_API cuStreamWaitEvent(void* stream, void* event, unsigned) {
     }
     if (s->capture != nullptr) return kNotSupported;  // a captured wait on outside work: not emulated
   }
-  uint64_t target;
-  {
-    std::lock_guard lk(e->mutex);
-    target = e->recorded;  // the last record before this call, as CUDA waits on
-  }
+  const uint64_t target = e->lastRecord();
   if (target == 0) return kSuccess;
-  s->enqueue([e, target] {
-    std::unique_lock lk(e->mutex);
-    e->cv.wait(lk, [&] { return e->completed >= target; });
-  });
+  s->enqueue([e, target] { e->waitFor(target); });
   return kSuccess;
 }
 
