@@ -18,8 +18,8 @@ class DeviceKernels {
   static bool built();
   static const char* archs();
   // The HIP (AMD) build of the same kernels: code object bundles ("__CLANG_OFFLOAD_BUNDLE__") for the targets in
-  // hipArchs(), for hipModuleLoadData. Null/empty when hipcc was not found at build time. `which`: 0 reduce,
-  // 1 quantize. The HIP runtime loader that launches them is not written yet.
+  // hipArchs(), which get() loads through hipModuleLoadData when the driver table runs on HIP
+  // (common/hip_driver.h). Null/empty when hipcc was not found at build time. `which`: 0 reduce, 1 quantize.
   static const unsigned char* hipBundle(int which, size_t* bytes);
   static const char* hipArchs();
   // Whether this build's kernels cover `type` (CFX_KERNEL_TYPES may filter types out).

@@ -6,6 +6,7 @@
 //
 // The parent never initialises CUDA: a process that forks after cuInit leaves its children unable to use the
 // GPU. Whether a device exists is asked by a throwaway child.
+#include <conflux.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -104,16 +105,33 @@ ncclRedOp_t ncclOpOf(Op op) {
   return ncclSum;
 }
 
+// Initialises the communicator; with ranksPerHost > 0 the ranks first split into "hosts" of that many
+// (NCCL_HOSTID), and the communicator must see them so.
+ncclComm_t initOnHosts(RankContext& ctx, int ranksPerHost) {
+  if (ranksPerHost <= 0) return ctx.initComm();
+  ::setenv("NCCL_HOSTID", ("gpu-host-" + std::to_string(ctx.rank() / ranksPerHost)).c_str(), 1);
+  ncclComm_t comm = ctx.initComm();
+  if (comm == nullptr) return nullptr;
+  cfxTopologyInfo info{};
+  EXPECT_EQ(cfxCommGetTopology(comm, &info), ncclSuccess);
+  EXPECT_EQ(info.nHosts, (ctx.nRanks() + ranksPerHost - 1) / ranksPerHost);
+  return comm;
+}
+
 // All-reduce on device buffers for every datatype and op, in place and out of place, with the PreMulSum scalar in
 // device memory (read in stream order). Results must match the closed-form model bit for bit (within nRanks ULP
 // for a floating-point average over a non-power-of-two count) and agree across ranks.
-void allReduceSweep(int nRanks, size_t bigCount = 0, std::vector<std::pair<std::string, std::string>> env = {}) {
+//
+// With ranksPerHost, ranks r and r + 1 ... make one "host" (NCCL_HOSTID): shared memory within it, the network
+// transport (CFX_NET in env) between hosts, as device buffers staged through pinned host memory cross hosts.
+void allReduceSweep(int nRanks, size_t bigCount = 0, std::vector<std::pair<std::string, std::string>> env = {},
+                    int ranksPerHost = 0) {
   RunOptions opts;
   opts.timeout = std::chrono::seconds(240);
   opts.env = std::move(env);
   runRanks(nRanks, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
+    ncclComm_t comm = initOnHosts(ctx, ranksPerHost);
     ASSERT_NE(comm, nullptr);
     int dev = -2;
     NCCL_OK(ncclCommCuDevice(comm, &dev));
@@ -185,12 +203,14 @@ TEST(GpuCollectives, AllReduceEveryTypeAndOpThreeRanksOneGpuOverIpc) {
 
 // Every other collective, rooted ones at a non-zero root, on an odd count, with device buffers: each output element
 // is checked against the inputs the model gives every rank.
-TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
-  SKIP_WITHOUT_GPU();
-  constexpr int n = 3;
-  runRanks(n, [&](RankContext& ctx) {
+// ranksPerHost and env: as allReduceSweep's.
+void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::string, std::string>> env = {}) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = std::move(env);
+  runRanks(n, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
+    ncclComm_t comm = initOnHosts(ctx, ranksPerHost);
     ASSERT_NE(comm, nullptr);
     cuda::CUstream stream = nullptr;
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
@@ -233,8 +253,10 @@ TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
       upload(recv, [&](size_t) { return uint64_t{0x7fc00001}; });
       NCCL_OK(ncclReduce(send.p(), recv.p(), count, ncclFloat32, ncclSum, root, comm, stream));
       auto got = download(recv);
-      if (r == root) expectAll("Reduce", got, [&](size_t i) { return model.expectedReduction(i); });
-      else expectAll("Reduce (non-root recvbuff untouched)", got, [&](size_t) { return uint64_t{0x7fc00001}; });
+      if (r == root)
+        expectAll("Reduce", got, [&](size_t i) { return model.expectedReduction(i); });
+      else
+        expectAll("Reduce (non-root recvbuff untouched)", got, [&](size_t) { return uint64_t{0x7fc00001}; });
     }
     {  // all-gather, in place: the input is this rank's slice of the output
       DevBuf recv(d, bytes * n);
@@ -283,6 +305,40 @@ TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
+}
+
+TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
+  SKIP_WITHOUT_GPU();
+  everyCollective(3);
+}
+
+// Device buffers between hosts: each op stages through pinned host memory, and the host algorithm carries it over
+// the network transport between hosts (shared memory within one). Here the "hosts" are NCCL_HOSTID groups on one
+// machine, so the network is loopback: 2 + 1 ranks for every collective (a host of one rank), 2 + 2 for the
+// all-reduce sweep (the hierarchical algorithms' shape).
+void stagedAcrossHosts(const char* net) {
+  everyCollective(3, 2, {{"CFX_NET", net}});
+  allReduceSweep(4, 0, {{"CFX_NET", net}}, 2);
+}
+
+TEST(GpuCollectives, StagedAcrossHostsOverTcp) {
+  SKIP_WITHOUT_GPU();
+  stagedAcrossHosts("tcp");
+}
+
+TEST(GpuCollectives, StagedAcrossHostsOverUcx) {
+  SKIP_WITHOUT_GPU();
+#if !CFX_TEST_HAVE_UCX
+  GTEST_SKIP() << "built without UCX: the UCX transport is not in this library";
+#else
+#if defined(__SANITIZE_THREAD__)
+  // UCX's mmap hooks crash under ThreadSanitizer unless the process started with them off (tests/integration's
+  // UCX tests say more).
+  const char* memEvents = std::getenv("UCX_MEM_EVENTS");
+  if (memEvents == nullptr || std::string(memEvents) != "no") GTEST_SKIP() << "UCX under TSan needs UCX_MEM_EVENTS=no";
+#endif
+  stagedAcrossHosts("ucx");
+#endif
 }
 
 // The call returns while the stream is still blocked before it; the op reads what the stream wrote before it,

@@ -8,8 +8,9 @@
 #      on one GPU in one process and in many, ncclMemAlloc, collectives captured in CUDA graphs, the CUDA IPC path;
 #   2. all 11 nccl-tests binaries with -c 1 (results checked by nccl-tests itself), 4 ranks on ONE GPU
 #      (MPI build, NCCL_TESTS_DEVICE=0), staged and (all-reduce, all-gather, broadcast) over CUDA IPC: NVIDIA's NCCL
-#      stops these with "Duplicate GPU detected"; then six of them again with -G (every op captured into a CUDA
-#      graph by nccl-tests and replayed);
+#      stops these with "Duplicate GPU detected"; all-reduce and all-gather as two "hosts" of two ranks
+#      (as_hosts.sh: device buffers staged onto TCP, then UCX, between them); then six of them again with -G (every
+#      op captured into a CUDA graph by nccl-tests and replayed);
 #   3. a torch.distributed job with backend "nccl" and our library in LD_PRELOAD at 2 and 4 ranks on one GPU, and
 #      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step), and its
 #      --graph form (collectives captured with torch.cuda.graph and replayed) likewise;
@@ -187,6 +188,14 @@ for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoall
 done
 for b in all_reduce all_gather broadcast; do
   CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+done
+# Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
+# pair and the network transport between, every op staged through pinned host memory.
+for net in tcp ucx; do
+  for b in all_reduce all_gather; do
+    CFX_NET=$net CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-2hosts-$net" 4 "$LIBDIR" "$ROOT/tests/gpu/as_hosts.sh" 2 \
+      "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+  done
 done
 # CUDA graphs: nccl-tests captures its timed ops (and the checked one) and replays the graph -G times.
 for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
