@@ -140,6 +140,8 @@ class Communicator {
   DeviceState& device();
   // Every rank's device scratch, mapped here; null unless the device-direct path is on (the same on all ranks).
   const transport::cuda_ipc::IpcScratch* ipcScratch() const { return ipc_.get(); }
+  // The device-direct path takes ops of at least this many bytes (CFX_CUDA_IPC_MIN_BYTES); smaller ones stage.
+  size_t ipcMinBytes() const { return ipcMinBytes_; }
   // Set by abort(): hooks of queued device jobs stop waiting.
   const std::atomic<bool>& abortFlag() const { return abortFlag_; }
   // Waits until every queued job has finished (ncclCommFinalize).
@@ -272,6 +274,7 @@ class Communicator {
   std::mutex deviceMutex_;
   std::unique_ptr<DeviceState> device_;
   std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
+  size_t ipcMinBytes_ = 0;
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;

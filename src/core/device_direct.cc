@@ -23,6 +23,10 @@ bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) 
   if (comm->ipcScratch() == nullptr || ops.size() != 1 || ops[0]->kind != Op::Kind::Coll) return false;
   const coll::CollArgs& a = ops[0]->args;
   if (a.count == 0) return false;
+  // Every rank computes the same size from the same call, so all take the same path.
+  const size_t bytes = a.count * dataTypeSize(a.type) *
+                       (a.coll == coll::Collective::AllGather ? static_cast<size_t>(comm->nRanks()) : 1);
+  if (bytes < comm->ipcMinBytes()) return false;
   switch (a.coll) {
     case coll::Collective::AllGather: return isDevice(a.sendbuff) && isDevice(a.recvbuff);
     case coll::Collective::Broadcast:

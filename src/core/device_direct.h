@@ -7,10 +7,12 @@
 // reads it). Broadcast is the same with the root's scratch only. Cost per window: 2 host barriers (a 4-byte host
 // all-reduce each, ~10-50 us on shared memory) plus, per rank, W bytes copied in and n*W (all-gather) or W
 // (broadcast) bytes copied out, at device-memory or NVLink speed. No kernel waits on another process: the barriers
-// run on the host, and copies are plain copy-engine transfers, so ranks may share a GPU.
+// run on the host, and copies are plain copy-engine transfers, so ranks may share a GPU. But where they do, each
+// wait for the GPU's copies is a switch between the processes' contexts (~0.5 ms with 4 processes on an H100), which
+// staging through host memory does not pay: ops smaller than CFX_CUDA_IPC_MIN_BYTES (8 MiB there) stage instead.
 //
 // The choice is the same on every rank: the scratch exists on all ranks or none (IpcScratch), and the other
-// conditions are properties of the call every rank makes alike (collective, device buffers, one op). A rank that
+// conditions are properties of the call every rank makes alike (collective, size, device buffers, one op). A rank that
 // passes host buffers where the others pass device buffers runs a different protocol; the barrier's tag check then
 // fails on both sides with a named mismatch instead of a hang.
 #pragma once

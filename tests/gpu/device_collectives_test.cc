@@ -59,13 +59,6 @@ const char* gpuMissingReason() {
     if (const char* why = gpuMissingReason()) GTEST_SKIP() << why; \
   } while (0)
 
-// For tests of what the emulator does not model (IPC, kernels, graphs; tests/gpu/emu/cuda_emulator.cc).
-#define SKIP_WITHOUT_REAL_GPU(needs)                                                                        \
-  do {                                                                                                      \
-    SKIP_WITHOUT_GPU();                                                                                     \
-    if (probeDevice() == Device::Emulated) GTEST_SKIP() << "the CPU emulation of the driver has no " needs; \
-  } while (0)
-
 // In a child: makes device 0's primary context current, as cudaSetDevice(0) does.
 const cuda::Driver& useDevice0() {
   const cuda::Driver* d = cuda::driver();
@@ -92,6 +85,31 @@ struct DevBuf {
   ~DevBuf() { d->memFree(ptr); }
   void* p() const { return reinterpret_cast<void*>(ptr); }
 };
+
+// What the CPU emulation of the driver did in this process ("ipc_opens", "peer_copies", "module_loads",
+// "kernel_launches"); -1 on a real driver.
+long long emulatorCount(const char* what) {
+  using Fn = long long (*)(const char*);
+  // The library loads the driver privately (dlopen, local symbols), so it is looked up in that library.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  const auto fn = lib == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(lib, "cfxCudaEmulatorCount"));
+  const long long n = fn == nullptr ? -1 : fn(what);
+  if (lib != nullptr) dlclose(lib);
+  return n;
+}
+
+// In a rank run with CFX_CUDA_IPC=1 on the emulator, after its ops: the device-direct path was taken (it copied
+// from or to its peers' scratch), not silently replaced by staging; and where the library loaded kernels, it
+// launched them if `reduces` (an all-reduce over IPC reduces with a kernel). A real driver does not say, so
+// nothing is checked there.
+void expectIpcPathTaken(bool reduces) {
+  if (emulatorCount("ipc_opens") < 0) return;
+  EXPECT_GT(emulatorCount("ipc_opens"), 0) << "the CUDA IPC path mapped no peer's scratch";
+  EXPECT_GT(emulatorCount("peer_copies"), 0) << "the CUDA IPC path copied nothing through peers' scratch";
+  if (reduces && emulatorCount("module_loads") > 0) {
+    EXPECT_GT(emulatorCount("kernel_launches"), 0) << "the CUDA IPC all-reduce launched no reduce kernel";
+  }
+}
 
 ncclRedOp_t ncclOpOf(Op op) {
   switch (op) {
@@ -179,6 +197,9 @@ void allReduceSweep(int nRanks, size_t bigCount = 0, std::vector<std::pair<std::
       }
     }
     ctx.report("hash", hash.digest());
+    if (const char* ipc = std::getenv("CFX_CUDA_IPC"); ipc != nullptr && std::string(ipc) == "1") {
+      expectIpcPathTaken(true);
+    }
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
@@ -197,8 +218,9 @@ TEST(GpuCollectives, AllReduceEveryTypeAndOpFourRanksOneGpu) {
 // The same sweep through the device-direct path (CFX_CUDA_IPC=1: reduce kernels on CUDA IPC scratch), over several
 // windows (1 MiB of scratch per rank); PreMulSum with a device scalar still takes the staged path.
 TEST(GpuCollectives, AllReduceEveryTypeAndOpThreeRanksOneGpuOverIpc) {
-  SKIP_WITHOUT_REAL_GPU("IPC or kernels");
-  allReduceSweep(3, 300001, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
+  SKIP_WITHOUT_GPU();
+  allReduceSweep(3, 300001,
+                 {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}});
 }
 
 // Every other collective, rooted ones at a non-zero root, on an odd count, with device buffers: each output element
@@ -471,10 +493,13 @@ TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
 // The device-direct path (CFX_CUDA_IPC=1): all-gather (in and out of place) and broadcast between processes on one
 // GPU through CUDA IPC scratch, over several windows (1 MiB of scratch, ~3 MiB per rank) and an odd byte count.
 TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
-  SKIP_WITHOUT_REAL_GPU("IPC");
+  SKIP_WITHOUT_GPU();
   for (int n : {2, 3}) {
     RunOptions opts;
-    opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"NCCL_DEBUG", "INFO"},
+    opts.env = {{"CFX_CUDA_IPC", "1"},
+                {"CFX_CUDA_IPC_BYTES", "1048576"},
+                {"CFX_CUDA_IPC_MIN_BYTES", "0"},
+                {"NCCL_DEBUG", "INFO"},
                 {"NCCL_DEBUG_SUBSYS", "INIT"}};
     runRanks(n, opts, [&](RankContext& ctx) {
       const cuda::Driver& d = useDevice0();
@@ -509,10 +534,52 @@ TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
       size_t bad = 0;
       for (size_t i = 0; i < count; ++i) bad += out[i] != value(root, i);
       EXPECT_EQ(bad, 0u) << "broadcast on " << n << " ranks, rank " << r;
+      expectIpcPathTaken(false);
       d.streamDestroy(stream);
       NCCL_OK(ncclCommDestroy(comm));
     });
   }
+}
+
+// With CFX_CUDA_IPC=1 and ranks sharing a GPU, ops below 8 MiB stage through host memory (each of the IPC path's
+// waits would cost a context switch there) and larger ones take the IPC path; results are right either way. Which
+// path ran is visible on the emulator only (its count of copies through peers' scratch).
+TEST(GpuCollectives, IpcPathTakesOnlyLargeOpsWhereRanksShareAGpu) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "4194304"}};
+  runRanks(2, opts, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const int r = ctx.rank();
+    auto value = [](int rank, size_t i) { return static_cast<uint8_t>(i * 7 + static_cast<size_t>(rank) * 101); };
+    // Per rank: 4 MiB - 1 (output 8 MiB - 2, below the threshold), then 4 MiB (output 8 MiB).
+    for (size_t count : {(size_t{4} << 20) - 1, size_t{4} << 20}) {
+      const long long before = emulatorCount("peer_copies");
+      std::vector<uint8_t> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+      DevBuf send(d, count), recv(d, 2 * count);
+      CU_OK(d.memcpyHtoDAsync(send.ptr, in.data(), count, stream));
+      NCCL_OK(ncclAllGather(send.p(), recv.p(), count, ncclUint8, comm, stream));
+      std::vector<uint8_t> out(2 * count);
+      CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, out.size(), stream));
+      CU_OK(d.streamSynchronize(stream));
+      size_t bad = 0;
+      for (size_t i = 0; i < out.size(); ++i) bad += out[i] != value(static_cast<int>(i / count), i % count);
+      EXPECT_EQ(bad, 0u) << "all-gather of " << count << " B per rank, rank " << r;
+      if (before < 0) continue;  // a real driver: which path ran is not visible
+      const bool large = 2 * count >= (size_t{8} << 20);
+      if (large)
+        EXPECT_GT(emulatorCount("peer_copies"), before) << "an 8 MiB all-gather staged";
+      else
+        EXPECT_EQ(emulatorCount("peer_copies"), before) << "an all-gather below 8 MiB took the IPC path";
+    }
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
 }
 
 // One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it
@@ -555,7 +622,7 @@ TEST(GpuCollectives, FourRanksOneProcessOneGpu) {
 
 // ncclMemAlloc gives device memory when the thread has a current device; ncclMemFree releases it.
 TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
-  SKIP_WITHOUT_REAL_GPU("IPC");
+  SKIP_WITHOUT_GPU();
   runRanks(1, [&](RankContext&) {
     const cuda::Driver& d = useDevice0();
     void* p = nullptr;
@@ -672,6 +739,9 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
     }
     EXPECT_EQ(g.execDestroy(exec), cuda::kSuccess);
     EXPECT_EQ(g.destroy(graph), cuda::kSuccess);
+    if (const char* ipc = std::getenv("CFX_CUDA_IPC"); ipc != nullptr && std::string(ipc) == "1") {
+      expectIpcPathTaken(true);
+    }
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
@@ -683,8 +753,8 @@ TEST(GpuCollectives, GraphCapturedCollectivesReplayStaged) {
 }
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayOverIpc) {
-  SKIP_WITHOUT_REAL_GPU("IPC");
-  graphReplaySweep(3, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
+  SKIP_WITHOUT_GPU();
+  graphReplaySweep(3, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}});
 }
 
 // Four communicators of one process on one GPU, their streams forked from one capturing stream and joined back,

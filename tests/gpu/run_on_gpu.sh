@@ -186,8 +186,9 @@ if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); 
 for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
   CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
+# Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0; by default ranks sharing a GPU stage ops below 8 MiB).
 for b in all_reduce all_gather broadcast; do
-  CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
 # Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
 # pair and the network transport between, every op staged through pinned host memory.
@@ -202,7 +203,7 @@ for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
   CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
 done
 for b in all_reduce all_gather; do
-  CFX_CUDA_IPC=1 nct "${b}-4ranks-1gpu-graph-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-graph-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
 done
 
 # ---- 3. torch.distributed ----
@@ -248,7 +249,10 @@ for b in all_reduce all_gather; do
   fi
 done
 for b in all_reduce all_gather; do
-  CFX_CUDA_IPC=1 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
   CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
 done
+# CUDA IPC with its default size rule: staged below 8 MiB, IPC from there (the better of the two rows above).
+CFX_CUDA_IPC=1 nct "fig-all_reduce-4ranks-1gpu-conflux-ipc-auto" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 \
+  -c 1 -n 5 -w 1
 finish

@@ -17,7 +17,22 @@ struct Export {
   uint64_t address;  // for peers in this process
   int32_t pid;
   int32_t ok;
+  int64_t pciAddress;  // domain, bus and device of this rank's GPU; -1 when unknown
 };
+
+// The device's PCI address as one number (CUDA_VISIBLE_DEVICES may give one GPU different ordinals in different
+// processes, so ordinals do not tell whether ranks share it).
+int64_t pciAddressOf(const cuda::Driver& d) {
+  cuda::CUdevice dev = 0;
+  int domain = 0, bus = 0, device = 0;
+  if (d.ctxGetDevice(&dev) != cuda::kSuccess ||
+      d.deviceGetAttribute(&domain, cuda::kDeviceAttrPciDomainId, dev) != cuda::kSuccess ||
+      d.deviceGetAttribute(&bus, cuda::kDeviceAttrPciBusId, dev) != cuda::kSuccess ||
+      d.deviceGetAttribute(&device, cuda::kDeviceAttrPciDeviceId, dev) != cuda::kSuccess) {
+    return -1;
+  }
+  return (int64_t{domain} << 16) | (int64_t{bus} << 8) | device;
+}
 
 }  // namespace
 
@@ -36,11 +51,13 @@ Result<std::unique_ptr<IpcScratch>> IpcScratch::create(Bootstrap& bootstrap, con
   Export& mine = exports[static_cast<size_t>(rank)];
   std::memset(&mine, 0, sizeof(mine));
   mine.pid = static_cast<int32_t>(getpid());
+  mine.pciAddress = -1;
   Status local;
   if (d == nullptr || ctx == nullptr) {
     local = Status::error(Errc::UnhandledCudaError, "no CUDA device context on this rank");
   } else {
     cuda::ScopedContext scope(ctx);
+    mine.pciAddress = pciAddressOf(*d);
     local = cuda::check(d->memAlloc(&s->blocks_[static_cast<size_t>(rank)], bytes), "cuMemAlloc (IPC scratch)");
     if (local.ok()) local = cuda::check(d->ipcGetMemHandle(&mine.handle, s->blocks_[static_cast<size_t>(rank)]),
                                         "cuIpcGetMemHandle (IPC scratch)");
@@ -81,8 +98,15 @@ Result<std::unique_ptr<IpcScratch>> IpcScratch::create(Bootstrap& bootstrap, con
       return std::unique_ptr<IpcScratch>();  // the destructor unmaps and frees what this rank set up
     }
   }
-  CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path on: %zu ranks, %zu B of scratch each", rank, n,
-           bytes);
+  for (size_t p = 0; p < n; ++p) {
+    // An unknown address counts as shared: the costly case is the shared GPU's, so it is assumed.
+    if (exports[p].pciAddress < 0) s->ranksShareDevice_ = true;
+    for (size_t q = p + 1; q < n; ++q) {
+      if (exports[p].pciAddress == exports[q].pciAddress) s->ranksShareDevice_ = true;
+    }
+  }
+  CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path on: %zu ranks%s, %zu B of scratch each", rank, n,
+           s->ranksShareDevice_ ? " (some share a GPU)" : " on their own GPUs", bytes);
   return s;
 }
 

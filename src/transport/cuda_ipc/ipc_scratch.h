@@ -34,6 +34,9 @@ class IpcScratch {
   cuda::CUcontext context() const { return ctx_; }
   // Rank r's block as mapped in this process (r == own rank: the local block).
   cuda::CUdeviceptr block(int r) const { return blocks_[static_cast<size_t>(r)]; }
+  // Whether two or more ranks run on one GPU (the same PCI address), where each wait for the GPU's work costs a
+  // switch between their contexts. The same on every rank.
+  bool ranksShareDevice() const { return ranksShareDevice_; }
 
  private:
   IpcScratch() = default;
@@ -41,6 +44,7 @@ class IpcScratch {
   cuda::CUcontext ctx_ = nullptr;
   size_t bytes_ = 0;
   int rank_ = -1;
+  bool ranksShareDevice_ = false;
   std::vector<cuda::CUdeviceptr> blocks_;
   std::vector<bool> opened_;  // mapped with cuIpcOpenMemHandle: closed on destruction
 };
