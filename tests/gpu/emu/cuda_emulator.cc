@@ -968,10 +968,10 @@ CFX_EMU_API cuEventRecord(void* event, void* stream) {
     gen = ++e->recorded;
   }
   s->enqueue([e, gen] {
-    {
-      std::lock_guard lk(e->mutex);
-      e->completed = std::max(e->completed, gen);
-    }
+    // Notified under the lock: a destroyed event is deleted as soon as its waiter sees the record done, and that
+    // waiter cannot return before the lock is released.
+    std::lock_guard lk(e->mutex);
+    e->completed = std::max(e->completed, gen);
     e->cv.notify_all();
   });
   return kSuccess;
