@@ -23,6 +23,10 @@ CFX_PARAM(int, hipEnableParam, "CFX_HIP", 1,
           "on it go through HIP (libamdhip64, ROCm 5.3 or later) behind the same code as CUDA's.",
           param::inRange(0, 1));
 
+CFX_PARAM(std::string, hipDeviceNodeParam, "CFX_HIP_DEVICE_NODE", "/dev/kfd",
+          "The AMD kernel driver's device node: HIP is tried only where it exists. Tests name a file of their own to "
+          "run the HIP path on a CPU stand-in for the runtime (tests/gpu/emu).");
+
 namespace {
 
 Backend gBackend = Backend::None;
@@ -30,7 +34,7 @@ Backend gBackend = Backend::None;
 // The HIP fallback, tried only where the AMD kernel driver is (/dev/kfd): loading ROCm elsewhere costs time and
 // threads for nothing.
 const Driver* loadHip(Driver* table, const char* cudaWhy) {
-  if (hipEnableParam.get() == 0 || access("/dev/kfd", R_OK | W_OK) != 0) return nullptr;
+  if (hipEnableParam.get() == 0 || access(hipDeviceNodeParam.get().c_str(), R_OK | W_OK) != 0) return nullptr;
   std::string why;
   const Driver* d = loadHipDriver(table, &why);
   if (d == nullptr) {

@@ -10,8 +10,10 @@
 // ROCm 5.3+, graph user objects) are optional: without a host-function entry there is no stream protocol, so
 // the runtime is not used; without user objects, graph capture is refused.
 //
-// Verified only by compilation and by resolving every name against ROCm 5.2's libamdhip64 on a machine without an
-// AMD GPU (tests/unit/common/hip_driver_test.cc): no AMD GPU has been available to this project.
+// No AMD GPU has been available to this project. Checked by resolving every name against ROCm 5.2's libamdhip64
+// (tests/unit/common/hip_driver_test.cc), and by the device tests run over these adapters on a CPU stand-in for
+// the runtime built against ROCm 5.2's header (tests/gpu/emu/hip_emulator.cc, ctest EmulatedHip.*): that checks
+// the adapters' translations against ROCm's declarations, not a GPU's behaviour.
 #pragma once
 
 #include <string>

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "common/cuda_driver.h"
@@ -29,8 +30,19 @@ namespace {
 
 using cuda::CUdeviceptr;
 
-// What a throwaway child process finds: a CUDA device (real, or the CPU emulation of the driver that
-// tests/gpu/emu builds for CI, found through LD_LIBRARY_PATH), or neither.
+// The CPU stand-in for the driver (libcuda.so.1) or for HIP (libamdhip64.so.5) that tests/gpu/emu builds for CI,
+// if this process loaded one (through LD_LIBRARY_PATH); null for a real driver or none.
+void* loadedEmulator() {
+  for (const char* name : {"libcuda.so.1", "libamdhip64.so.5"}) {
+    void* lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) continue;
+    if (dlsym(lib, "cfxCudaEmulator") != nullptr) return lib;  // the reference is kept: the library stays loaded
+    dlclose(lib);
+  }
+  return nullptr;
+}
+
+// What a throwaway child process finds: a device (a real one, or a stand-in), or neither.
 enum class Device { None, Real, Emulated };
 Device probeDevice() {
   static const Device found = [] {
@@ -39,8 +51,7 @@ Device probeDevice() {
       const cuda::Driver* d = cuda::driver();
       int n = 0;
       if (d == nullptr || d->deviceGetCount(&n) != cuda::kSuccess || n <= 0) _exit(1);
-      void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-      _exit(lib != nullptr && dlsym(lib, "cfxCudaEmulator") != nullptr ? 2 : 0);
+      _exit(loadedEmulator() != nullptr ? 2 : 0);
     }
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return Device::None;
@@ -91,11 +102,9 @@ struct DevBuf {
 long long emulatorCount(const char* what) {
   using Fn = long long (*)(const char*);
   // The library loads the driver privately (dlopen, local symbols), so it is looked up in that library.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void* lib = loadedEmulator();
   const auto fn = lib == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(lib, "cfxCudaEmulatorCount"));
-  const long long n = fn == nullptr ? -1 : fn(what);
-  if (lib != nullptr) dlclose(lib);
-  return n;
+  return fn == nullptr ? -1 : fn(what);
 }
 
 // In a rank run with CFX_CUDA_IPC=1 on the emulator, after its ops: the device-direct path was taken (it copied
@@ -652,20 +661,25 @@ struct GraphApi {
   int (*destroy)(cuda::CUgraph);
 };
 
+// From the CUDA driver, or from the HIP runtime where the library runs on HIP (same signatures and mode values).
 const GraphApi& graphApi() {
   static const GraphApi api = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) throw std::runtime_error("libcuda.so.1 is not loaded");
+    const bool hip = cuda::backend() == cuda::Backend::Hip;
+    const char* name = hip ? "libamdhip64.so.5" : "libcuda.so.1";
+    void* lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr && hip) lib = dlopen(name = "libamdhip64.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) throw std::runtime_error(std::string(name) + " is not loaded");
+    auto get = [&](auto* slot, const char* cudaName, const char* hipName) {
+      *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(dlsym(lib, hip ? hipName : cudaName));
+      if (*slot == nullptr) throw std::runtime_error(std::string(name) + " lacks " + (hip ? hipName : cudaName));
+    };
     GraphApi g{};
-    g.beginCapture = reinterpret_cast<decltype(g.beginCapture)>(dlsym(lib, "cuStreamBeginCapture_v2"));
-    g.endCapture = reinterpret_cast<decltype(g.endCapture)>(dlsym(lib, "cuStreamEndCapture"));
-    g.instantiate = reinterpret_cast<decltype(g.instantiate)>(dlsym(lib, "cuGraphInstantiateWithFlags"));
-    g.launch = reinterpret_cast<decltype(g.launch)>(dlsym(lib, "cuGraphLaunch"));
-    g.execDestroy = reinterpret_cast<decltype(g.execDestroy)>(dlsym(lib, "cuGraphExecDestroy"));
-    g.destroy = reinterpret_cast<decltype(g.destroy)>(dlsym(lib, "cuGraphDestroy"));
-    if (!g.beginCapture || !g.endCapture || !g.instantiate || !g.launch || !g.execDestroy || !g.destroy) {
-      throw std::runtime_error("libcuda.so.1 lacks a graph entry point");
-    }
+    get(&g.beginCapture, "cuStreamBeginCapture_v2", "hipStreamBeginCapture");
+    get(&g.endCapture, "cuStreamEndCapture", "hipStreamEndCapture");
+    get(&g.instantiate, "cuGraphInstantiateWithFlags", "hipGraphInstantiateWithFlags");
+    get(&g.launch, "cuGraphLaunch", "hipGraphLaunch");
+    get(&g.execDestroy, "cuGraphExecDestroy", "hipGraphExecDestroy");
+    get(&g.destroy, "cuGraphDestroy", "hipGraphDestroy");
     return g;
   }();
   return api;

@@ -25,6 +25,8 @@
 //
 // Every entry point the library resolves is exported under its versioned name (common/cuda_driver.cc), with the
 // driver API's C signatures. cfxCudaEmulator() lets a test tell the emulator from a real driver.
+#include "cuda_emulator.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -488,8 +490,6 @@ extern "C" {
 
 // Tells tests they run on the emulator.
 __attribute__((visibility("default"))) int cfxCudaEmulator() { return 1; }
-
-#define CFX_EMU_API __attribute__((visibility("default"))) CUresult
 
 CFX_EMU_API cuInit(unsigned flags) {
   if (flags != 0) return kInvalidValue;
