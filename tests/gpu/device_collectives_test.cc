@@ -70,16 +70,33 @@ const char* gpuMissingReason() {
     if (const char* why = gpuMissingReason()) GTEST_SKIP() << why; \
   } while (0)
 
-// In a child: makes device 0's primary context current, as cudaSetDevice(0) does.
-const cuda::Driver& useDevice0() {
+// In a child: makes device `ordinal`'s primary context current, as cudaSetDevice does.
+const cuda::Driver& useDevice(int ordinal) {
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr) throw std::runtime_error("no CUDA driver in the rank process");
   cuda::CUdevice dev = 0;
   cuda::CUcontext ctx = nullptr;
-  d->deviceGet(&dev, 0);
-  d->primaryCtxRetain(&ctx, dev);
-  d->ctxSetCurrent(ctx);
+  if (d->deviceGet(&dev, ordinal) != cuda::kSuccess || d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess ||
+      d->ctxSetCurrent(ctx) != cuda::kSuccess) {
+    throw std::runtime_error("cannot use device " + std::to_string(ordinal));
+  }
   return *d;
+}
+const cuda::Driver& useDevice0() { return useDevice(0); }
+
+// The devices a throwaway child finds with `env` set (the emulator reads CFX_EMU_DEVICES); 0 when none.
+int deviceCount(const std::vector<std::pair<std::string, std::string>>& env) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    const cuda::Driver* d = cuda::driver();
+    int n = 0;
+    if (d == nullptr || d->deviceGetCount(&n) != cuda::kSuccess) _exit(0);
+    _exit(std::min(n, 100));
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
 }
 
 #define CU_OK(call) ASSERT_EQ((call), cuda::kSuccess) << #call
@@ -593,6 +610,69 @@ TEST(GpuCollectives, IpcPathTakesOnlyLargeOpsWhereRanksShareAGpu) {
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
+}
+
+// Ranks on GPUs of their own (NVIDIA's NCCL's setting), staged and over CUDA IPC, which with no GPU shared takes
+// ops of every size and moves them between GPUs (peer access over NVLink or PCIe). Needs two devices: the CPU
+// emulation of the driver makes them (CFX_EMU_DEVICES), a machine with one GPU skips.
+TEST(GpuCollectives, RanksOnTheirOwnGpusStagedAndOverIpc) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::string>> emulated = {{"CFX_EMU_DEVICES", "4"}};
+  const int devices = deviceCount(emulated);
+  if (devices < 2) GTEST_SKIP() << "needs two GPUs; this machine has " << devices;
+  const int n = std::min(devices, 4);
+  for (bool ipc : {false, true}) {
+    RunOptions opts;
+    opts.timeout = std::chrono::seconds(120);
+    opts.env = emulated;
+    opts.env.insert(opts.env.end(), {{"CFX_CUDA_IPC", ipc ? "1" : "0"}, {"CFX_CUDA_IPC_BYTES", "1048576"}});
+    runRanks(n, opts, [&](RankContext& ctx) {
+      const int r = ctx.rank();
+      const cuda::Driver& d = useDevice(r);
+      ncclComm_t comm = ctx.initComm();
+      ASSERT_NE(comm, nullptr);
+      int dev = -1;
+      NCCL_OK(ncclCommCuDevice(comm, &dev));
+      EXPECT_EQ(dev, r);
+      cuda::CUstream stream = nullptr;
+      CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+      auto run = [&](const char* what, size_t inCount, size_t outCount, auto&& input, auto&& expected, auto&& call) {
+        DevBuf in(d, inCount * 4), out(d, outCount * 4);
+        std::vector<int32_t> h(inCount);
+        for (size_t i = 0; i < inCount; ++i) h[i] = input(i);
+        CU_OK(d.memcpyHtoDAsync(in.ptr, h.data(), h.size() * 4, stream));
+        call(in.p(), out.p());
+        std::vector<int32_t> got(outCount);
+        CU_OK(d.memcpyDtoHAsync(got.data(), out.ptr, got.size() * 4, stream));
+        CU_OK(d.streamSynchronize(stream));
+        size_t bad = 0;
+        for (size_t i = 0; i < outCount; ++i) bad += got[i] != expected(i);
+        EXPECT_EQ(bad, 0u) << what << (ipc ? " over IPC" : " staged") << ", rank " << r << " on device " << r;
+      };
+      for (size_t count : {size_t{1001}, size_t{300001}}) {  // one window; several (1 MiB of scratch)
+        const auto ni = static_cast<int32_t>(n);
+        run(
+            "all-reduce (sum)", count, count, [&](size_t i) { return static_cast<int32_t>(i % 97) + r; },
+            [&](size_t i) { return ni * static_cast<int32_t>(i % 97) + ni * (ni - 1) / 2; },
+            [&](void* in, void* out) { NCCL_OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, stream)); });
+        run(
+            "all-reduce (max)", count, count, [&](size_t i) { return static_cast<int32_t>(i * 3) - 7 * r; },
+            [&](size_t i) { return static_cast<int32_t>(i * 3); },
+            [&](void* in, void* out) { NCCL_OK(ncclAllReduce(in, out, count, ncclInt32, ncclMax, comm, stream)); });
+        run(
+            "all-gather", count, count * n, [&](size_t i) { return static_cast<int32_t>(i * 5) + 1000 * r; },
+            [&](size_t i) { return static_cast<int32_t>(i % count * 5) + 1000 * static_cast<int32_t>(i / count); },
+            [&](void* in, void* out) { NCCL_OK(ncclAllGather(in, out, count, ncclInt32, comm, stream)); });
+        run(
+            "broadcast", count, count, [&](size_t i) { return static_cast<int32_t>(i) * (r + 1); },
+            [&](size_t i) { return static_cast<int32_t>(i) * n; },
+            [&](void* in, void* out) { NCCL_OK(ncclBroadcast(in, out, count, ncclInt32, n - 1, comm, stream)); });
+      }
+      if (ipc) expectIpcPathTaken(IpcOps::CopiesAndReductions);
+      d.streamDestroy(stream);
+      NCCL_OK(ncclCommDestroy(comm));
+    });
+  }
 }
 
 // One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it

@@ -9,8 +9,9 @@
 #   2. all 11 nccl-tests binaries with -c 1 (results checked by nccl-tests itself), 4 ranks on ONE GPU
 #      (MPI build, NCCL_TESTS_DEVICE=0), staged and (all-reduce, all-gather, broadcast) over CUDA IPC: NVIDIA's NCCL
 #      stops these with "Duplicate GPU detected"; all-reduce and all-gather as two "hosts" of two ranks
-#      (as_hosts.sh: device buffers staged onto TCP, then UCX, between them); then six of them again with -G (every
-#      op captured into a CUDA graph by nccl-tests and replayed);
+#      (as_hosts.sh: device buffers staged onto TCP, then UCX, between them), and with a rank on each GPU where
+#      there are several (both libraries); then six of them again with -G (every op captured into a CUDA graph by
+#      nccl-tests and replayed);
 #   3. a torch.distributed job with backend "nccl" and our library in LD_PRELOAD at 2 and 4 ranks on one GPU, and
 #      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step), and its
 #      --graph form (collectives captured with torch.cuda.graph and replayed) likewise;
@@ -198,6 +199,24 @@ for net in tcp ucx; do
       "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
   done
 done
+# Ranks on GPUs of their own, where the machine has several (none lent so far has): each rank on GPU LOCAL_RANK
+# (NCCL_TESTS_DEVICE unset), ours staged and over CUDA IPC (peer access between GPUs), and NVIDIA's beside them.
+NGPU=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
+if [ "$NGPU" -ge 2 ]; then
+  NP=$((NGPU < 4 ? NGPU : 4))
+  for b in all_reduce all_gather; do
+    CFX_CUDA_IPC=0 nct "${b}-${NP}ranks-${NP}gpus" "$NP" "$LIBDIR" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
+      "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+    CFX_CUDA_IPC=1 nct "${b}-${NP}ranks-${NP}gpus-ipc" "$NP" "$LIBDIR" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
+      "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+    if [ -n "$NV_NCCL" ]; then
+      nct "${b}-${NP}ranks-${NP}gpus-nvidia" "$NP" "$NV_NCCL" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
+        "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+    fi
+  done
+else
+  record "nccl-tests ranks-on-own-gpus" 77 "skipped: one GPU here (needs two or more)"
+fi
 # CUDA graphs: nccl-tests captures its timed ops (and the checked one) and replays the graph -G times.
 for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
   CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3

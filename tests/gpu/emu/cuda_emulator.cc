@@ -4,9 +4,10 @@
 // streams) in CI, where no GPU exists, between the rare sessions that have one.
 //
 // What it models, and how faithfully:
-//   - One device (ordinal 0) with one primary context. Device memory is host memory the emulator allocated and
-//     tracks, so cuPointerGetAttribute tells it from pinned host memory (cuMemHostAlloc) and from pageable memory
-//     it never saw (CUDA_ERROR_INVALID_VALUE, as the real driver answers for plain malloc).
+//   - One device (ordinal 0; CFX_EMU_DEVICES=N makes N, each with its own PCI address), with one primary context
+//     each. Device memory is host memory the emulator allocated and tracks, so cuPointerGetAttribute tells it from
+//     pinned host memory (cuMemHostAlloc) and from pageable memory it never saw (CUDA_ERROR_INVALID_VALUE, as the
+//     real driver answers for plain malloc), and names the device it belongs to.
 //   - A stream is a FIFO worker thread: copies, memsets, host functions, cuStreamWaitValue32/WriteValue32 and event
 //     records run in enqueue order, each after the previous one finished, as on a GPU stream. A wait on a value
 //     polls the host word (the real one polls it over PCIe). The legacy default stream (0) is one more such stream.
@@ -82,8 +83,20 @@ constexpr CUresult kCaptureUnmatched = 903;
 struct Context {
   int device = 0;
 };
-Context gPrimary;
+// CFX_EMU_DEVICES devices (1 to kMaxDevices, default 1), read at cuInit: each with its own primary context and PCI
+// address, so code for ranks on different GPUs runs too. Their memory is all the same host memory.
+constexpr int kMaxDevices = 8;
+Context gPrimary[kMaxDevices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+std::atomic<int> gDevices{1};
 std::atomic<bool> gInitialised{false};
+
+bool validDevice(int device) { return device >= 0 && device < gDevices.load(); }
+bool validContext(const void* ctx) {
+  for (int i = 0; i < gDevices.load(); ++i) {
+    if (ctx == &gPrimary[i]) return true;
+  }
+  return false;
+}
 thread_local std::vector<Context*> tlContexts;  // the current context is the back
 
 // ---- allocations -------------------------------------------------------------------------------------------
@@ -93,6 +106,7 @@ struct Allocation {
   bool device = false;  // else pinned host memory
   int fd = -1;          // device memory: the memfd behind it, which IPC handles name
   bool opened = false;  // a peer's device memory mapped by cuIpcOpenMemHandle
+  int ordinal = 0;      // the device it is memory of (device memory), or whose context made it
 };
 
 std::mutex gAllocMutex;
@@ -129,6 +143,9 @@ Counters gCounters;
 
 bool allocationAllowed();
 
+// The calling thread's current device; 0 without a current context.
+int currentDevice() { return tlContexts.empty() ? 0 : tlContexts.back()->device; }
+
 CUresult allocate(void** p, size_t bytes, bool device) {
   if (p == nullptr) return kInvalidValue;
   if (!allocationAllowed()) return kCaptureUnsupported;
@@ -150,7 +167,7 @@ CUresult allocate(void** p, size_t bytes, bool device) {
     return kOutOfMemory;
   }
   std::lock_guard lk(gAllocMutex);
-  gAllocations[reinterpret_cast<uintptr_t>(m)] = Allocation{length, device, fd, false};
+  gAllocations[reinterpret_cast<uintptr_t>(m)] = Allocation{length, device, fd, false, currentDevice()};
   *p = m;
   return kSuccess;
 }
@@ -207,6 +224,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
+  int device = 0;  // set by cuStreamCreate
   // The capture this stream records into, and its lane there (under gCaptureMutex).
   Capture* capture = nullptr;
   int lane = 0;
@@ -426,9 +444,9 @@ constexpr uint32_t kIpcMagic = 0x43465845;  // "CFXE"
 
 struct IpcHandle {
   uint32_t magic;
-  int32_t pid;  // the exporting process
-  int32_t fd;   // its memfd of the allocation
-  int32_t reserved;
+  int32_t pid;      // the exporting process
+  int32_t fd;       // its memfd of the allocation
+  int32_t ordinal;  // the device the memory is on
   uint64_t bytes;
 };
 
@@ -493,6 +511,11 @@ __attribute__((visibility("default"))) int cfxCudaEmulator() { return 1; }
 
 CFX_EMU_API cuInit(unsigned flags) {
   if (flags != 0) return kInvalidValue;
+  if (!gInitialised.load()) {
+    const char* n = std::getenv("CFX_EMU_DEVICES");
+    const int devices = n == nullptr ? 1 : std::atoi(n);
+    gDevices.store(devices >= 1 && devices <= kMaxDevices ? devices : 1);
+  }
   gInitialised.store(true);
   return kSuccess;
 }
@@ -548,27 +571,27 @@ CFX_EMU_API cuGetErrorString(CUresult rc, const char** text) {
 
 CFX_EMU_API cuDeviceGet(int* device, int ordinal) {
   if (!gInitialised.load()) return kNotInitialized;
-  if (device == nullptr || ordinal != 0) return kInvalidValue;
-  *device = 0;
+  if (device == nullptr || !validDevice(ordinal)) return kInvalidValue;
+  *device = ordinal;
   return kSuccess;
 }
 
 CFX_EMU_API cuDeviceGetCount(int* count) {
   if (!gInitialised.load()) return kNotInitialized;
   if (count == nullptr) return kInvalidValue;
-  *count = 1;
+  *count = gDevices.load();
   return kSuccess;
 }
 
 CFX_EMU_API cuDeviceGetAttribute(int* value, int attr, int device) {
-  if (value == nullptr || device != 0) return kInvalidValue;
+  if (value == nullptr || !validDevice(device)) return kInvalidValue;
   switch (attr) {
     case 16:
       *value = 132;
       break;  // multiprocessors, as an H100 SXM
     case 33:
-      *value = 0x19;
-      break;  // PCI bus
+      *value = 0x19 + device;
+      break;  // PCI bus: one per device
     case 34:
       *value = 0;
       break;  // PCI device
@@ -589,13 +612,13 @@ CFX_EMU_API cuDeviceGetAttribute(int* value, int attr, int device) {
 }
 
 CFX_EMU_API cuDevicePrimaryCtxRetain(void** ctx, int device) {
-  if (ctx == nullptr || device != 0) return kInvalidValue;
-  *ctx = &gPrimary;
+  if (ctx == nullptr || !validDevice(device)) return kInvalidValue;
+  *ctx = &gPrimary[device];
   return kSuccess;
 }
 
 CFX_EMU_API cuDevicePrimaryCtxRelease_v2(int device) {
-  if (device != 0) return kInvalidValue;
+  if (!validDevice(device)) return kInvalidValue;
   return kSuccess;
 }
 
@@ -606,7 +629,7 @@ CFX_EMU_API cuCtxGetCurrent(void** ctx) {
 }
 
 CFX_EMU_API cuCtxSetCurrent(void* ctx) {
-  if (ctx != nullptr && ctx != &gPrimary) return kInvalidContext;
+  if (ctx != nullptr && !validContext(ctx)) return kInvalidContext;
   if (tlContexts.empty()) {
     if (ctx != nullptr) tlContexts.push_back(static_cast<Context*>(ctx));
   } else if (ctx == nullptr) {
@@ -618,7 +641,7 @@ CFX_EMU_API cuCtxSetCurrent(void* ctx) {
 }
 
 CFX_EMU_API cuCtxPushCurrent_v2(void* ctx) {
-  if (ctx != &gPrimary) return kInvalidContext;
+  if (!validContext(ctx)) return kInvalidContext;
   tlContexts.push_back(static_cast<Context*>(ctx));
   return kSuccess;
 }
@@ -633,7 +656,7 @@ CFX_EMU_API cuCtxPopCurrent_v2(void** ctx) {
 CFX_EMU_API cuCtxGetDevice(int* device) {
   if (device == nullptr) return kInvalidValue;
   if (tlContexts.empty()) return kInvalidContext;
-  *device = 0;
+  *device = tlContexts.back()->device;
   return kSuccess;
 }
 
@@ -644,7 +667,7 @@ CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
   if (!findAllocation(static_cast<uintptr_t>(p), &base, &a)) return kInvalidValue;
   switch (attr) {
     case 1:
-      *static_cast<void**>(data) = &gPrimary;
+      *static_cast<void**>(data) = &gPrimary[a.ordinal];
       break;  // context
     case 2:
       *static_cast<unsigned*>(data) = a.device ? kMemoryTypeDevice : kMemoryTypeHost;
@@ -653,7 +676,7 @@ CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
       *static_cast<int*>(data) = 0;
       break;  // is managed
     case 9:
-      *static_cast<int*>(data) = 0;
+      *static_cast<int*>(data) = a.ordinal;
       break;  // device ordinal
     case 11:
       *static_cast<CUdeviceptr*>(data) = base;
@@ -742,7 +765,10 @@ CFX_EMU_API cuMemcpy2DAsync_v2(const Memcpy2D* m, void* stream) {
 
 CFX_EMU_API cuStreamCreate(void** stream, unsigned) {
   if (stream == nullptr) return kInvalidValue;
-  *stream = new Stream();
+  if (tlContexts.empty()) return kInvalidContext;
+  auto* s = new Stream();
+  s->device = currentDevice();
+  *stream = s;
   return kSuccess;
 }
 
@@ -757,9 +783,11 @@ CFX_EMU_API cuStreamSynchronize(void* stream) {
   return kSuccess;
 }
 
-CFX_EMU_API cuStreamGetCtx(void*, void** ctx) {
+// A stream belongs to the device current where it was made; the legacy default stream to the current one.
+CFX_EMU_API cuStreamGetCtx(void* stream, void** ctx) {
   if (ctx == nullptr) return kInvalidValue;
-  *ctx = &gPrimary;
+  if (stream == nullptr && tlContexts.empty()) return kInvalidContext;
+  *ctx = &gPrimary[stream == nullptr ? currentDevice() : static_cast<Stream*>(stream)->device];
   return kSuccess;
 }
 
@@ -1027,7 +1055,7 @@ CFX_EMU_API cuIpcGetMemHandle(void* handle, CUdeviceptr p) {
   if (!findAllocation(static_cast<uintptr_t>(p), &base, &a) || !a.device || a.opened || base != p) {
     return kInvalidValue;
   }
-  IpcHandle h{kIpcMagic, static_cast<int32_t>(::getpid()), a.fd, 0, a.bytes};
+  IpcHandle h{kIpcMagic, static_cast<int32_t>(::getpid()), a.fd, a.ordinal, a.bytes};
   static_assert(sizeof(IpcHandle) <= sizeof(cuda::CUipcMemHandle));
   std::memset(handle, 0, sizeof(cuda::CUipcMemHandle));
   std::memcpy(handle, &h, sizeof(h));
@@ -1053,7 +1081,7 @@ CFX_EMU_API cuIpcOpenMemHandle_v2(CUdeviceptr* p, cuda::CUipcMemHandle handle, u
   }
   {
     std::lock_guard lk(gAllocMutex);
-    gAllocations[reinterpret_cast<uintptr_t>(m)] = Allocation{h.bytes, true, fd, true};
+    gAllocations[reinterpret_cast<uintptr_t>(m)] = Allocation{h.bytes, true, fd, true, h.ordinal};
   }
   gCounters.ipcOpens.fetch_add(1);
   *p = reinterpret_cast<CUdeviceptr>(m);

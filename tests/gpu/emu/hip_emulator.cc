@@ -28,6 +28,14 @@ CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 // HIP initialises itself on first use.
 void ensureInit() { cuInit(0); }
 
+// A HIP thread always has a current device (0 until hipSetDevice); the driver underneath wants a context.
+void ensureContext() {
+  ensureInit();
+  void* ctx = nullptr;
+  if (cuCtxGetCurrent(&ctx) == 0 && ctx != nullptr) return;
+  if (cuDevicePrimaryCtxRetain(&ctx, 0) == 0) cuCtxSetCurrent(ctx);
+}
+
 // A HIP device attribute as the CUDA attribute the driver stand-in answers; -1 for one it does not model.
 int cudaAttribute(hipDeviceAttribute_t a) {
   switch (a) {
@@ -104,13 +112,17 @@ CFX_HIP_API hipPointerGetAttribute(void* data, hipPointer_attribute attribute, h
 
 CFX_HIP_API hipMalloc(void** ptr, size_t size) {
   if (ptr == nullptr) return hipErrorInvalidValue;
+  ensureContext();
   CUdeviceptr p = 0;
   const CUresult r = cuMemAlloc_v2(&p, size);
   *ptr = reinterpret_cast<void*>(p);
   return rc(r);
 }
 CFX_HIP_API hipFree(void* ptr) { return rc(cuMemFree_v2(dptr(ptr))); }
-CFX_HIP_API hipHostMalloc(void** ptr, size_t size, unsigned flags) { return rc(cuMemHostAlloc(ptr, size, flags)); }
+CFX_HIP_API hipHostMalloc(void** ptr, size_t size, unsigned flags) {
+  ensureContext();
+  return rc(cuMemHostAlloc(ptr, size, flags));
+}
 CFX_HIP_API hipHostFree(void* ptr) { return rc(cuMemFreeHost(ptr)); }
 CFX_HIP_API hipHostGetDevicePointer(void** devPtr, void* hostPtr, unsigned flags) {
   if (devPtr == nullptr) return hipErrorInvalidValue;
@@ -144,6 +156,7 @@ CFX_HIP_API hipMemsetD8Async(hipDeviceptr_t dst, unsigned char value, size_t byt
 }
 
 CFX_HIP_API hipStreamCreateWithFlags(hipStream_t* stream, unsigned flags) {
+  ensureContext();
   return rc(cuStreamCreate(reinterpret_cast<void**>(stream), flags));
 }
 CFX_HIP_API hipStreamDestroy(hipStream_t stream) { return rc(cuStreamDestroy_v2(stream)); }
