@@ -10,6 +10,11 @@
 // ROCm 5.3+, graph user objects) are optional: without a host-function entry there is no stream protocol, so
 // the runtime is not used; without user objects, graph capture is refused.
 //
+// Two differences the adapters cannot hide, unverified for want of hardware: HIP documents hipStreamWaitValueGte as
+// a plain `*ptr >= value`, not CUDA's cyclic compare, so a communicator's stream flag (core/device_stream.h) would
+// misorder once its 32-bit op count wraps, after 2^32 device ops (50 days at 1000 ops/s); and it documents the
+// waited word as signal memory (hipExtMallocWithFlags), where the library waits on mapped pinned memory.
+//
 // No AMD GPU has been available to this project. Checked by resolving every name against ROCm 5.2's libamdhip64
 // (tests/unit/common/hip_driver_test.cc), and by the device tests run over these adapters on a CPU stand-in for
 // the runtime built against ROCm 5.2's header (tests/gpu/emu/hip_emulator.cc, ctest EmulatedHip.*): that checks

@@ -204,7 +204,8 @@ CFX_HIP_API hipGraphRetainUserObject(hipGraph_t graph, void* object, unsigned co
   return rc(cuGraphRetainUserObject(graph, object, count, flags));
 }
 
-// HIP's wait takes a mask; the stand-in underneath compares whole words, as the library asks.
+// HIP's wait takes a mask; the stand-in underneath compares whole words, as the library asks, and cyclically as
+// CUDA does (HIP documents a plain >=: common/hip_driver.h says what that would mean).
 CFX_HIP_API hipStreamWaitValue32(hipStream_t stream, void* ptr, uint32_t value, unsigned flags, uint32_t mask) {
   if (mask != 0xFFFFFFFFu) return hipErrorNotSupported;
   if (flags != hipStreamWaitValueGte) return hipErrorNotSupported;
