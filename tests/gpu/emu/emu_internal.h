@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the parts of the CUDA driver stand-in share (cuda_emulator.cc: contexts, memory, streams, graphs and the
+// driver API; emu_ipc_kernels.cc: IPC handles and kernels). Test tool internals, hidden in the library.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "cuda_emulator.h"
+
+namespace cfx::emu {
+
+using cuda::CUresult;
+using cuda::kMemoryTypeDevice;
+using cuda::kMemoryTypeHost;
+using cuda::kSuccess;
+using cuda::Memcpy2D;
+constexpr CUresult kInvalidValue = cuda::kErrorInvalidValue;
+constexpr CUresult kNotReady = cuda::kErrorNotReady;
+constexpr CUresult kOutOfMemory = 2;
+constexpr CUresult kNotInitialized = 3;
+constexpr CUresult kInvalidContext = 201;
+constexpr CUresult kInvalidHandle = 400;
+constexpr CUresult kNotSupported = 801;
+constexpr CUresult kIllegalState = 401;
+constexpr CUresult kCaptureUnsupported = 900;
+constexpr CUresult kCaptureInvalidated = 901;
+constexpr CUresult kCaptureMerge = 902;
+constexpr CUresult kCaptureUnmatched = 903;
+
+// ---- allocations ----
+
+struct Allocation {
+  size_t bytes = 0;
+  bool device = false;  // else pinned host memory
+  int fd = -1;          // device memory: the memfd behind it, which IPC handles name
+  bool opened = false;  // a peer's device memory mapped by cuIpcOpenMemHandle
+  int ordinal = 0;      // the device it is memory of (device memory), or whose context made it
+};
+
+// The allocation holding `p`, if any: (base, allocation).
+bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out);
+// Records memory mapped outside allocate() (a peer's, through an IPC handle).
+void trackAllocation(uintptr_t base, const Allocation& a);
+// Frees an allocation of this process (opened: false) or unmaps a peer's (opened: true).
+CUresult release(void* p, bool device, bool opened = false);
+
+// What the emulator did in this process (cfxCudaEmulatorCount).
+struct Counters {
+  std::atomic<uint64_t> ipcOpens{0};
+  std::atomic<uint64_t> peerCopies{0};  // copies from or to memory mapped through an IPC handle
+  std::atomic<uint64_t> moduleLoads{0};
+  std::atomic<uint64_t> kernelLaunches{0};
+};
+extern Counters gCounters;
+
+// ---- streams ----
+
+class Stream;
+// The stream behind a handle (null: the legacy default stream).
+Stream* streamOf(void* s);
+// Runs `task` on the stream in order, or records it into the stream's capture. The stream's ticket, 0 when captured.
+uint64_t submit(Stream* s, std::function<void()> task);
+
+inline void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }
+
+}  // namespace cfx::emu
