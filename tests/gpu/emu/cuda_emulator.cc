@@ -55,8 +55,6 @@
 
 namespace cfx::emu {
 
-// The driver's types, constants and CUDA_MEMCPY2D as the library declares them (tests/abi checks those against
-// cuda.h), so that both sides of this stand-in agree on them.
 struct Context {
   int device = 0;
 };
@@ -285,7 +283,7 @@ void waitValue(uint32_t* word, uint32_t value) {
 // from threads not in relaxed mode fail and invalidate the capture, as CUDA does.
 
 constexpr int kCaptureModeGlobal = 0;
-constexpr int kCaptureModeRelaxed = 2;
+constexpr int kCaptureModeRelaxed = cuda::kStreamCaptureModeRelaxed;
 
 struct UserObject {
   std::atomic<unsigned> refs;
@@ -490,22 +488,20 @@ CFX_EMU_API cuDeviceGetCount(int* count) {
 CFX_EMU_API cuDeviceGetAttribute(int* value, int attr, int device) {
   if (value == nullptr || !validDevice(device)) return kInvalidValue;
   switch (attr) {
-    case 16:
+    case cfx::cuda::kDeviceAttrMultiprocessorCount:
       *value = 132;
-      break;  // multiprocessors, as an H100 SXM
-    case 33:
+      break;  // as an H100 SXM
+    case cfx::cuda::kDeviceAttrPciBusId:
       *value = 0x19 + device;
-      break;  // PCI bus: one per device
-    case 34:
+      break;  // one per device
+    case cfx::cuda::kDeviceAttrPciDeviceId:
+    case cfx::cuda::kDeviceAttrPciDomainId:
       *value = 0;
-      break;  // PCI device
-    case 50:
-      *value = 0;
-      break;  // PCI domain
-    case 75:
+      break;
+    case cfx::cuda::kDeviceAttrComputeCapabilityMajor:
       *value = 9;
       break;  // compute capability 9.0
-    case 76:
+    case cfx::cuda::kDeviceAttrComputeCapabilityMinor:
       *value = 0;
       break;
     default:
@@ -570,24 +566,24 @@ CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
   Allocation a;
   if (!findAllocation(static_cast<uintptr_t>(p), &base, &a)) return kInvalidValue;
   switch (attr) {
-    case 1:
+    case cfx::cuda::kPointerAttrContext:
       *static_cast<void**>(data) = &gPrimary[a.ordinal];
-      break;  // context
-    case 2:
+      break;
+    case cfx::cuda::kPointerAttrMemoryType:
       *static_cast<unsigned*>(data) = a.device ? kMemoryTypeDevice : kMemoryTypeHost;
-      break;  // memory type
-    case 8:
+      break;
+    case cfx::cuda::kPointerAttrIsManaged:
       *static_cast<int*>(data) = 0;
-      break;  // is managed
-    case 9:
+      break;
+    case cfx::cuda::kPointerAttrDeviceOrdinal:
       *static_cast<int*>(data) = a.ordinal;
-      break;  // device ordinal
-    case 11:
+      break;
+    case cfx::cuda::kPointerAttrRangeStart:
       *static_cast<CUdeviceptr*>(data) = base;
-      break;  // range start
-    case 12:
+      break;
+    case cfx::cuda::kPointerAttrRangeSize:
       *static_cast<size_t*>(data) = a.bytes;
-      break;  // range size
+      break;
     default:
       return kInvalidValue;
   }

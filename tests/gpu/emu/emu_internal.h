@@ -11,6 +11,8 @@
 
 namespace cfx::emu {
 
+// The driver's types, constants and CUDA_MEMCPY2D as the library declares them (tests/abi checks those against
+// cuda.h), so that both sides of this stand-in agree on them.
 using cuda::CUresult;
 using cuda::kMemoryTypeDevice;
 using cuda::kMemoryTypeHost;
