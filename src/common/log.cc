@@ -179,7 +179,7 @@ void printVersionOnce() {
   std::call_once(gVersionOnce, [] {
     if (!detail::enabled(Level::Version, ~0ull)) return;
     std::lock_guard<std::mutex> lock(gMutex);
-    std::fprintf(gFile ? gFile : stdout, "NCCL version %d.%d.%d+conflux%s (host memory and CUDA via dlopen)\n",
+    std::fprintf(gFile ? gFile : stdout, "NCCL version %d.%d.%d+conflux%s (host memory; CUDA or HIP via dlopen)\n",
                  CFX_NCCL_MAJOR, CFX_NCCL_MINOR, CFX_NCCL_PATCH, CFX_RELEASE_STRING);
     std::fflush(gFile ? gFile : stdout);
   });
