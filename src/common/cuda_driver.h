@@ -133,7 +133,11 @@ struct Driver {
   CUresult (*userObjectCreate)(CUuserObject*, void* ptr, CUhostFn destroy, unsigned initialRefcount, unsigned flags);
   CUresult (*userObjectRelease)(CUuserObject, unsigned count);
   CUresult (*graphRetainUserObject)(CUgraph, CUuserObject, unsigned count, unsigned flags);
+  // GEQ: CUDA compares cyclically, (int32_t)(*addr - value) >= 0, so a 32-bit counter may wrap.
   CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, uint32_t value, unsigned flags);
+  // Only where GEQ is a plain `*addr >= value` (HIP): a counter is then waited on as 64 bits, which never wraps.
+  // Null on CUDA.
+  CUresult (*streamWaitValue64)(CUstream, CUdeviceptr, uint64_t value, unsigned flags);
   CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, uint32_t value, unsigned flags);
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned flags);
   CUresult (*launchHostFunc)(CUstream, CUhostFn, void* userData);

@@ -47,6 +47,7 @@ struct Hip {
   int (*streamGetCaptureInfo)(void*, int*, unsigned long long*, void**, const void**, size_t*);
   int (*threadExchangeStreamCaptureMode)(int*);
   int (*streamWaitValue32)(void*, void*, uint32_t, unsigned, uint32_t);
+  int (*streamWaitValue64)(void*, void*, uint64_t, unsigned, uint64_t);
   int (*streamWriteValue32)(void*, void*, uint32_t, unsigned);
   int (*streamWaitEvent)(void*, void*, unsigned);
   int (*eventCreateWithFlags)(void**, unsigned);
@@ -122,6 +123,7 @@ std::vector<std::string> resolveAll(void* lib) {
   need(&H.streamGetCaptureInfo, "hipStreamGetCaptureInfo_v2");
   need(&H.threadExchangeStreamCaptureMode, "hipThreadExchangeStreamCaptureMode");
   need(&H.streamWaitValue32, "hipStreamWaitValue32");
+  need(&H.streamWaitValue64, "hipStreamWaitValue64");
   need(&H.streamWriteValue32, "hipStreamWriteValue32");
   need(&H.streamWaitEvent, "hipStreamWaitEvent");
   need(&H.eventCreateWithFlags, "hipEventCreateWithFlags");
@@ -239,6 +241,9 @@ CUresult aGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned cou
 CUresult aStreamWaitValue32(CUstream s, CUdeviceptr addr, uint32_t value, unsigned flags) {
   return H.streamWaitValue32(s, ptr(addr), value, flags, 0xffffffffu);  // HIP adds a mask
 }
+CUresult aStreamWaitValue64(CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags) {
+  return H.streamWaitValue64(s, ptr(addr), value, flags, ~uint64_t{0});
+}
 CUresult aStreamWriteValue32(CUstream s, CUdeviceptr addr, uint32_t value, unsigned flags) {
   return H.streamWriteValue32(s, ptr(addr), value, flags);
 }
@@ -332,7 +337,8 @@ const Driver* loadHipDriver(Driver* d, std::string* why) {
   d->userObjectCreate = aUserObjectCreate;
   d->userObjectRelease = aUserObjectRelease;
   d->graphRetainUserObject = aGraphRetainUserObject;
-  d->streamWaitValue32 = aStreamWaitValue32;  // hipStreamWaitValueGte is CUDA's GEQ (0)
+  d->streamWaitValue32 = aStreamWaitValue32;  // hipStreamWaitValueGte has CUDA's GEQ number (0), not its compare
+  d->streamWaitValue64 = aStreamWaitValue64;  // so counters are waited on as 64 bits (cuda_driver.h)
   d->streamWriteValue32 = aStreamWriteValue32;
   d->streamWaitEvent = aStreamWaitEvent;
   d->launchHostFunc = aLaunchHostFunc;

@@ -10,10 +10,16 @@
 // ROCm 5.3+, graph user objects) are optional: without a host-function entry there is no stream protocol, so
 // the runtime is not used; without user objects, graph capture is refused.
 //
-// Two differences the adapters cannot hide, unverified for want of hardware: HIP documents hipStreamWaitValueGte as
-// a plain `*ptr >= value`, not CUDA's cyclic compare, so a communicator's stream flag (core/device_stream.h) would
-// misorder once its 32-bit op count wraps, after 2^32 device ops (50 days at 1000 ops/s); and it documents the
-// waited word as signal memory (hipExtMallocWithFlags), where the library waits on mapped pinned memory.
+// Where HIP's stream waits differ from CUDA's: ROCm documents hipStreamWaitValueGte as a plain `*ptr >= value`,
+// not CUDA's cyclic compare, so the adapters offer hipStreamWaitValue64 too and the stream flag is waited on as 64
+// bits there (core/device_stream.h), which never wraps; the HIP stand-in compares as ROCm documents, and the flag
+// starts just below 2^32, so any device test with three ops on a communicator crosses the 32-bit boundary under
+// both compares. ROCm also documents the waited word as signal memory (hipExtMallocWithFlags); its runtime
+// (ROCclr) waits with a small polling kernel on any memory it knows, pinned host memory included, and needs a
+// signal only when told to wait in the command processor (GPU_STREAMOPS_CP_WAIT). The library waits on mapped
+// pinned memory, which suits the default. That kernel polls a word the host writes, never another process's
+// kernel; with several ranks on one AMD GPU it must run beside the other processes' queues, which AMD's hardware
+// scheduler does without an MPS-like service. Both unverified on hardware.
 //
 // No AMD GPU has been available to this project. Checked by resolving every name against ROCm 5.2's libamdhip64
 // (tests/unit/common/hip_driver_test.cc), and by the device tests run over these adapters on a CPU stand-in for

@@ -3,6 +3,7 @@
 #include "core/device_stream.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 
 namespace cfx::core {
@@ -16,14 +17,14 @@ constexpr size_t kFlagPage = 4096;
 constexpr size_t kFlagSlot = 64;
 
 std::mutex gFlagMutex;
-std::vector<uint32_t*> gFreeFlags;  // slots of destroyed graphs, which nothing waits on any more
+std::vector<uint64_t*> gFreeFlags;  // slots of destroyed graphs, which nothing waits on any more
 
-Result<uint32_t*> allocateFlagSlot() {
+Result<uint64_t*> allocateFlagSlot() {
   static unsigned char* page = nullptr;
   static size_t used = kFlagPage;
   std::lock_guard<std::mutex> lock(gFlagMutex);
   if (!gFreeFlags.empty()) {
-    uint32_t* slot = gFreeFlags.back();
+    uint64_t* slot = gFreeFlags.back();
     gFreeFlags.pop_back();
     *slot = 0;
     return slot;
@@ -35,19 +36,31 @@ Result<uint32_t*> allocateFlagSlot() {
     page = static_cast<unsigned char*>(p);
     used = 0;
   }
-  auto* slot = reinterpret_cast<uint32_t*>(page + used);
+  auto* slot = reinterpret_cast<uint64_t*>(page + used);
   used += kFlagSlot;
   *slot = 0;
   return slot;
 }
 
-void releaseFlagSlot(uint32_t* slot) {
+void releaseFlagSlot(uint64_t* slot) {
   std::lock_guard<std::mutex> lock(gFlagMutex);
   gFreeFlags.push_back(slot);
 }
 
-void setWord(uint32_t* word, uint32_t value) {
-  std::atomic_ref<uint32_t>(*word).store(value, std::memory_order_release);
+void setWord(uint64_t* word, uint64_t value) {
+  std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_release);
+}
+
+// Stalls `stream` until the word reaches `value`. CUDA waits on its low 32 bits (the slot is little-endian), whose
+// cyclic compare is right across a wrap; HIP's compare is a plain >=, so there it waits on all 64 bits, which do
+// not wrap (cuda_driver.h). Sequence numbers start below 2^32 (kFirstSeq), so tests cross the wrap either way.
+static_assert(std::endian::native == std::endian::little, "CUDA's wait reads the low half of a 64-bit word");
+Status waitForWord(const cuda::Driver* d, cuda::CUstream stream, cuda::CUdeviceptr word, uint64_t value,
+                   const char* what) {
+  if (d->streamWaitValue64 != nullptr) {
+    return cuda::check(d->streamWaitValue64(stream, word, value, cuda::kStreamWaitValueGeq), what);
+  }
+  return cuda::check(d->streamWaitValue32(stream, word, static_cast<uint32_t>(value), cuda::kStreamWaitValueGeq), what);
 }
 
 // The destructor of a captured op's user object: the graph is gone.
@@ -148,11 +161,11 @@ CapturedOp::~CapturedOp() {
     // After the communicator is gone the block stays allocated: freeing it is a CUDA call, not allowed here.
     pool_->settle(block_);
   }
-  for (uint32_t* w : words_) releaseFlagSlot(w);
+  for (uint64_t* w : words_) releaseFlagSlot(w);
 }
 
 void CapturedOp::release() {
-  for (uint32_t* w : words_) setWord(w, 1);
+  for (uint64_t* w : words_) setWord(w, 1);
 }
 
 void CapturedOp::arrive(void* data) {
@@ -303,11 +316,12 @@ void* DeviceState::stagingBase() {
 Status DeviceState::ensureFlag() {
   if (flag_ != nullptr) return Status();
   CFX_TRY_ASSIGN(flag_, allocateFlagSlot());
+  setWord(flag_, issued_.load(std::memory_order_relaxed));  // no op has been handed to a stream yet
   return cuda::check(cuda::driver()->memHostGetDevicePointer(&flagDevice_, flag_, 0), "cuMemHostGetDevicePointer");
 }
 
 Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
-                                     const std::shared_ptr<ReadyGate>& gate, uint32_t* seqOut,
+                                     const std::shared_ptr<ReadyGate>& gate, uint64_t* seqOut,
                                      const std::vector<StreamCopies>* copies, Block block) {
   *seqOut = 0;
   if (copies != nullptr && copies->size() != streams.size()) {
@@ -326,7 +340,7 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
     return st;
   }
   // One user thread issues on a communicator at a time (NCCL's rule), so this read-increment is not a race.
-  const uint32_t seq = issued_.load(std::memory_order_relaxed) + 1;
+  const uint64_t seq = issued_.load(std::memory_order_relaxed) + 1;
   // A failure from here on leaves the staging block out of the pool: copies already enqueued may still write it.
   for (size_t i = 0; i < streams.size(); ++i) {
     if (copies != nullptr) {
@@ -353,9 +367,7 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
                        ? new BlockReturn{pool_, block, static_cast<int>(streams.size())}
                        : nullptr;
   for (size_t i = 0; i < streams.size(); ++i) {
-    // GEQ compares cyclically ((int32_t)(flag - seq) >= 0), so the counter may wrap.
-    CFX_TRY(cuda::check(d->streamWaitValue32(streams[i], flagDevice_, seq, cuda::kStreamWaitValueGeq),
-                        "cuStreamWaitValue32"));
+    CFX_TRY(waitForWord(d, streams[i], flagDevice_, seq, "cuStreamWaitValue"));
     if (copies == nullptr) continue;
     for (const StagedRange& r : (*copies)[i].out) {
       CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (staging out)"));
@@ -385,7 +397,7 @@ Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda:
   op->block_ = block;
   std::vector<cuda::CUdeviceptr> wordsDevice;
   for (size_t i = 0; i < streams.size(); ++i) {
-    CFX_TRY_ASSIGN(uint32_t * w, allocateFlagSlot());
+    CFX_TRY_ASSIGN(uint64_t * w, allocateFlagSlot());
     op->words_.push_back(w);
     op->arrivals_.push_back({op.get(), i});
     cuda::CUdeviceptr dev = 0;
@@ -419,8 +431,7 @@ Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda:
     }
     CFX_TRY(cuda::check(d->launchHostFunc(streams[i], CapturedOp::arrive, &op->arrivals_[i]),
                         "cuLaunchHostFunc (captured)"));
-    CFX_TRY(cuda::check(d->streamWaitValue32(streams[i], wordsDevice[i], 1, cuda::kStreamWaitValueGeq),
-                        "cuStreamWaitValue32 (captured)"));
+    CFX_TRY(waitForWord(d, streams[i], wordsDevice[i], 1, "cuStreamWaitValue (captured)"));
     if (copies == nullptr) continue;
     for (const StagedRange& r : (*copies)[i].out) {
       CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (captured)"));
@@ -492,10 +503,10 @@ Status DeviceState::copyOut(cuda::CUcontext ctx, const std::vector<StagedRange>&
   return copy(ctx, ranges, false);
 }
 
-void DeviceState::complete(uint32_t seq) {
+void DeviceState::complete(uint64_t seq) {
   // The copies before this store have finished (their event was waited for); the release keeps the store after
   // them on this CPU, and the GPU reads the word over PCIe once it is visible.
-  std::atomic_ref<uint32_t>(*flag_).store(seq, std::memory_order_release);
+  setWord(flag_, seq);
 }
 
 void DeviceState::releaseAll() {

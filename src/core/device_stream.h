@@ -7,8 +7,8 @@
 //   2. a host function (cuLaunchHostFunc) that opens a gate once the stream got there, i.e. once every kernel and
 //      copy enqueued before it, the copies in included, has finished. It only sets a flag and wakes a waiter: it
 //      never blocks the driver's callback thread and never calls CUDA;
-//   3. cuStreamWaitValue32 on a word of pinned host memory: the stream (not a kernel) stalls until the
-//      communicator's progress thread writes the op's sequence number there;
+//   3. a stream wait (cuStreamWaitValue32) on a word of pinned host memory: the stream (not a kernel) stalls until
+//      the communicator's progress thread writes the op's sequence number there;
 //   4. copies of the outputs from staging back to the device, and a host function that returns the staging block.
 // In between, the progress thread runs the same host algorithm as for host buffers on the staged bytes (so every
 // transport, every collective and bit-identical results come for free) and writes the sequence number. It never
@@ -30,6 +30,11 @@
 // op on the progress thread (Communicator::enqueueReplay); the op's end sets them to 1. The staging block and the
 // words belong to the graph (a CUDA user object) and go back when the graph is destroyed.
 //
+// Sequence numbers are 64 bits and never wrap; CUDA's stream wait reads their low 32 bits, HIP's all 64 (see
+// waitForWord). They start just below 2^32, as the Linux kernel starts its tick counter just before a wrap: every
+// communicator's third device op crosses the 32-bit boundary, so the code that must survive it runs in nearly
+// every test instead of first meeting it weeks into a job.
+//
 // Failure: a failed or aborted op still writes its sequence number (the stream must never stall forever on a
 // dead peer); the error is the communicator's async error, as with NCCL's ncclCommGetAsyncError. Its outputs are
 // undefined then, as in NCCL: the copies out run whatever the staging holds.
@@ -48,6 +53,9 @@
 #include "common/status.h"
 
 namespace cfx::core {
+
+// The first device op's sequence number (see "Sequence numbers" above).
+constexpr uint64_t kFirstSeq = (uint64_t{1} << 32) - 2;
 
 // One device range of an op, mirrored in pinned host memory for the op's duration.
 struct StagedRange {
@@ -157,7 +165,7 @@ class CapturedOp {
   };
   static void arrive(void* arrival);  // the host node of one stream: re-arm its word; the last one launches
 
-  std::vector<uint32_t*> words_;  // one per stream: 0 while its run is pending, 1 once it is over
+  std::vector<uint64_t*> words_;  // one per stream: 0 while its run is pending, 1 once it is over
   std::vector<Arrival> arrivals_;
   std::atomic<int> pending_{0};
   int streams_ = 0;
@@ -210,7 +218,7 @@ class DeviceState {
   // With `copies` (one entry per stream) and `block`, also the op's staging copies on each stream, and the return
   // of `block` to the pool once every stream's copies out have run.
   Status enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
-                          const std::shared_ptr<ReadyGate>& gate, uint32_t* seq,
+                          const std::shared_ptr<ReadyGate>& gate, uint64_t* seq,
                           const std::vector<StreamCopies>* copies = nullptr, Block block = {});
   // User thread, for streams that are being captured into `graph` (all in one capture): the captured form of
   // enqueueStreamOps. The graph takes `block`; `launch` runs on a CUDA thread at every replay and must only queue.
@@ -227,7 +235,7 @@ class DeviceState {
   cuda::CUstream copyStream() const { return copyStream_; }
   cuda::CUcontext copyContext() const { return copyCtx_; }
   // Progress thread: the op with this sequence number is over; its streams may go on.
-  void complete(uint32_t seq);
+  void complete(uint64_t seq);
   // Releases every stream waiting on this communicator (abort, destroy).
   void releaseAll();
 
@@ -238,9 +246,9 @@ class DeviceState {
 
   int rank_;
   std::mutex mutex_;
-  uint32_t* flag_ = nullptr;          // pinned, mapped; never freed (a stream may still poll it after destroy)
+  uint64_t* flag_ = nullptr;  // pinned, mapped; never freed (a stream may still poll it after destroy)
   cuda::CUdeviceptr flagDevice_ = 0;
-  std::atomic<uint32_t> issued_{0};   // last sequence number handed to a stream
+  std::atomic<uint64_t> issued_{kFirstSeq - 1};  // last sequence number handed to a stream
   cuda::CUcontext copyCtx_ = nullptr;
   cuda::CUstream copyStream_ = nullptr;
   cuda::CUevent copyDone_ = nullptr;

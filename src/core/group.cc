@@ -216,12 +216,15 @@ struct DevicePlan {
   cuda::CUcontext ctx = nullptr;
   std::vector<cuda::CUstream> streams;
   std::shared_ptr<ReadyGate> gate;
-  uint32_t seq = 0;
+  uint64_t seq = 0;
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
   bool captured = false;  // put into a CUDA graph: runs at each replay (CapturedOp), never now
   std::vector<std::vector<size_t>> rangeStreams;  // per range: the streams (indices) whose ops name it
 };
+
+// The op's ordinal on its communicator (1, 2, ...) for the logs; 0 for a captured op, which has no number.
+unsigned long long opNumber(const DevicePlan& plan) { return plan.seq == 0 ? 0 : plan.seq - kFirstSeq + 1; }
 
 // Mirrors every device range of `ops` in staging. Overlapping ranges (in-place ops, an all-gather whose input is a
 // slice of its output) share one staged range, so the host algorithm sees the same aliasing the user set up.
@@ -458,8 +461,8 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
   job.before = [comm, plan]() -> Status {
     cuda::relaxCaptureModeOfThisThread();  // our CUDA calls must not break a capture the user runs meanwhile
     if (plan->gate) CFX_TRY(plan->gate->wait(comm->abortFlag()));
-    CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %u reached on its stream(s)%s", comm->rank(),
-             plan->captured ? "captured " : "", plan->seq, plan->direct ? "; device-direct" : "");
+    CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu reached on its stream(s)%s", comm->rank(),
+             plan->captured ? "captured " : "", opNumber(*plan), plan->direct ? "; device-direct" : "");
     if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
     if (!plan->onStream) {  // else the copies in ran on the stream before the gate opened
       if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
@@ -482,8 +485,8 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
       if (!copied.ok()) comm->setAsyncError(copied);
     }
     release();
-    CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %u done (%s); its stream(s) may go on", comm->rank(),
-             plan->captured ? "captured " : "", plan->seq, outcome.ok() ? "ok" : outcome.message().c_str());
+    CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu done (%s); its stream(s) may go on", comm->rank(),
+             plan->captured ? "captured " : "", opNumber(*plan), outcome.ok() ? "ok" : outcome.message().c_str());
   };
   if (plan->gate) job.ready = [gate = plan->gate] { return gate->isOpen(); };
   return job;
@@ -592,8 +595,8 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
                             plan->onStream ? &copies : nullptr, block);
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
-  CFX_INFO(log::Sys::Proxy, "rank %d: device op %u enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",
-           comm->rank(), plan->seq, plan->ops.size(), plan->ranges.size(), plan->streams.size());
+  CFX_INFO(log::Sys::Proxy, "rank %d: device op %llu enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",
+           comm->rank(), opNumber(*plan), plan->ops.size(), plan->ranges.size(), plan->streams.size());
   comm->enqueue(deviceJob(comm, plan, [comm, plan] { comm->device().complete(plan->seq); }));
   return st;
 }

@@ -263,14 +263,19 @@ Stream* defaultStream() {
 
 Stream* streamOf(void* s) { return s == nullptr ? defaultStream() : static_cast<Stream*>(s); }
 
-// Waits until *word >= value in the wrap-around sense CU_STREAM_WAIT_VALUE_GEQ uses. The word is read atomically:
-// its writers (the library's progress thread) store it atomically, and a thread sanitizer must see the pair.
-void waitValue(uint32_t* word, uint32_t value) {
+void pollUntil(const std::function<bool()>& done) {
   auto pause = std::chrono::microseconds(1);
-  while (static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) < 0) {
+  while (!done()) {
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
+}
+
+// Waits until *word >= value in the wrap-around sense CU_STREAM_WAIT_VALUE_GEQ uses, (int32_t)(*word - value) >= 0.
+// The word is read atomically: its writers (the library's progress thread) store it atomically, and a thread
+// sanitizer must see the pair.
+void waitValue(uint32_t* word, uint32_t value) {
+  pollUntil([=] { return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0; });
 }
 
 // ---- graphs ------------------------------------------------------------------------------------------------

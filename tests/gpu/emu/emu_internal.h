@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the parts of the CUDA driver stand-in share (cuda_emulator.cc: contexts, memory, streams, graphs and the
-// driver API; emu_ipc_kernels.cc: IPC handles and kernels). Test tool internals, hidden in the library.
+// driver API; emu_ipc_kernels.cc: IPC handles and kernels), and what the HIP stand-in (hip_emulator.cc) needs of
+// them for the waits HIP compares otherwise. Test tool internals, hidden in the library.
 #pragma once
 
 #include <atomic>
@@ -64,6 +65,9 @@ class Stream;
 Stream* streamOf(void* s);
 // Runs `task` on the stream in order, or records it into the stream's capture. The stream's ticket, 0 when captured.
 uint64_t submit(Stream* s, std::function<void()> task);
+
+// Returns once done() holds, polling as a GPU polls a word it waits on (backing off to 200 us between looks).
+void pollUntil(const std::function<bool()>& done);
 
 inline void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }
 

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "cuda_emulator.h"
+#include "emu_internal.h"
 
 namespace {
 
@@ -49,6 +50,19 @@ int cudaAttribute(hipDeviceAttribute_t a) {
   }
 }
 
+// ROCm documents its GTE wait as a plain compare of the masked word, (*ptr & mask) >= value, where CUDA's GEQ is
+// cyclic; the stand-in compares as ROCm says, so a library that counted on CUDA's wrap-around here would misorder
+// (the library's stream flag starts just below 2^32 to make every test cross the wrap: core/device_stream.h).
+template <typename T>
+hipError_t waitAtLeast(hipStream_t stream, void* ptr, T value, unsigned flags, T mask) {
+  if (flags != hipStreamWaitValueGte) return hipErrorNotSupported;  // the only compare the library uses
+  if (!cfx::emu::findAllocation(reinterpret_cast<uintptr_t>(ptr), nullptr, nullptr)) return hipErrorInvalidValue;
+  const T* word = static_cast<const T*>(ptr);
+  cfx::emu::submit(cfx::emu::streamOf(stream), [=] {
+    cfx::emu::pollUntil([=] { return (__atomic_load_n(word, __ATOMIC_ACQUIRE) & mask) >= value; });
+  });
+  return hipSuccess;
+}
 }  // namespace
 
 extern "C" {
@@ -204,12 +218,11 @@ CFX_HIP_API hipGraphRetainUserObject(hipGraph_t graph, void* object, unsigned co
   return rc(cuGraphRetainUserObject(graph, object, count, flags));
 }
 
-// HIP's wait takes a mask; the stand-in underneath compares whole words, as the library asks, and cyclically as
-// CUDA does (HIP documents a plain >=: common/hip_driver.h says what that would mean).
 CFX_HIP_API hipStreamWaitValue32(hipStream_t stream, void* ptr, uint32_t value, unsigned flags, uint32_t mask) {
-  if (mask != 0xFFFFFFFFu) return hipErrorNotSupported;
-  if (flags != hipStreamWaitValueGte) return hipErrorNotSupported;
-  return rc(cuStreamWaitValue32_v2(stream, dptr(ptr), value, 0));
+  return waitAtLeast(stream, ptr, value, flags, mask);
+}
+CFX_HIP_API hipStreamWaitValue64(hipStream_t stream, void* ptr, uint64_t value, unsigned flags, uint64_t mask) {
+  return waitAtLeast(stream, ptr, value, flags, mask);
 }
 CFX_HIP_API hipStreamWriteValue32(hipStream_t stream, void* ptr, uint32_t value, unsigned flags) {
   return rc(cuStreamWriteValue32_v2(stream, dptr(ptr), value, flags));
