@@ -875,7 +875,16 @@ void Communicator::progressLoop() {
     }
     job.works.clear();
     if (job.deferred.after) job.deferred.after(st);
-    if (!st.ok() && job.deferred.after) setAsyncError(st);  // nobody waits on a device job's state: say it here
+    if (!st.ok() && job.deferred.after) {
+      // Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the
+      // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after the user's abort,
+      // which ends every pending op on purpose.
+      if (!abortFlag_.load(std::memory_order_acquire)) {
+        CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
+                 rank_, st.message().c_str());
+      }
+      setAsyncError(st);
+    }
     job.state->finish(st);
     {
       std::lock_guard<std::mutex> lock(queueMutex_);

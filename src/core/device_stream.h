@@ -36,8 +36,10 @@
 // every test instead of first meeting it weeks into a job.
 //
 // Failure: a failed or aborted op still writes its sequence number (the stream must never stall forever on a
-// dead peer); the error is the communicator's async error, as with NCCL's ncclCommGetAsyncError. Its outputs are
-// undefined then, as in NCCL: the copies out run whatever the staging holds.
+// dead peer); the error is the communicator's async error, as with NCCL's ncclCommGetAsyncError, and a WARN (the
+// text of ncclGetLastError) names the peer and the op. Its outputs are undefined then, as in NCCL: the copies out
+// run whatever the staging holds. The device tests' fault scenarios (a peer killed mid-op, staged and over CUDA
+// IPC; a peer that never calls; abort while the op runs and before the stream reached it) check all of this.
 #pragma once
 
 #include <atomic>

@@ -482,7 +482,11 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
   job.after = [comm, plan, release = std::move(release)](const Status& outcome) {
     if (outcome.ok() && !plan->onStream) {
       Status copied = comm->device().copyOut(plan->ctx, plan->ranges);
-      if (!copied.ok()) comm->setAsyncError(copied);
+      if (!copied.ok()) {
+        CFX_WARN("rank %d: copying a device op's results back failed (its streams went on): %s", comm->rank(),
+                 copied.message().c_str());
+        comm->setAsyncError(copied);
+      }
     }
     release();
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu done (%s); its stream(s) may go on", comm->rank(),

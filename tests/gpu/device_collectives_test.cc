@@ -990,5 +990,181 @@ TEST(GpuCollectives, GraphEdgesOutlivedCommHostBuffersOneRank) {
   });
 }
 
+// ---- faults: a stream that waits for a device op never waits forever ------------------------------------------
+//
+// A device op's stream stalls on the communicator's flag until the op is over (core/device_stream.h). When the op
+// cannot finish (a peer died, never came, or the user aborts), the flag must still be written, or the user's stream,
+// and everything queued behind it, hangs with no error anywhere. Each scenario checks that the stream goes on (a
+// copy queued behind the op runs), that the failure is the communicator's async error naming the peer, and that
+// abort returns.
+
+constexpr int kFaultTimeoutMs = 3000;            // CFX_TIMEOUT_MS in the fault scenarios
+constexpr size_t kFaultCount = size_t{1} << 20;  // 4 MiB of float per rank
+
+RunOptions faultOptions(std::vector<std::pair<std::string, std::string>> env) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.failOnChildError = false;  // the victim's death is judged below, not as a failure of its own
+  opts.env = std::move(env);
+  opts.env.emplace_back("CFX_TIMEOUT_MS", std::to_string(kFaultTimeoutMs));
+  // Heartbeats name a dead or stopped peer (5 x 200 ms) before any transfer times out.
+  opts.env.emplace_back("CFX_HEARTBEAT_MS", "200");
+  opts.env.emplace_back("CFX_HEARTBEAT_MISSES", "5");
+  return opts;
+}
+
+bool namesRank(const std::string& text, int rank) {
+  return text.find("rank " + std::to_string(rank)) != std::string::npos;
+}
+
+// The communicator's async error once it is set (NCCL's way to report a failed enqueued op), within a bound far
+// above any detection time, so that a missing error fails here instead of hanging.
+ncclResult_t awaitAsyncError(ncclComm_t comm) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ncclResult_t async = ncclSuccess;
+  while (std::chrono::steady_clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+         (async == ncclSuccess || async == ncclInProgress)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return async;
+}
+
+// After a failed op: work queued on the stream behind it runs (the stream was released), and the bytes it moves
+// are right.
+void expectStreamGoesOn(const cuda::Driver& d, cuda::CUstream stream, const DevBuf& buf) {
+  std::vector<uint32_t> marker(64), back(64);
+  for (size_t i = 0; i < marker.size(); ++i) marker[i] = 0xC0FFEE00u + static_cast<uint32_t>(i);
+  CU_OK(d.memcpyHtoDAsync(buf.ptr, marker.data(), marker.size() * 4, stream));
+  CU_OK(d.memcpyDtoHAsync(back.data(), buf.ptr, back.size() * 4, stream));
+  CU_OK(d.streamSynchronize(stream));
+  EXPECT_EQ(back, marker) << "work queued behind the failed op did not run as queued";
+}
+
+// Three ranks on one device; rank 2 is SIGKILLed once the first all-reduce succeeded everywhere. The survivors'
+// next all-reduce on device buffers must fail on their communicator (ncclRemoteError naming rank 2) and release
+// their streams.
+void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> env, bool ipc) {
+  constexpr int kRanks = 3;
+  constexpr int kVictim = 2;
+  const RunResult result = runRanks(kRanks, faultOptions(std::move(env)), [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    DevBuf send(d, kFaultCount * 4), recv(d, kFaultCount * 4);
+    const std::vector<float> ones(kFaultCount, 1.0f);
+    CU_OK(d.memcpyHtoDAsync(send.ptr, ones.data(), send.bytes, stream));
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, comm, stream));
+    std::vector<float> out(kFaultCount);
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    ASSERT_EQ(out[kFaultCount - 1], float{kRanks}) << "the all-reduce before the fault";
+    if (ipc) expectIpcPathTaken(IpcOps::Reductions);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kVictim) ctx.killSelf(SIGKILL);
+
+    // The call only enqueues, so it may succeed; if the failure is already known it may report it.
+    const ncclResult_t rc = ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, comm, stream);
+    EXPECT_TRUE(rc == ncclSuccess || rc == ncclRemoteError) << resultName(rc);
+    CU_OK(d.streamSynchronize(stream));  // would hang if the failed op never wrote the stream's flag
+    EXPECT_EQ(awaitAsyncError(comm), ncclRemoteError);
+    const std::string text = ncclGetLastError(comm);
+    ctx.report("text", text);
+    expectStreamGoesOn(d, stream, recv);
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    d.streamDestroy(stream);
+  });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL) << result.ranks[kVictim].describe();
+  int naming = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].describe();
+    if (namesRank(result.report(r, "text"), kVictim)) ++naming;
+  }
+  EXPECT_GE(naming, 1) << "no survivor's error names the killed rank " << kVictim << ": " << result.report(0, "text")
+                       << " | " << result.report(1, "text");
+}
+
+TEST(GpuCollectives, PeerKilledDuringAStagedOpFailsItAndReleasesTheStream) {
+  SKIP_WITHOUT_GPU();
+  peerKilledDuringADeviceOp({}, false);
+}
+
+TEST(GpuCollectives, PeerKilledDuringAnIpcOpFailsItAndReleasesTheStream) {
+  SKIP_WITHOUT_GPU();
+  peerKilledDuringADeviceOp({{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}}, true);
+}
+
+// Two ranks; rank 1 is alive and healthy but never calls the all-reduce rank 0 enqueued. Without abort, rank 0's
+// op times out (CFX_TIMEOUT_MS) naming rank 1. With abort from another thread, the op ends then: while it runs,
+// or before the stream even got to it (the stream is held on a word of the test's until the abort returned, so the
+// op's host function and flag wait come after the communicator is gone). Either way the stream goes on. Rank 1
+// waits on the test's own barrier meanwhile, then aborts too.
+enum class Ending { Timeout, AbortWhileItRuns, AbortBeforeTheStreamGetsThere };
+
+void peerNeverCalls(Ending ending) {
+  const RunResult result = runRanks(2, faultOptions({}), [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    DevBuf buf(d, kFaultCount * 4);
+    if (ctx.rank() == 1) {
+      ASSERT_TRUE(ctx.barrier());  // rank 0's op has failed and its stream went on
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+      d.streamDestroy(stream);
+      return;
+    }
+    void* holdHost = nullptr;
+    CU_OK(d.memHostAlloc(&holdHost, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap));
+    std::atomic_ref<uint32_t> hold(*static_cast<uint32_t*>(holdHost));  // read by the GPU (or the stand-in)
+    hold.store(0);
+    CUdeviceptr holdDev = 0;
+    CU_OK(d.memHostGetDevicePointer(&holdDev, holdHost, 0));
+    if (ending == Ending::AbortBeforeTheStreamGetsThere) {
+      CU_OK(d.streamWaitValue32(stream, holdDev, 1, cuda::kStreamWaitValueGeq));
+    }
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), kFaultCount, ncclFloat, ncclSum, comm, stream));
+    if (ending == Ending::Timeout) {
+      CU_OK(d.streamSynchronize(stream));
+      EXPECT_EQ(awaitAsyncError(comm), ncclRemoteError);
+      const std::string text = ncclGetLastError(comm);
+      EXPECT_TRUE(namesRank(text, 1)) << "the timeout does not name the peer that never came: " << text;
+      EXPECT_NE(text.find("timeout"), std::string::npos) << text;
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    } else {
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the op waits for rank 1, or is not reached
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        hold.store(1, std::memory_order_release);  // the stream gets to the op only now
+      });
+      CU_OK(d.streamSynchronize(stream));
+      aborter.join();
+    }
+    expectStreamGoesOn(d, stream, buf);
+    d.streamDestroy(stream);
+    d.memFreeHost(holdHost);
+    ASSERT_TRUE(ctx.barrier());
+  });
+  for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+TEST(GpuCollectives, PeerThatNeverCallsTimesTheOpOutAndReleasesTheStream) {
+  SKIP_WITHOUT_GPU();
+  peerNeverCalls(Ending::Timeout);
+}
+
+TEST(GpuCollectives, AbortFromAnotherThreadReleasesAStreamWaitingForAPeer) {
+  SKIP_WITHOUT_GPU();
+  peerNeverCalls(Ending::AbortWhileItRuns);
+}
+
+TEST(GpuCollectives, AbortBeforeTheStreamReachedTheOpReleasesItToo) {
+  SKIP_WITHOUT_GPU();
+  peerNeverCalls(Ending::AbortBeforeTheStreamGetsThere);
+}
+
 }  // namespace
 }  // namespace cfx::itest
