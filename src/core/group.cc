@@ -463,7 +463,16 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
     if (plan->gate) CFX_TRY(plan->gate->wait(comm->abortFlag()));
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu reached on its stream(s)%s", comm->rank(),
              plan->captured ? "captured " : "", opNumber(*plan), plan->direct ? "; device-direct" : "");
-    if (plan->direct) return runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
+    if (plan->direct) {
+      Status st = runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
+      if (st.code() != Errc::InvalidUsage) return st;
+      // The likely cause is not in the op's arguments: the choice of protocol was not the same on every rank.
+      return Status::error(Errc::InvalidUsage,
+                           st.message() +
+                               " (this rank ran the op on device buffers over CUDA IPC: every rank must "
+                               "pass device buffers to it, with the same CFX_CUDA_IPC settings; a rank "
+                               "that passes host buffers runs another protocol)");
+    }
     if (!plan->onStream) {  // else the copies in ran on the stream before the gate opened
       if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
       CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));

@@ -1166,5 +1166,62 @@ TEST(GpuCollectives, AbortBeforeTheStreamReachedTheOpReleasesItToo) {
   peerNeverCalls(Ending::AbortBeforeTheStreamGetsThere);
 }
 
+// Rank 0 passes device buffers, rank 1 host buffers, to the same all-reduce. Staged, both run the host algorithm
+// (rank 0 on its staging), so the result is right on both. Over CUDA IPC rank 0 runs the device-direct protocol
+// and rank 1 the host one: both must fail with a named mismatch (rank 0's saying why it took another protocol),
+// and rank 0's stream must go on.
+void mixedHostAndDeviceBuffers(bool ipc) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (ipc) env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+  const RunResult result = runRanks(2, faultOptions(env), [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    DevBuf buf(d, kFaultCount * 4);
+    std::vector<float> host(kFaultCount, 1.0f);
+    CU_OK(d.memcpyHtoDAsync(buf.ptr, host.data(), buf.bytes, stream));
+    void* p = ctx.rank() == 0 ? buf.p() : static_cast<void*>(host.data());
+    const ncclResult_t rc = ncclAllReduce(p, p, kFaultCount, ncclFloat, ncclSum, comm, stream);
+    CU_OK(d.streamSynchronize(stream));
+    if (ctx.rank() == 0) {
+      CU_OK(d.memcpyDtoHAsync(host.data(), buf.ptr, buf.bytes, stream));
+    }
+    CU_OK(d.streamSynchronize(stream));
+    if (!ipc) {
+      EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
+      ncclResult_t async = ncclInProgress;
+      EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+      EXPECT_EQ(async, ncclSuccess);
+      EXPECT_EQ(host[0], 2.0f);
+      EXPECT_EQ(host[kFaultCount - 1], 2.0f);
+      NCCL_OK(ncclCommDestroy(comm));
+    } else {
+      // Rank 1's call runs the op (host buffers) and returns its error; rank 0's fails on the stream.
+      EXPECT_EQ(ctx.rank() == 0 ? awaitAsyncError(comm) : rc, ncclInvalidUsage);
+      const std::string text = ncclGetLastError(comm);
+      EXPECT_NE(text.find("mismatched operation"), std::string::npos) << text;
+      if (ctx.rank() == 0) {
+        EXPECT_NE(text.find("host buffers"), std::string::npos) << text;
+      }
+      expectStreamGoesOn(d, stream, buf);
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    }
+    d.streamDestroy(stream);
+  });
+  for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherStagedGiveTheRightResult) {
+  SKIP_WITHOUT_GPU();
+  mixedHostAndDeviceBuffers(false);
+}
+
+TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherOverIpcFailAsANamedMismatch) {
+  SKIP_WITHOUT_GPU();
+  mixedHostAndDeviceBuffers(true);
+}
+
 }  // namespace
 }  // namespace cfx::itest
