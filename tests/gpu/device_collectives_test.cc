@@ -1042,7 +1042,7 @@ void expectStreamGoesOn(const cuda::Driver& d, cuda::CUstream stream, const DevB
 
 // Three ranks on one device; rank 2 is SIGKILLed once the first all-reduce succeeded everywhere. The survivors'
 // next all-reduce on device buffers must fail on their communicator (ncclRemoteError naming rank 2) and release
-// their streams.
+// their streams; then they shrink the communicator and all-reduce device buffers on it.
 void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> env, bool ipc) {
   constexpr int kRanks = 3;
   constexpr int kVictim = 2;
@@ -1072,6 +1072,23 @@ void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> 
     const std::string text = ncclGetLastError(comm);
     ctx.report("text", text);
     expectStreamGoesOn(d, stream, recv);
+
+    // The survivors go on without the dead rank: a shrunk communicator's device all-reduce is right (over IPC, it
+    // sets up its own scratch among the survivors).
+    int dead = kVictim;
+    ncclComm_t shrunk = nullptr;
+    NCCL_OK(ncclCommShrink(comm, &dead, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT));
+    ASSERT_NE(shrunk, nullptr);
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, shrunk, stream));
+    std::fill(out.begin(), out.end(), -1.0f);
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], float{kRanks - 1}) << "the shrunk communicator's all-reduce";
+    EXPECT_EQ(out[kFaultCount - 1], float{kRanks - 1});
+    ncclResult_t async = ncclInProgress;
+    EXPECT_EQ(ncclCommGetAsyncError(shrunk, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(shrunk), ncclSuccess);
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
     d.streamDestroy(stream);
   });
@@ -1086,12 +1103,12 @@ void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> 
                        << " | " << result.report(1, "text");
 }
 
-TEST(GpuCollectives, PeerKilledDuringAStagedOpFailsItAndReleasesTheStream) {
+TEST(GpuCollectives, PeerKilledDuringAStagedOpFailsItReleasesTheStreamAndSurvivorsShrink) {
   SKIP_WITHOUT_GPU();
   peerKilledDuringADeviceOp({}, false);
 }
 
-TEST(GpuCollectives, PeerKilledDuringAnIpcOpFailsItAndReleasesTheStream) {
+TEST(GpuCollectives, PeerKilledDuringAnIpcOpFailsItReleasesTheStreamAndSurvivorsShrink) {
   SKIP_WITHOUT_GPU();
   peerKilledDuringADeviceOp({{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}}, true);
 }
@@ -1166,10 +1183,11 @@ TEST(GpuCollectives, AbortBeforeTheStreamReachedTheOpReleasesItToo) {
   peerNeverCalls(Ending::AbortBeforeTheStreamGetsThere);
 }
 
-// Rank 0 passes device buffers, rank 1 host buffers, to the same all-reduce. Staged, both run the host algorithm
+// Rank 0 passes device buffers, rank 1 host buffers, to the same all-gather. Staged, both run the host algorithm
 // (rank 0 on its staging), so the result is right on both. Over CUDA IPC rank 0 runs the device-direct protocol
 // and rank 1 the host one: both must fail with a named mismatch (rank 0's saying why it took another protocol),
-// and rank 0's stream must go on.
+// and rank 0's stream must go on. (An all-gather, as it runs over IPC in every build; an all-reduce stages where
+// the build has no device kernels, as the sanitizer builds.)
 void mixedHostAndDeviceBuffers(bool ipc) {
   std::vector<std::pair<std::string, std::string>> env;
   if (ipc) env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
@@ -1179,33 +1197,37 @@ void mixedHostAndDeviceBuffers(bool ipc) {
     ASSERT_NE(comm, nullptr);
     cuda::CUstream stream = nullptr;
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
-    DevBuf buf(d, kFaultCount * 4);
-    std::vector<float> host(kFaultCount, 1.0f);
-    CU_OK(d.memcpyHtoDAsync(buf.ptr, host.data(), buf.bytes, stream));
-    void* p = ctx.rank() == 0 ? buf.p() : static_cast<void*>(host.data());
-    const ncclResult_t rc = ncclAllReduce(p, p, kFaultCount, ncclFloat, ncclSum, comm, stream);
+    const size_t count = kFaultCount / 2;
+    DevBuf send(d, count * 4), recv(d, 2 * count * 4);
+    std::vector<float> hostSend(count, static_cast<float>(ctx.rank() + 1)), hostRecv(2 * count, -1.0f);
+    CU_OK(d.memcpyHtoDAsync(send.ptr, hostSend.data(), send.bytes, stream));
+    const bool onDevice = ctx.rank() == 0;
+    const ncclResult_t rc = ncclAllGather(onDevice ? send.p() : hostSend.data(), onDevice ? recv.p() : hostRecv.data(),
+                                          count, ncclFloat, comm, stream);
     CU_OK(d.streamSynchronize(stream));
-    if (ctx.rank() == 0) {
-      CU_OK(d.memcpyDtoHAsync(host.data(), buf.ptr, buf.bytes, stream));
+    if (onDevice) {
+      CU_OK(d.memcpyDtoHAsync(hostRecv.data(), recv.ptr, recv.bytes, stream));
+      CU_OK(d.streamSynchronize(stream));
     }
-    CU_OK(d.streamSynchronize(stream));
     if (!ipc) {
       EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
       ncclResult_t async = ncclInProgress;
       EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
       EXPECT_EQ(async, ncclSuccess);
-      EXPECT_EQ(host[0], 2.0f);
-      EXPECT_EQ(host[kFaultCount - 1], 2.0f);
+      EXPECT_EQ(hostRecv[0], 1.0f);
+      EXPECT_EQ(hostRecv[count - 1], 1.0f);
+      EXPECT_EQ(hostRecv[count], 2.0f);
+      EXPECT_EQ(hostRecv[2 * count - 1], 2.0f);
       NCCL_OK(ncclCommDestroy(comm));
     } else {
       // Rank 1's call runs the op (host buffers) and returns its error; rank 0's fails on the stream.
-      EXPECT_EQ(ctx.rank() == 0 ? awaitAsyncError(comm) : rc, ncclInvalidUsage);
+      EXPECT_EQ(onDevice ? awaitAsyncError(comm) : rc, ncclInvalidUsage);
       const std::string text = ncclGetLastError(comm);
       EXPECT_NE(text.find("mismatched operation"), std::string::npos) << text;
-      if (ctx.rank() == 0) {
+      if (onDevice) {
         EXPECT_NE(text.find("host buffers"), std::string::npos) << text;
       }
-      expectStreamGoesOn(d, stream, buf);
+      expectStreamGoesOn(d, stream, recv);
       EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
     }
     d.streamDestroy(stream);
