@@ -114,6 +114,29 @@ struct DevBuf {
   void* p() const { return reinterpret_cast<void*>(ptr); }
 };
 
+// A word of pinned host memory that holds a stream back (a wait for it to reach 1) the way a long kernel would,
+// until the test releases it. Stored atomically: the GPU reads it over PCIe, the CPU stand-in from another thread.
+struct StreamHold {
+  const cuda::Driver* d;
+  void* host = nullptr;
+  CUdeviceptr dev = 0;
+  explicit StreamHold(const cuda::Driver& drv) : d(&drv) {
+    if (d->memHostAlloc(&host, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap) != cuda::kSuccess ||
+        d->memHostGetDevicePointer(&dev, host, 0) != cuda::kSuccess) {
+      throw std::runtime_error("cannot make a mapped pinned word");
+    }
+    word().store(0);
+  }
+  ~StreamHold() { d->memFreeHost(host); }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  std::atomic_ref<uint32_t> word() const { return std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(host)); }
+  cuda::CUresult hold(cuda::CUstream stream) const {
+    return d->streamWaitValue32(stream, dev, 1, cuda::kStreamWaitValueGeq);
+  }
+  void release() const { word().store(1, std::memory_order_release); }
+};
+
 // What the CPU emulation of the driver did in this process ("ipc_opens", "peer_copies", "module_loads",
 // "kernel_launches"); -1 on a real driver.
 long long emulatorCount(const char* what) {
@@ -404,13 +427,7 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     ASSERT_NE(comm, nullptr);
     cuda::CUstream stream = nullptr;
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
-    void* gateHost = nullptr;
-    CU_OK(d.memHostAlloc(&gateHost, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap));
-    // Stored atomically: the GPU reads it over PCIe, the CPU emulation of the driver from another thread.
-    std::atomic_ref<uint32_t> gate(*static_cast<uint32_t*>(gateHost));
-    gate.store(0);
-    CUdeviceptr gateDev = 0;
-    CU_OK(d.memHostGetDevicePointer(&gateDev, gateHost, 0));
+    const StreamHold gate(d);
     const size_t count = 1 << 20;
     // Pinned: a copy from pageable memory would block this thread until the (held) stream reached it.
     void* inPinned = nullptr;
@@ -422,7 +439,7 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     std::memcpy(outPinned, out.data(), count * sizeof(float));
     DevBuf buf(d, count * sizeof(float));
     CU_OK(d.memsetD8Async(buf.ptr, 0, buf.bytes, stream));
-    CU_OK(d.streamWaitValue32(stream, gateDev, 1, cuda::kStreamWaitValueGeq));
+    CU_OK(gate.hold(stream));
     CU_OK(d.memcpyHtoDAsync(buf.ptr, inPinned, buf.bytes, stream));  // runs only once the gate opens
     // Returning at all proves the call only enqueued: the stream stays blocked until this rank opens the gate.
     NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat32, ncclSum, comm, stream));
@@ -430,7 +447,7 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_EQ(static_cast<float*>(outPinned)[0], -1.0f) << "work after the collective ran before the stream reached it";
     ctx.barrier();
-    gate.store(1);
+    gate.release();
     CU_OK(d.streamSynchronize(stream));
     const float want = 3.0f;  // 1 + 2
     size_t bad = 0;
@@ -1134,14 +1151,9 @@ void peerNeverCalls(Ending ending) {
       d.streamDestroy(stream);
       return;
     }
-    void* holdHost = nullptr;
-    CU_OK(d.memHostAlloc(&holdHost, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap));
-    std::atomic_ref<uint32_t> hold(*static_cast<uint32_t*>(holdHost));  // read by the GPU (or the stand-in)
-    hold.store(0);
-    CUdeviceptr holdDev = 0;
-    CU_OK(d.memHostGetDevicePointer(&holdDev, holdHost, 0));
+    const StreamHold hold(d);
     if (ending == Ending::AbortBeforeTheStreamGetsThere) {
-      CU_OK(d.streamWaitValue32(stream, holdDev, 1, cuda::kStreamWaitValueGeq));
+      CU_OK(hold.hold(stream));
     }
     NCCL_OK(ncclAllReduce(buf.p(), buf.p(), kFaultCount, ncclFloat, ncclSum, comm, stream));
     if (ending == Ending::Timeout) {
@@ -1155,14 +1167,13 @@ void peerNeverCalls(Ending ending) {
       std::thread aborter([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the op waits for rank 1, or is not reached
         EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-        hold.store(1, std::memory_order_release);  // the stream gets to the op only now
+        hold.release();  // the stream gets to the op only now
       });
       CU_OK(d.streamSynchronize(stream));
       aborter.join();
     }
     expectStreamGoesOn(d, stream, buf);
     d.streamDestroy(stream);
-    d.memFreeHost(holdHost);
     ASSERT_TRUE(ctx.barrier());
   });
   for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
@@ -1243,6 +1254,71 @@ TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherStagedGiveTheRightResult
 TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherOverIpcFailAsANamedMismatch) {
   SKIP_WITHOUT_GPU();
   mixedHostAndDeviceBuffers(true);
+}
+
+// CUDA's special stream handles. CU_STREAM_PER_THREAD (2) names a different stream in every thread, so two ops
+// under that one handle from two threads must not stage in one block as ops of one stream do (StagingPool): here
+// thread A's stream is held before its op while thread B's op on its own per-thread stream is enqueued after it;
+// were they to share a block, A's copy in, running last, would overwrite B's input. The legacy handles (0 and 1)
+// name one stream, whose ops may share.
+TEST(GpuCollectives, PerThreadAndLegacyStreamHandles) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const auto legacy = reinterpret_cast<cuda::CUstream>(uintptr_t{1});
+    const auto perThread = reinterpret_cast<cuda::CUstream>(uintptr_t{2});
+    const size_t count = size_t{1} << 16;
+    const float me = static_cast<float>(ctx.rank() + 1);
+    DevBuf x(d, count * 4), y(d, count * 4);
+    const StreamHold hold(d);
+
+    // Each thread fills its buffer, runs its all-reduce in place and reads it back, all on its per-thread stream.
+    auto run = [&](const DevBuf& buf, float value, bool held, std::atomic<int>* step, std::vector<float>* out) {
+      useDevice0();
+      const std::vector<float> in(count, value);
+      EXPECT_EQ(d.memcpyHtoDAsync(buf.ptr, in.data(), buf.bytes, perThread), cuda::kSuccess);
+      if (held) {
+        EXPECT_EQ(hold.hold(perThread), cuda::kSuccess);
+      }
+      EXPECT_EQ(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat, ncclSum, comm, perThread), ncclSuccess)
+          << ncclGetLastError(comm);
+      step->store(1);
+      while (step->load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (held) hold.release();
+      out->assign(count, -1.0f);
+      EXPECT_EQ(d.memcpyDtoHAsync(out->data(), buf.ptr, buf.bytes, perThread), cuda::kSuccess);
+      EXPECT_EQ(d.streamSynchronize(perThread), cuda::kSuccess);
+    };
+    std::atomic<int> stepA{0}, stepB{0};
+    std::vector<float> outA, outB;
+    std::thread a(run, std::cref(x), me, true, &stepA, &outA);
+    while (stepA.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::thread b(run, std::cref(y), 10 * me, false, &stepB, &outB);  // enqueued after A's, one thread at a time
+    while (stepB.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stepA.store(2);
+    stepB.store(2);
+    a.join();
+    b.join();
+    ASSERT_EQ(outA.size(), count);
+    ASSERT_EQ(outB.size(), count);
+    EXPECT_EQ(outA[0], 3.0f) << "thread A's all-reduce on its per-thread stream";
+    EXPECT_EQ(outA[count - 1], 3.0f);
+    EXPECT_EQ(outB[0], 30.0f) << "thread B's all-reduce on its per-thread stream: its input was overwritten?";
+    EXPECT_EQ(outB[count - 1], 30.0f);
+
+    // The legacy stream under both its names.
+    std::vector<float> in(count, me), out(count, -1.0f);
+    CU_OK(d.memcpyHtoDAsync(x.ptr, in.data(), x.bytes, nullptr));
+    NCCL_OK(ncclAllReduce(x.p(), y.p(), count, ncclFloat, ncclSum, comm, nullptr));
+    NCCL_OK(ncclAllReduce(y.p(), x.p(), count, ncclFloat, ncclSum, comm, legacy));
+    CU_OK(d.memcpyDtoHAsync(out.data(), x.ptr, x.bytes, legacy));
+    CU_OK(d.streamSynchronize(nullptr));
+    EXPECT_EQ(out[0], 6.0f) << "two all-reduces on the legacy stream, the second summing the first's result";
+    EXPECT_EQ(out[count - 1], 6.0f);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
 }
 
 }  // namespace

@@ -10,7 +10,8 @@
 //     real driver answers for plain malloc), and names the device it belongs to.
 //   - A stream is a FIFO worker thread: copies, memsets, host functions, cuStreamWaitValue32/WriteValue32 and event
 //     records run in enqueue order, each after the previous one finished, as on a GPU stream. A wait on a value
-//     polls the host word (the real one polls it over PCIe). The legacy default stream (0) is one more such stream.
+//     polls the host word (the real one polls it over PCIe). The legacy default stream (0, CU_STREAM_LEGACY) is one
+//     more such stream, and CU_STREAM_PER_THREAD one more per thread.
 //   - A copy between device memory and pageable host memory returns only once the stream ran it: CUDA may do
 //     exactly that (it stages pageable memory synchronously), so code that is correct on CUDA is correct here.
 //   - Events: record, query, synchronize, cross-stream waits.
@@ -261,7 +262,21 @@ Stream* defaultStream() {
   return s;
 }
 
-Stream* streamOf(void* s) { return s == nullptr ? defaultStream() : static_cast<Stream*>(s); }
+// CUDA's special handles: 0 and CU_STREAM_LEGACY (1) name the legacy default stream, CU_STREAM_PER_THREAD (2) the
+// calling thread's own default stream, a different stream in every thread under one handle.
+bool isSpecialStream(const void* s) { return reinterpret_cast<uintptr_t>(s) <= 2; }
+
+Stream* streamOf(void* s) {
+  if (reinterpret_cast<uintptr_t>(s) == 2) {
+    thread_local Stream* mine = [] {  // never destroyed, as CUDA's outlives nothing the tests look at
+      auto* made = new Stream();
+      made->device = currentDevice();
+      return made;
+    }();
+    return mine;
+  }
+  return isSpecialStream(s) ? defaultStream() : static_cast<Stream*>(s);
+}
 
 void pollUntil(const std::function<bool()>& done) {
   auto pause = std::chrono::microseconds(1);
@@ -678,7 +693,7 @@ CFX_EMU_API cuStreamCreate(void** stream, unsigned) {
 }
 
 CFX_EMU_API cuStreamDestroy_v2(void* stream) {
-  if (stream == nullptr) return kInvalidHandle;
+  if (isSpecialStream(stream)) return kInvalidHandle;
   static_cast<Stream*>(stream)->destroy();
   return kSuccess;
 }
@@ -691,8 +706,8 @@ CFX_EMU_API cuStreamSynchronize(void* stream) {
 // A stream belongs to the device current where it was made; the legacy default stream to the current one.
 CFX_EMU_API cuStreamGetCtx(void* stream, void** ctx) {
   if (ctx == nullptr) return kInvalidValue;
-  if (stream == nullptr && tlContexts.empty()) return kInvalidContext;
-  *ctx = &gPrimary[stream == nullptr ? currentDevice() : static_cast<Stream*>(stream)->device];
+  if (isSpecialStream(stream) && tlContexts.empty()) return kInvalidContext;
+  *ctx = &gPrimary[isSpecialStream(stream) ? currentDevice() : static_cast<Stream*>(stream)->device];
   return kSuccess;
 }
 
@@ -720,8 +735,11 @@ CFX_EMU_API cuThreadExchangeStreamCaptureMode(int* mode) {
 }
 
 CFX_EMU_API cuStreamBeginCapture_v2(void* stream, int mode) {
-  if (stream == nullptr || mode < 0 || mode > 2) return kInvalidValue;  // the legacy stream cannot be captured
-  auto* s = static_cast<Stream*>(stream);
+  // The legacy stream cannot be captured; a thread's per-thread stream can.
+  if (stream == nullptr || stream == reinterpret_cast<void*>(uintptr_t{1}) || mode < 0 || mode > 2) {
+    return kInvalidValue;
+  }
+  Stream* s = streamOf(stream);
   std::lock_guard lk(gCaptureMutex);
   if (s->capture != nullptr) return kIllegalState;
   auto* c = new Capture;
@@ -736,8 +754,8 @@ CFX_EMU_API cuStreamBeginCapture_v2(void* stream, int mode) {
 }
 
 CFX_EMU_API cuStreamEndCapture(void* stream, void** graph) {
-  if (stream == nullptr || graph == nullptr) return kInvalidValue;
-  auto* s = static_cast<Stream*>(stream);
+  if (stream == nullptr || stream == reinterpret_cast<void*>(uintptr_t{1}) || graph == nullptr) return kInvalidValue;
+  Stream* s = streamOf(stream);
   std::lock_guard lk(gCaptureMutex);
   Capture* c = s->capture;
   if (c == nullptr || s->lane != 0) return kCaptureUnmatched;
