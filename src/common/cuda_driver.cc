@@ -212,7 +212,10 @@ PointerInfo classify(const void* p) {
   if (d->pointerGetAttribute(&memType, kPointerAttrMemoryType, ptr) != kSuccess) return info;
   int managed = 0;
   d->pointerGetAttribute(&managed, kPointerAttrIsManaged, ptr);
-  if (memType == kMemoryTypeHost && !managed) return info;  // pinned or registered host memory
+  if (memType == kMemoryTypeHost && !managed) {  // pinned or registered host memory
+    info.pinned = true;
+    return info;
+  }
   int ordinal = -1;
   d->pointerGetAttribute(&ordinal, kPointerAttrDeviceOrdinal, ptr);
   info.device = ordinal;

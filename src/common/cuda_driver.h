@@ -181,6 +181,7 @@ size_t smallCopyRows(size_t bytes);
 enum class MemKind { Host, Device, Managed };
 struct PointerInfo {
   MemKind kind = MemKind::Host;
+  bool pinned = false;  // Host memory the driver knows (cuMemHostAlloc, cuMemHostRegister): a stream can write it
   int device = -1;              // ordinal, for Device and Managed
   CUcontext context = nullptr;  // the context the allocation belongs to (Device, Managed)
 };

@@ -190,20 +190,33 @@ bool touchesDevice(const Op& op) {
   return false;
 }
 
-// Host buffers run now, on the calling thread, whatever their CUDA stream does: inside a graph capture they would
-// run once and never at replay, so that is refused.
-Status refuseCapturedHostOp(const Op& op) {
+// Host buffers run now, on the calling thread. Inside a graph capture they would run once and never at replay, so
+// that is refused. Pinned or registered host memory is the one kind a CUDA stream can write (a copy to it, a kernel
+// through its mapping), and NCCL orders an op on such buffers after the stream's earlier work: here the call waits
+// for the stream first, so the op never reads what the stream has yet to write (and its results are there for the
+// stream's later work, as the op is over when the call returns). Pageable memory needs no wait: CUDA copies to and
+// from it before the copy call returns.
+Status orderHostOp(const Op& op) {
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr || op.stream == nullptr || findHostStream(op.stream) != nullptr) return Status();
+  const auto stream = static_cast<cuda::CUstream>(op.stream);
   int capture = cuda::kStreamCaptureNone;
-  if (d->streamIsCapturing(static_cast<cuda::CUstream>(op.stream), &capture) != cuda::kSuccess ||
-      capture == cuda::kStreamCaptureNone) {
-    return Status();
+  if (d->streamIsCapturing(stream, &capture) == cuda::kSuccess && capture != cuda::kStreamCaptureNone) {
+    return Status::error(Errc::InvalidUsage, strprintf("rank %d: an operation on host buffers cannot be captured "
+                                                       "into a CUDA graph (it would run now and never at replay); "
+                                                       "use device memory",
+                                                       op.comm->rank()));
   }
-  return Status::error(Errc::InvalidUsage, strprintf("rank %d: an operation on host buffers cannot be captured into "
-                                                     "a CUDA graph (it would run now and never at replay); use "
-                                                     "device memory",
-                                                     op.comm->rank()));
+  std::vector<OpRange> ranges;
+  opRanges(op, &ranges);
+  const bool pinned = std::any_of(ranges.begin(), ranges.end(),
+                                  [](const OpRange& r) { return r.bytes > 0 && cuda::classify(r.p).pinned; });
+  if (!pinned) return Status();
+  return cuda::check(d->streamSynchronize(stream),
+                     strprintf("rank %d: cuStreamSynchronize (the stream's work before an op on pinned host "
+                               "buffers)",
+                               op.comm->rank())
+                         .c_str());
 }
 
 // One communicator's part of a device group: its ops rewritten onto one block of pinned staging.
@@ -644,7 +657,7 @@ Status launchOps(const std::vector<Op>& ops) {
     if (stream) return Status::error(Errc::InvalidUsage, "device buffers cannot be ordered on a cfx host stream");
     return launchDevice(comms, byComm);
   }
-  for (const Op& op : ops) CFX_TRY(refuseCapturedHostOp(op));
+  for (const Op& op : ops) CFX_TRY(orderHostOp(op));
 
   // Host work queued behind device work on the same communicator must run after it: queue it too.
   if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
@@ -859,7 +872,7 @@ Status submit(const Op& op) {
   }
   if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
       !op.comm->hasQueuedWork()) {
-    CFX_TRY(refuseCapturedHostOp(op));
+    CFX_TRY(orderHostOp(op));
     return launchCollective(op);
   }
   return launch({op});

@@ -1321,5 +1321,44 @@ TEST(GpuCollectives, PerThreadAndLegacyStreamHandles) {
   });
 }
 
+// Pinned host buffers run as host buffers (at the call), but a stream can still be writing them: here the stream,
+// held back, has a copy into the buffer queued when the all-reduce is called. The call must wait for the stream, so
+// the op reads what the copy wrote, not what the buffer held before (NCCL orders such an op on the stream).
+TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = size_t{1} << 16;
+    DevBuf src(d, count * 4);
+    const std::vector<float> mine(count, static_cast<float>(ctx.rank() + 1));
+    CU_OK(d.memcpyHtoDAsync(src.ptr, mine.data(), src.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    void* pinned = nullptr;
+    CU_OK(d.memHostAlloc(&pinned, count * 4, cuda::kHostAllocPortable));
+    auto* values = static_cast<float*>(pinned);
+    std::fill(values, values + count, -1.0f);  // what the op would read if it ran before the copy
+    const StreamHold hold(d);
+    CU_OK(hold.hold(stream));
+    CU_OK(d.memcpyDtoHAsync(pinned, src.ptr, src.bytes, stream));  // pinned: asynchronous, behind the hold
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      hold.release();
+    });
+    const ncclResult_t rc = ncclAllReduce(pinned, pinned, count, ncclFloat, ncclSum, comm, stream);
+    releaser.join();
+    EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(values[0], 3.0f) << "the op ran before the stream's copy into its buffer";
+    EXPECT_EQ(values[count - 1], 3.0f);
+    d.memFreeHost(pinned);
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
 }  // namespace
 }  // namespace cfx::itest
