@@ -1360,5 +1360,55 @@ TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
   });
 }
 
+// A nonblocking communicator (config.blocking = 0, as PyTorch's TORCH_NCCL_USE_COMM_NONBLOCKING makes) with device
+// buffers: init and a grouped all-reduce may return ncclInProgress, and ncclCommGetAsyncError is polled until they
+// are enqueued; the results come through the stream, and finalize completes the same way.
+TEST(GpuCollectives, NonblockingCommunicatorOnDeviceBuffers) {
+  SKIP_WITHOUT_GPU();
+  runRanks(3, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    auto settle = [](ncclComm_t c) {
+      ncclResult_t state = ncclInProgress;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (ncclCommGetAsyncError(c, &state) == ncclSuccess && state == ncclInProgress &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return state;
+    };
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm, ctx.nRanks(), ctx.uniqueId(), ctx.rank(), &config);
+    ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+    ASSERT_NE(comm, nullptr);
+    ASSERT_EQ(settle(comm), ncclSuccess);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = 4099;
+    DevBuf a(d, count * 4), b(d, count * 4);
+    std::vector<int32_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 97) * (ctx.rank() + 1);
+    CU_OK(d.memcpyHtoDAsync(a.ptr, in.data(), a.bytes, stream));
+    NCCL_OK(ncclGroupStart());
+    const ncclResult_t arc = ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream);
+    ASSERT_TRUE(arc == ncclSuccess || arc == ncclInProgress) << resultName(arc);
+    const ncclResult_t grc = ncclGroupEnd();
+    ASSERT_TRUE(grc == ncclSuccess || grc == ncclInProgress) << resultName(grc);
+    ASSERT_EQ(settle(comm), ncclSuccess);
+    std::vector<int32_t> out(count, -1);
+    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], static_cast<int32_t>(i % 97) * (1 + 2 + 3)) << "element " << i;
+    }
+    const ncclResult_t frc = ncclCommFinalize(comm);
+    ASSERT_TRUE(frc == ncclSuccess || frc == ncclInProgress) << resultName(frc);
+    ASSERT_EQ(settle(comm), ncclSuccess);
+    NCCL_OK(ncclCommDestroy(comm));
+    d.streamDestroy(stream);
+  });
+}
+
 }  // namespace
 }  // namespace cfx::itest
