@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device buffers where things go wrong or are out of the ordinary, through the public API with several ranks on one
+// GPU: peers that die, never call or are aborted while a stream waits for their op; host and device buffers mixed
+// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; nonblocking
+// communicators. Label gpu; every test skips with a reason where no CUDA device exists, and runs in CI on the CPU
+// stand-ins of tests/gpu/emu (ctest Emulated.*, EmulatedHip.*).
+#include <conflux.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/cuda_driver.h"
+#include "gpu/device_test_util.h"
+#include "integration/multiproc.h"
+
+namespace cfx::itest {
+namespace {
+
+// ---- faults: a stream that waits for a device op never waits forever ------------------------------------------
+//
+// A device op's stream stalls on the communicator's flag until the op is over (core/device_stream.h). When the op
+// cannot finish (a peer died, never came, or the user aborts), the flag must still be written, or the user's stream,
+// and everything queued behind it, hangs with no error anywhere. Each scenario checks that the stream goes on (a
+// copy queued behind the op runs), that the failure is the communicator's async error naming the peer, and that
+// abort returns.
+
+constexpr int kFaultTimeoutMs = 3000;            // CFX_TIMEOUT_MS in the fault scenarios
+constexpr size_t kFaultCount = size_t{1} << 20;  // 4 MiB of float per rank
+
+RunOptions faultOptions(std::vector<std::pair<std::string, std::string>> env) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.failOnChildError = false;  // the victim's death is judged below, not as a failure of its own
+  opts.env = std::move(env);
+  opts.env.emplace_back("CFX_TIMEOUT_MS", std::to_string(kFaultTimeoutMs));
+  // Heartbeats name a dead or stopped peer (5 x 200 ms) before any transfer times out.
+  opts.env.emplace_back("CFX_HEARTBEAT_MS", "200");
+  opts.env.emplace_back("CFX_HEARTBEAT_MISSES", "5");
+  return opts;
+}
+
+bool namesRank(const std::string& text, int rank) {
+  return text.find("rank " + std::to_string(rank)) != std::string::npos;
+}
+
+// The communicator's async error once it is set (NCCL's way to report a failed enqueued op), within a bound far
+// above any detection time, so that a missing error fails here instead of hanging.
+ncclResult_t awaitAsyncError(ncclComm_t comm) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ncclResult_t async = ncclSuccess;
+  while (std::chrono::steady_clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+         (async == ncclSuccess || async == ncclInProgress)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return async;
+}
+
+// After a failed op: work queued on the stream behind it runs (the stream was released), and the bytes it moves
+// are right.
+void expectStreamGoesOn(const cuda::Driver& d, cuda::CUstream stream, const DevBuf& buf) {
+  std::vector<uint32_t> marker(64), back(64);
+  for (size_t i = 0; i < marker.size(); ++i) marker[i] = 0xC0FFEE00u + static_cast<uint32_t>(i);
+  CU_OK(d.memcpyHtoDAsync(buf.ptr, marker.data(), marker.size() * 4, stream));
+  CU_OK(d.memcpyDtoHAsync(back.data(), buf.ptr, back.size() * 4, stream));
+  CU_OK(d.streamSynchronize(stream));
+  EXPECT_EQ(back, marker) << "work queued behind the failed op did not run as queued";
+}
+
+// Three ranks on one device; rank 2 is SIGKILLed once the first all-reduce succeeded everywhere. The survivors'
+// next all-reduce on device buffers must fail on their communicator (ncclRemoteError naming rank 2) and release
+// their streams; then they shrink the communicator and all-reduce device buffers on it.
+void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> env, bool ipc) {
+  constexpr int kRanks = 3;
+  constexpr int kVictim = 2;
+  const RunResult result = runRanks(kRanks, faultOptions(std::move(env)), [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    DevBuf send(d, kFaultCount * 4), recv(d, kFaultCount * 4);
+    const std::vector<float> ones(kFaultCount, 1.0f);
+    CU_OK(d.memcpyHtoDAsync(send.ptr, ones.data(), send.bytes, stream));
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, comm, stream));
+    std::vector<float> out(kFaultCount);
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    ASSERT_EQ(out[kFaultCount - 1], float{kRanks}) << "the all-reduce before the fault";
+    if (ipc) expectIpcPathTaken(IpcOps::Reductions);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kVictim) ctx.killSelf(SIGKILL);
+
+    // The call only enqueues, so it may succeed; if the failure is already known it may report it.
+    const ncclResult_t rc = ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, comm, stream);
+    EXPECT_TRUE(rc == ncclSuccess || rc == ncclRemoteError) << resultName(rc);
+    CU_OK(d.streamSynchronize(stream));  // would hang if the failed op never wrote the stream's flag
+    EXPECT_EQ(awaitAsyncError(comm), ncclRemoteError);
+    const std::string text = ncclGetLastError(comm);
+    ctx.report("text", text);
+    expectStreamGoesOn(d, stream, recv);
+
+    // The survivors go on without the dead rank: a shrunk communicator's device all-reduce is right (over IPC, it
+    // sets up its own scratch among the survivors).
+    int dead = kVictim;
+    ncclComm_t shrunk = nullptr;
+    NCCL_OK(ncclCommShrink(comm, &dead, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT));
+    ASSERT_NE(shrunk, nullptr);
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, shrunk, stream));
+    std::fill(out.begin(), out.end(), -1.0f);
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], float{kRanks - 1}) << "the shrunk communicator's all-reduce";
+    EXPECT_EQ(out[kFaultCount - 1], float{kRanks - 1});
+    ncclResult_t async = ncclInProgress;
+    EXPECT_EQ(ncclCommGetAsyncError(shrunk, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(shrunk), ncclSuccess);
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    d.streamDestroy(stream);
+  });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL) << result.ranks[kVictim].describe();
+  int naming = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].describe();
+    if (namesRank(result.report(r, "text"), kVictim)) ++naming;
+  }
+  EXPECT_GE(naming, 1) << "no survivor's error names the killed rank " << kVictim << ": " << result.report(0, "text")
+                       << " | " << result.report(1, "text");
+}
+
+TEST(GpuCollectives, PeerKilledDuringAStagedOpFailsItReleasesTheStreamAndSurvivorsShrink) {
+  SKIP_WITHOUT_GPU();
+  peerKilledDuringADeviceOp({}, false);
+}
+
+TEST(GpuCollectives, PeerKilledDuringAnIpcOpFailsItReleasesTheStreamAndSurvivorsShrink) {
+  SKIP_WITHOUT_GPU();
+  peerKilledDuringADeviceOp({{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}}, true);
+}
+
+// Two ranks; rank 1 is alive and healthy but never calls the all-reduce rank 0 enqueued. Without abort, rank 0's
+// op times out (CFX_TIMEOUT_MS) naming rank 1. With abort from another thread, the op ends then: while it runs,
+// or before the stream even got to it (the stream is held on a word of the test's until the abort returned, so the
+// op's host function and flag wait come after the communicator is gone). Either way the stream goes on. Rank 1
+// waits on the test's own barrier meanwhile, then aborts too.
+enum class Ending { Timeout, AbortWhileItRuns, AbortBeforeTheStreamGetsThere };
+
+void peerNeverCalls(Ending ending) {
+  const RunResult result = runRanks(2, faultOptions({}), [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    DevBuf buf(d, kFaultCount * 4);
+    if (ctx.rank() == 1) {
+      ASSERT_TRUE(ctx.barrier());  // rank 0's op has failed and its stream went on
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+      d.streamDestroy(stream);
+      return;
+    }
+    const StreamHold hold(d);
+    if (ending == Ending::AbortBeforeTheStreamGetsThere) {
+      CU_OK(hold.hold(stream));
+    }
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), kFaultCount, ncclFloat, ncclSum, comm, stream));
+    if (ending == Ending::Timeout) {
+      CU_OK(d.streamSynchronize(stream));
+      EXPECT_EQ(awaitAsyncError(comm), ncclRemoteError);
+      const std::string text = ncclGetLastError(comm);
+      EXPECT_TRUE(namesRank(text, 1)) << "the timeout does not name the peer that never came: " << text;
+      EXPECT_NE(text.find("timeout"), std::string::npos) << text;
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    } else {
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the op waits for rank 1, or is not reached
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        hold.release();  // the stream gets to the op only now
+      });
+      CU_OK(d.streamSynchronize(stream));
+      aborter.join();
+    }
+    expectStreamGoesOn(d, stream, buf);
+    d.streamDestroy(stream);
+    ASSERT_TRUE(ctx.barrier());
+  });
+  for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+TEST(GpuCollectives, PeerThatNeverCallsTimesTheOpOutAndReleasesTheStream) {
+  SKIP_WITHOUT_GPU();
+  peerNeverCalls(Ending::Timeout);
+}
+
+TEST(GpuCollectives, AbortFromAnotherThreadReleasesAStreamWaitingForAPeer) {
+  SKIP_WITHOUT_GPU();
+  peerNeverCalls(Ending::AbortWhileItRuns);
+}
+
+TEST(GpuCollectives, AbortBeforeTheStreamReachedTheOpReleasesItToo) {
+  SKIP_WITHOUT_GPU();
+  peerNeverCalls(Ending::AbortBeforeTheStreamGetsThere);
+}
+
+// Rank 0 passes device buffers, rank 1 host buffers, to the same all-gather. Staged, both run the host algorithm
+// (rank 0 on its staging), so the result is right on both. Over CUDA IPC rank 0 runs the device-direct protocol
+// and rank 1 the host one: both must fail with a named mismatch (rank 0's saying why it took another protocol),
+// and rank 0's stream must go on. (An all-gather, as it runs over IPC in every build; an all-reduce stages where
+// the build has no device kernels, as the sanitizer builds.)
+void mixedHostAndDeviceBuffers(bool ipc) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (ipc) env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+  const RunResult result = runRanks(2, faultOptions(env), [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = kFaultCount / 2;
+    DevBuf send(d, count * 4), recv(d, 2 * count * 4);
+    std::vector<float> hostSend(count, static_cast<float>(ctx.rank() + 1)), hostRecv(2 * count, -1.0f);
+    CU_OK(d.memcpyHtoDAsync(send.ptr, hostSend.data(), send.bytes, stream));
+    const bool onDevice = ctx.rank() == 0;
+    const ncclResult_t rc = ncclAllGather(onDevice ? send.p() : hostSend.data(), onDevice ? recv.p() : hostRecv.data(),
+                                          count, ncclFloat, comm, stream);
+    CU_OK(d.streamSynchronize(stream));
+    if (onDevice) {
+      CU_OK(d.memcpyDtoHAsync(hostRecv.data(), recv.ptr, recv.bytes, stream));
+      CU_OK(d.streamSynchronize(stream));
+    }
+    if (!ipc) {
+      EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
+      ncclResult_t async = ncclInProgress;
+      EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+      EXPECT_EQ(async, ncclSuccess);
+      EXPECT_EQ(hostRecv[0], 1.0f);
+      EXPECT_EQ(hostRecv[count - 1], 1.0f);
+      EXPECT_EQ(hostRecv[count], 2.0f);
+      EXPECT_EQ(hostRecv[2 * count - 1], 2.0f);
+      NCCL_OK(ncclCommDestroy(comm));
+    } else {
+      // Rank 1's call runs the op (host buffers) and returns its error; rank 0's fails on the stream.
+      EXPECT_EQ(onDevice ? awaitAsyncError(comm) : rc, ncclInvalidUsage);
+      const std::string text = ncclGetLastError(comm);
+      EXPECT_NE(text.find("mismatched operation"), std::string::npos) << text;
+      if (onDevice) {
+        EXPECT_NE(text.find("host buffers"), std::string::npos) << text;
+      }
+      expectStreamGoesOn(d, stream, recv);
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    }
+    d.streamDestroy(stream);
+  });
+  for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherStagedGiveTheRightResult) {
+  SKIP_WITHOUT_GPU();
+  mixedHostAndDeviceBuffers(false);
+}
+
+TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherOverIpcFailAsANamedMismatch) {
+  SKIP_WITHOUT_GPU();
+  mixedHostAndDeviceBuffers(true);
+}
+
+// CUDA's special stream handles. CU_STREAM_PER_THREAD (2) names a different stream in every thread, so two ops
+// under that one handle from two threads must not stage in one block as ops of one stream do (StagingPool): here
+// thread A's stream is held before its op while thread B's op on its own per-thread stream is enqueued after it;
+// were they to share a block, A's copy in, running last, would overwrite B's input. The legacy handles (0 and 1)
+// name one stream, whose ops may share.
+TEST(GpuCollectives, PerThreadAndLegacyStreamHandles) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const auto legacy = reinterpret_cast<cuda::CUstream>(uintptr_t{1});
+    const auto perThread = reinterpret_cast<cuda::CUstream>(uintptr_t{2});
+    const size_t count = size_t{1} << 16;
+    const float me = static_cast<float>(ctx.rank() + 1);
+    DevBuf x(d, count * 4), y(d, count * 4);
+    const StreamHold hold(d);
+
+    // Each thread fills its buffer, runs its all-reduce in place and reads it back, all on its per-thread stream.
+    auto run = [&](const DevBuf& buf, float value, bool held, std::atomic<int>* step, std::vector<float>* out) {
+      useDevice0();
+      const std::vector<float> in(count, value);
+      EXPECT_EQ(d.memcpyHtoDAsync(buf.ptr, in.data(), buf.bytes, perThread), cuda::kSuccess);
+      if (held) {
+        EXPECT_EQ(hold.hold(perThread), cuda::kSuccess);
+      }
+      EXPECT_EQ(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat, ncclSum, comm, perThread), ncclSuccess)
+          << ncclGetLastError(comm);
+      step->store(1);
+      while (step->load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (held) hold.release();
+      out->assign(count, -1.0f);
+      EXPECT_EQ(d.memcpyDtoHAsync(out->data(), buf.ptr, buf.bytes, perThread), cuda::kSuccess);
+      EXPECT_EQ(d.streamSynchronize(perThread), cuda::kSuccess);
+    };
+    std::atomic<int> stepA{0}, stepB{0};
+    std::vector<float> outA, outB;
+    std::thread a(run, std::cref(x), me, true, &stepA, &outA);
+    while (stepA.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::thread b(run, std::cref(y), 10 * me, false, &stepB, &outB);  // enqueued after A's, one thread at a time
+    while (stepB.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stepA.store(2);
+    stepB.store(2);
+    a.join();
+    b.join();
+    ASSERT_EQ(outA.size(), count);
+    ASSERT_EQ(outB.size(), count);
+    EXPECT_EQ(outA[0], 3.0f) << "thread A's all-reduce on its per-thread stream";
+    EXPECT_EQ(outA[count - 1], 3.0f);
+    EXPECT_EQ(outB[0], 30.0f) << "thread B's all-reduce on its per-thread stream: its input was overwritten?";
+    EXPECT_EQ(outB[count - 1], 30.0f);
+
+    // The legacy stream under both its names.
+    std::vector<float> in(count, me), out(count, -1.0f);
+    CU_OK(d.memcpyHtoDAsync(x.ptr, in.data(), x.bytes, nullptr));
+    NCCL_OK(ncclAllReduce(x.p(), y.p(), count, ncclFloat, ncclSum, comm, nullptr));
+    NCCL_OK(ncclAllReduce(y.p(), x.p(), count, ncclFloat, ncclSum, comm, legacy));
+    CU_OK(d.memcpyDtoHAsync(out.data(), x.ptr, x.bytes, legacy));
+    CU_OK(d.streamSynchronize(nullptr));
+    EXPECT_EQ(out[0], 6.0f) << "two all-reduces on the legacy stream, the second summing the first's result";
+    EXPECT_EQ(out[count - 1], 6.0f);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+// Pinned host buffers run as host buffers (at the call), but a stream can still be writing them: here the stream,
+// held back, has a copy into the buffer queued when the all-reduce is called. The call must wait for the stream, so
+// the op reads what the copy wrote, not what the buffer held before (NCCL orders such an op on the stream).
+TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = size_t{1} << 16;
+    DevBuf src(d, count * 4);
+    const std::vector<float> mine(count, static_cast<float>(ctx.rank() + 1));
+    CU_OK(d.memcpyHtoDAsync(src.ptr, mine.data(), src.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    void* pinned = nullptr;
+    CU_OK(d.memHostAlloc(&pinned, count * 4, cuda::kHostAllocPortable));
+    auto* values = static_cast<float*>(pinned);
+    std::fill(values, values + count, -1.0f);  // what the op would read if it ran before the copy
+    const StreamHold hold(d);
+    CU_OK(hold.hold(stream));
+    CU_OK(d.memcpyDtoHAsync(pinned, src.ptr, src.bytes, stream));  // pinned: asynchronous, behind the hold
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      hold.release();
+    });
+    const ncclResult_t rc = ncclAllReduce(pinned, pinned, count, ncclFloat, ncclSum, comm, stream);
+    releaser.join();
+    EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(values[0], 3.0f) << "the op ran before the stream's copy into its buffer";
+    EXPECT_EQ(values[count - 1], 3.0f);
+    d.memFreeHost(pinned);
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+// A nonblocking communicator (config.blocking = 0, as PyTorch's TORCH_NCCL_USE_COMM_NONBLOCKING makes) with device
+// buffers: init and a grouped all-reduce may return ncclInProgress, and ncclCommGetAsyncError is polled until they
+// are enqueued; the results come through the stream, and finalize completes the same way.
+TEST(GpuCollectives, NonblockingCommunicatorOnDeviceBuffers) {
+  SKIP_WITHOUT_GPU();
+  runRanks(3, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    auto settle = [](ncclComm_t c) {
+      ncclResult_t state = ncclInProgress;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (ncclCommGetAsyncError(c, &state) == ncclSuccess && state == ncclInProgress &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return state;
+    };
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm, ctx.nRanks(), ctx.uniqueId(), ctx.rank(), &config);
+    ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+    ASSERT_NE(comm, nullptr);
+    ASSERT_EQ(settle(comm), ncclSuccess);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = 4099;
+    DevBuf a(d, count * 4), b(d, count * 4);
+    std::vector<int32_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 97) * (ctx.rank() + 1);
+    CU_OK(d.memcpyHtoDAsync(a.ptr, in.data(), a.bytes, stream));
+    NCCL_OK(ncclGroupStart());
+    const ncclResult_t arc = ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream);
+    ASSERT_TRUE(arc == ncclSuccess || arc == ncclInProgress) << resultName(arc);
+    const ncclResult_t grc = ncclGroupEnd();
+    ASSERT_TRUE(grc == ncclSuccess || grc == ncclInProgress) << resultName(grc);
+    ASSERT_EQ(settle(comm), ncclSuccess);
+    std::vector<int32_t> out(count, -1);
+    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], static_cast<int32_t>(i % 97) * (1 + 2 + 3)) << "element " << i;
+    }
+    const ncclResult_t frc = ncclCommFinalize(comm);
+    ASSERT_TRUE(frc == ncclSuccess || frc == ncclInProgress) << resultName(frc);
+    ASSERT_EQ(settle(comm), ncclSuccess);
+    NCCL_OK(ncclCommDestroy(comm));
+    d.streamDestroy(stream);
+  });
+}
+
+}  // namespace
+}  // namespace cfx::itest

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers of the device tests (device_test_util.h).
+#include "gpu/device_test_util.h"
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace cfx::itest {
+
+void* loadedEmulator() {
+  for (const char* name : {"libcuda.so.1", "libamdhip64.so.5"}) {
+    void* lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) continue;
+    if (dlsym(lib, "cfxCudaEmulator") != nullptr) return lib;  // the reference is kept: the library stays loaded
+    dlclose(lib);
+  }
+  return nullptr;
+}
+
+namespace {
+
+// What a throwaway child process finds: a device (a real one, or a stand-in), or neither.
+enum class Device { None, Real, Emulated };
+Device probeDevice() {
+  static const Device found = [] {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const cuda::Driver* d = cuda::driver();
+      int n = 0;
+      if (d == nullptr || d->deviceGetCount(&n) != cuda::kSuccess || n <= 0) _exit(1);
+      _exit(loadedEmulator() != nullptr ? 2 : 0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return Device::None;
+    return WEXITSTATUS(status) == 0 ? Device::Real : WEXITSTATUS(status) == 2 ? Device::Emulated : Device::None;
+  }();
+  return found;
+}
+
+}  // namespace
+
+const char* gpuMissingReason() {
+  return probeDevice() == Device::None ? "no CUDA driver or no CUDA device on this machine" : nullptr;
+}
+
+const cuda::Driver& useDevice(int ordinal) {
+  const cuda::Driver* d = cuda::driver();
+  if (d == nullptr) throw std::runtime_error("no CUDA driver in the rank process");
+  cuda::CUdevice dev = 0;
+  cuda::CUcontext ctx = nullptr;
+  if (d->deviceGet(&dev, ordinal) != cuda::kSuccess || d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess ||
+      d->ctxSetCurrent(ctx) != cuda::kSuccess) {
+    throw std::runtime_error("cannot use device " + std::to_string(ordinal));
+  }
+  return *d;
+}
+
+int deviceCount(const std::vector<std::pair<std::string, std::string>>& env) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    const cuda::Driver* d = cuda::driver();
+    int n = 0;
+    if (d == nullptr || d->deviceGetCount(&n) != cuda::kSuccess) _exit(0);
+    _exit(std::min(n, 100));
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
+}
+
+long long emulatorCount(const char* what) {
+  using Fn = long long (*)(const char*);
+  // The library loads the driver privately (dlopen, local symbols), so it is looked up in that library.
+  void* lib = loadedEmulator();
+  const auto fn = lib == nullptr ? nullptr : reinterpret_cast<Fn>(dlsym(lib, "cfxCudaEmulatorCount"));
+  return fn == nullptr ? -1 : fn(what);
+}
+
+void expectIpcPathTaken(IpcOps ops) {
+  if (emulatorCount("ipc_opens") < 0) return;
+  EXPECT_GT(emulatorCount("ipc_opens"), 0) << "the CUDA IPC path mapped no peer's scratch";
+  const bool kernels = emulatorCount("module_loads") > 0;
+  if (ops == IpcOps::Reductions && !kernels) return;
+  EXPECT_GT(emulatorCount("peer_copies"), 0) << "the CUDA IPC path copied nothing through peers' scratch";
+  if (ops != IpcOps::Copies && kernels) {
+    EXPECT_GT(emulatorCount("kernel_launches"), 0) << "the CUDA IPC all-reduce launched no reduce kernel";
+  }
+}
+
+}  // namespace cfx::itest

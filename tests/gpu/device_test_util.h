@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the device tests (device_collectives_test.cc, device_semantics_test.cc) share: finding a device without
+// initialising CUDA in the parent, making one current in a rank, device buffers, a word that holds a stream back,
+// and what the CPU stand-ins of tests/gpu/emu report.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cuda_driver.h"
+
+namespace cfx::itest {
+
+using cuda::CUdeviceptr;
+
+// The CPU stand-in for the driver (libcuda.so.1) or for HIP (libamdhip64.so.5) that tests/gpu/emu builds for CI,
+// if this process loaded one (through LD_LIBRARY_PATH); null for a real driver or none.
+void* loadedEmulator();
+
+// Null when a throwaway child process finds a CUDA device (a real one, or a stand-in), else a reason. The parent
+// never initialises CUDA: a process that forks after cuInit leaves its children unable to use the GPU.
+const char* gpuMissingReason();
+
+#define SKIP_WITHOUT_GPU()                                         \
+  do {                                                             \
+    if (const char* why = gpuMissingReason()) GTEST_SKIP() << why; \
+  } while (0)
+
+#define CU_OK(call) ASSERT_EQ((call), cuda::kSuccess) << #call
+#define NCCL_OK(call) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(nullptr)
+
+// In a child: makes device `ordinal`'s primary context current, as cudaSetDevice does.
+const cuda::Driver& useDevice(int ordinal);
+inline const cuda::Driver& useDevice0() { return useDevice(0); }
+
+// The devices a throwaway child finds with `env` set (the emulator reads CFX_EMU_DEVICES); 0 when none.
+int deviceCount(const std::vector<std::pair<std::string, std::string>>& env);
+
+// A device buffer with its host mirror.
+struct DevBuf {
+  const cuda::Driver* d;
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  DevBuf(const cuda::Driver& drv, size_t n) : d(&drv), bytes(n) {
+    if (d->memAlloc(&ptr, n == 0 ? 1 : n) != cuda::kSuccess) throw std::runtime_error("cuMemAlloc failed");
+  }
+  ~DevBuf() { d->memFree(ptr); }
+  void* p() const { return reinterpret_cast<void*>(ptr); }
+};
+
+// A word of pinned host memory that holds a stream back (a wait for it to reach 1) the way a long kernel would,
+// until the test releases it. Stored atomically: the GPU reads it over PCIe, the CPU stand-in from another thread.
+struct StreamHold {
+  const cuda::Driver* d;
+  void* host = nullptr;
+  CUdeviceptr dev = 0;
+  explicit StreamHold(const cuda::Driver& drv) : d(&drv) {
+    if (d->memHostAlloc(&host, 64, cuda::kHostAllocPortable | cuda::kHostAllocDeviceMap) != cuda::kSuccess ||
+        d->memHostGetDevicePointer(&dev, host, 0) != cuda::kSuccess) {
+      throw std::runtime_error("cannot make a mapped pinned word");
+    }
+    word().store(0);
+  }
+  ~StreamHold() { d->memFreeHost(host); }
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  std::atomic_ref<uint32_t> word() const { return std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(host)); }
+  cuda::CUresult hold(cuda::CUstream stream) const {
+    return d->streamWaitValue32(stream, dev, 1, cuda::kStreamWaitValueGeq);
+  }
+  void release() const { word().store(1, std::memory_order_release); }
+};
+
+// What the CPU emulation of the driver did in this process ("ipc_opens", "peer_copies", "module_loads",
+// "kernel_launches"); -1 on a real driver.
+long long emulatorCount(const char* what);
+
+// In a rank run with CFX_CUDA_IPC=1 on the emulator, after its ops: the device-direct path was taken (it copied
+// from or to its peers' scratch), not silently replaced by staging, and it launched reduce kernels for its
+// all-reduces. A build without device kernels (the sanitizer builds: it loads no module) stages all-reduces, so
+// then only the other ops are held to the path. A real driver does not say, so nothing is checked there.
+enum class IpcOps { Copies, CopiesAndReductions, Reductions };
+void expectIpcPathTaken(IpcOps ops);
+
+}  // namespace cfx::itest
