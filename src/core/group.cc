@@ -209,14 +209,12 @@ Status orderHostOp(const Op& op) {
   }
   std::vector<OpRange> ranges;
   opRanges(op, &ranges);
-  const bool pinned = std::any_of(ranges.begin(), ranges.end(),
-                                  [](const OpRange& r) { return r.bytes > 0 && cuda::classify(r.p).pinned; });
+  const bool pinned =
+      std::any_of(ranges.begin(), ranges.end(), [](const OpRange& r) { return cuda::classify(r.p).pinned; });
   if (!pinned) return Status();
-  return cuda::check(d->streamSynchronize(stream),
-                     strprintf("rank %d: cuStreamSynchronize (the stream's work before an op on pinned host "
-                               "buffers)",
-                               op.comm->rank())
-                         .c_str());
+  const std::string what = strprintf(
+      "rank %d: cuStreamSynchronize (the stream's work before an op on pinned host buffers)", op.comm->rank());
+  return cuda::check(d->streamSynchronize(stream), what.c_str());
 }
 
 // One communicator's part of a device group: its ops rewritten onto one block of pinned staging.
