@@ -24,7 +24,6 @@
 #include <map>
 #include <new>
 #include <ostream>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,11 +73,6 @@ struct Observed {
   double detectMs = 0;  // from the fault to the error
 };
 
-// "rank 2" as a word: the WARN names the failed rank (not rank 21, not only "rank 2x").
-bool namesRank(const std::string& text, int rank) {
-  return std::regex_search(text, std::regex("\\brank " + std::to_string(rank) + "\\b"));
-}
-
 // One all-reduce that cannot complete. A blocking call that returns ncclSuccess anyway is followed by polling
 // ncclCommGetAsyncError (NCCL's other way to report it), bounded by kDetectBoundMs.
 Observed allReduceExpectingError(ncclComm_t comm, std::vector<float>& send, std::vector<float>& recv,
@@ -87,13 +81,7 @@ Observed allReduceExpectingError(ncclComm_t comm, std::vector<float>& send, std:
   const int64_t start = nowNs();
   o.rc = ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat, ncclSum, comm, nullptr);
   if (o.rc == ncclSuccess) {
-    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs));
-    ncclResult_t async = ncclSuccess;
-    while (Clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
-           (async == ncclSuccess || async == ncclInProgress)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    o.rc = async;
+    o.rc = waitForAsyncError(comm, std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs)));
   }
   const int64_t end = nowNs();
   const char* last = ncclGetLastError(nullptr);
@@ -450,12 +438,8 @@ TEST_P(PeerFailureTest, KilledPeerIsReportedToIdleSurvivorsThroughAsyncError) {
     }
     // Without data traffic only the health monitor can notice: by the exit watch on this host, or by the heartbeats
     // over tcp (NCCL_SHM_DISABLE leaves no proof of a shared pid namespace).
-    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs));
-    ncclResult_t async = ncclSuccess;
-    while (Clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    EXPECT_EQ(async, ncclRemoteError);
+    EXPECT_EQ(waitForAsyncError(comm, std::chrono::milliseconds(static_cast<int64_t>(kDetectBoundMs))),
+              ncclRemoteError);
     cfxFailureInfo info{};
     int n = 0;
     ASSERT_EQ(cfxCommGetFailures(comm, &info, 1, &n), ncclSuccess);

@@ -19,6 +19,7 @@
 #include "common/cuda_driver.h"
 #include "gpu/device_test_util.h"
 #include "integration/multiproc.h"
+#include "integration/nccl_checks.h"
 
 namespace cfx::itest {
 namespace {
@@ -32,6 +33,7 @@ namespace {
 // abort returns.
 
 constexpr int kFaultTimeoutMs = 3000;            // CFX_TIMEOUT_MS in the fault scenarios
+constexpr std::chrono::seconds kErrorBound{60};  // for the async error: far above any detection time
 constexpr size_t kFaultCount = size_t{1} << 20;  // 4 MiB of float per rank
 
 RunOptions faultOptions(std::vector<std::pair<std::string, std::string>> env) {
@@ -44,22 +46,6 @@ RunOptions faultOptions(std::vector<std::pair<std::string, std::string>> env) {
   opts.env.emplace_back("CFX_HEARTBEAT_MS", "200");
   opts.env.emplace_back("CFX_HEARTBEAT_MISSES", "5");
   return opts;
-}
-
-bool namesRank(const std::string& text, int rank) {
-  return text.find("rank " + std::to_string(rank)) != std::string::npos;
-}
-
-// The communicator's async error once it is set (NCCL's way to report a failed enqueued op), within a bound far
-// above any detection time, so that a missing error fails here instead of hanging.
-ncclResult_t awaitAsyncError(ncclComm_t comm) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  ncclResult_t async = ncclSuccess;
-  while (std::chrono::steady_clock::now() < until && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
-         (async == ncclSuccess || async == ncclInProgress)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return async;
 }
 
 // After a failed op: work queued on the stream behind it runs (the stream was released), and the bytes it moves
@@ -101,7 +87,7 @@ void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> 
     const ncclResult_t rc = ncclAllReduce(send.p(), recv.p(), kFaultCount, ncclFloat, ncclSum, comm, stream);
     EXPECT_TRUE(rc == ncclSuccess || rc == ncclRemoteError) << resultName(rc);
     CU_OK(d.streamSynchronize(stream));  // would hang if the failed op never wrote the stream's flag
-    EXPECT_EQ(awaitAsyncError(comm), ncclRemoteError);
+    EXPECT_EQ(waitForAsyncError(comm, kErrorBound), ncclRemoteError);
     const std::string text = ncclGetLastError(comm);
     ctx.report("text", text);
     expectStreamGoesOn(d, stream, recv);
@@ -174,7 +160,7 @@ void peerNeverCalls(Ending ending) {
     NCCL_OK(ncclAllReduce(buf.p(), buf.p(), kFaultCount, ncclFloat, ncclSum, comm, stream));
     if (ending == Ending::Timeout) {
       CU_OK(d.streamSynchronize(stream));
-      EXPECT_EQ(awaitAsyncError(comm), ncclRemoteError);
+      EXPECT_EQ(waitForAsyncError(comm, kErrorBound), ncclRemoteError);
       const std::string text = ncclGetLastError(comm);
       EXPECT_TRUE(namesRank(text, 1)) << "the timeout does not name the peer that never came: " << text;
       EXPECT_NE(text.find("timeout"), std::string::npos) << text;
@@ -248,7 +234,7 @@ void mixedHostAndDeviceBuffers(bool ipc) {
       NCCL_OK(ncclCommDestroy(comm));
     } else {
       // Rank 1's call runs the op (host buffers) and returns its error; rank 0's fails on the stream.
-      EXPECT_EQ(onDevice ? awaitAsyncError(comm) : rc, ncclInvalidUsage);
+      EXPECT_EQ(onDevice ? waitForAsyncError(comm, kErrorBound) : rc, ncclInvalidUsage);
       const std::string text = ncclGetLastError(comm);
       EXPECT_NE(text.find("mismatched operation"), std::string::npos) << text;
       if (onDevice) {
@@ -383,22 +369,13 @@ TEST(GpuCollectives, NonblockingCommunicatorOnDeviceBuffers) {
   SKIP_WITHOUT_GPU();
   runRanks(3, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
-    auto settle = [](ncclComm_t c) {
-      ncclResult_t state = ncclInProgress;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (ncclCommGetAsyncError(c, &state) == ncclSuccess && state == ncclInProgress &&
-             std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      return state;
-    };
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     const ncclResult_t rc = ncclCommInitRankConfig(&comm, ctx.nRanks(), ctx.uniqueId(), ctx.rank(), &config);
     ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
     ASSERT_NE(comm, nullptr);
-    ASSERT_EQ(settle(comm), ncclSuccess);
+    ASSERT_EQ(waitWhileInProgress(comm), ncclSuccess);
     cuda::CUstream stream = nullptr;
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
     const size_t count = 4099;
@@ -411,7 +388,7 @@ TEST(GpuCollectives, NonblockingCommunicatorOnDeviceBuffers) {
     ASSERT_TRUE(arc == ncclSuccess || arc == ncclInProgress) << resultName(arc);
     const ncclResult_t grc = ncclGroupEnd();
     ASSERT_TRUE(grc == ncclSuccess || grc == ncclInProgress) << resultName(grc);
-    ASSERT_EQ(settle(comm), ncclSuccess);
+    ASSERT_EQ(waitWhileInProgress(comm), ncclSuccess);
     std::vector<int32_t> out(count, -1);
     CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
     CU_OK(d.streamSynchronize(stream));
@@ -420,7 +397,7 @@ TEST(GpuCollectives, NonblockingCommunicatorOnDeviceBuffers) {
     }
     const ncclResult_t frc = ncclCommFinalize(comm);
     ASSERT_TRUE(frc == ncclSuccess || frc == ncclInProgress) << resultName(frc);
-    ASSERT_EQ(settle(comm), ncclSuccess);
+    ASSERT_EQ(waitWhileInProgress(comm), ncclSuccess);
     NCCL_OK(ncclCommDestroy(comm));
     d.streamDestroy(stream);
   });

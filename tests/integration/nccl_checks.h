@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdint>
 #include <ostream>
+#include <regex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,23 @@ inline ::testing::AssertionResult succeeded(ncclResult_t rc) {
   if (rc == ncclSuccess) return ::testing::AssertionSuccess();
   const char* last = ncclGetLastError(nullptr);
   return ::testing::AssertionFailure() << "returned " << resultName(rc) << "; last error: " << (last ? last : "(null)");
+}
+
+// "rank 2" as a word in an error text: it names that rank (not rank 21, not only "rank 2x").
+inline bool namesRank(const std::string& text, int rank) {
+  return std::regex_search(text, std::regex("\\brank " + std::to_string(rank) + "\\b"));
+}
+
+// Polls ncclCommGetAsyncError until it reports an error (NCCL's way to report a failed enqueued op), or the limit
+// passes: what it last reported, so that a missing error fails the caller's check instead of hanging it.
+inline ncclResult_t waitForAsyncError(ncclComm_t comm, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  ncclResult_t async = ncclSuccess;
+  while (std::chrono::steady_clock::now() < deadline && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+         (async == ncclSuccess || async == ncclInProgress)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return async;
 }
 
 // Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress (or the limit passes).

@@ -11,7 +11,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdint>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -36,10 +35,6 @@ RunOptions ucxOptions(const Tls& tls) {
   o.timeout = std::chrono::seconds(90);
   o.env = ucxEnv(tls.value, tls.eager);
   return o;
-}
-
-bool namesRank(const std::string& text, int rank) {
-  return std::regex_search(text, std::regex("\\brank " + std::to_string(rank) + "\\b"));
 }
 
 // UCX patches mmap/munmap when its library loads, for its RDMA registration cache; under ThreadSanitizer, whose
