@@ -44,6 +44,8 @@ struct Allocation {
 
 // The allocation holding `p`, if any: (base, allocation).
 bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out);
+// Whether `p` is memory the emulator made or mapped (device or pinned); false for pageable memory it never saw.
+bool isTracked(const void* p);
 // Records memory mapped outside allocate() (a peer's, through an IPC handle).
 void trackAllocation(uintptr_t base, const Allocation& a);
 // Frees an allocation of this process (opened: false) or unmaps a peer's (opened: true).

@@ -56,7 +56,7 @@ int cudaAttribute(hipDeviceAttribute_t a) {
 template <typename T>
 hipError_t waitAtLeast(hipStream_t stream, void* ptr, T value, unsigned flags, T mask) {
   if (flags != hipStreamWaitValueGte) return hipErrorNotSupported;  // the only compare the library uses
-  if (!cfx::emu::findAllocation(reinterpret_cast<uintptr_t>(ptr), nullptr, nullptr)) return hipErrorInvalidValue;
+  if (!cfx::emu::isTracked(ptr)) return hipErrorInvalidValue;
   const T* word = static_cast<const T*>(ptr);
   cfx::emu::submit(cfx::emu::streamOf(stream), [=] {
     cfx::emu::pollUntil([=] { return (__atomic_load_n(word, __ATOMIC_ACQUIRE) & mask) >= value; });
