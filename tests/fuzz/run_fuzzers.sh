@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs the libFuzzer targets one after another, each for a bounded time, and prints one summary line per target.
+# Runs the libFuzzer targets, each for a bounded time and FUZZ_JOBS of them at once (default: one per CPU, as each
+# fuzzer is single-threaded), and prints one summary line per target, in the order given.
 #   tests/fuzz/run_fuzzers.sh BUILD_DIR SECONDS [TARGET...]      (default: every cfx_fuzz_* in BUILD_DIR)
 # Seeds come from cfx_fuzz_seeds (regenerated each run) plus tests/fuzz/regressions/<target>/ (inputs that once
 # found a bug, kept so the bug stays fixed); new coverage accumulates in BUILD_DIR/fuzz-corpus/<target>/.
@@ -24,14 +25,14 @@ fi
 
 "$bin/cfx_fuzz_seeds" "$build/fuzz-seeds" || { echo "run_fuzzers: the seed generator failed" >&2; exit 2; }
 mkdir -p "$build/fuzz-artifacts" "$build/fuzz-logs"
-status=0
-printf '%-22s %12s %10s %8s  %s\n' target executions exec/s seconds result
-for t in "${targets[@]}"; do
-  corpus="$build/fuzz-corpus/$t"
+jobs=${FUZZ_JOBS:-$(nproc)}
+
+# Runs target $1 and writes its summary line to fuzz-logs/$1.summary.
+run_one() {
+  local t=$1 corpus="$build/fuzz-corpus/$1" log="$build/fuzz-logs/$1.log" start rc elapsed execs rate result
   mkdir -p "$corpus" "$build/fuzz-seeds/$t"
-  dirs=("$corpus" "$build/fuzz-seeds/$t")
+  local dirs=("$corpus" "$build/fuzz-seeds/$t")
   [ -d "$here/regressions/$t" ] && dirs+=("$here/regressions/$t")
-  log="$build/fuzz-logs/$t.log"
   start=$(date +%s)
   "$bin/cfx_fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$build/fuzz-artifacts/$t-" ${FUZZ_FLAGS:-} "${dirs[@]}" >"$log" 2>&1
@@ -39,12 +40,21 @@ for t in "${targets[@]}"; do
   elapsed=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  if [ $rc -eq 0 ]; then
-    result="no finding"
-  else
-    result="FINDING (exit $rc), see $log"
-    status=1
-  fi
-  printf '%-22s %12s %10s %8s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$elapsed" "$result"
+  if [ $rc -eq 0 ]; then result="no finding"; else result="FINDING (exit $rc), see $log"; fi
+  printf '%-22s %12s %10s %8s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$elapsed" "$result" >"$build/fuzz-logs/$t.summary"
+}
+
+status=0
+rm -f "$build"/fuzz-logs/*.summary
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  run_one "$t" &
+done
+wait
+printf '%-22s %12s %10s %8s  %s\n' target executions exec/s seconds result
+for t in "${targets[@]}"; do
+  # A target that died without its summary (the script itself killed) counts as a finding too.
+  if [ -f "$build/fuzz-logs/$t.summary" ]; then cat "$build/fuzz-logs/$t.summary"; else echo "$t: no summary"; status=1; fi
+  grep -q FINDING "$build/fuzz-logs/$t.summary" 2>/dev/null && status=1
 done
 exit $status
