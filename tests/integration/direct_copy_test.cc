@@ -155,7 +155,7 @@ TEST(DirectCopyTest, ReallocatedBuffersAreNeverReadThroughStaleMappings) {
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
     const int r = ctx.rank();
-    constexpr size_t kBlock = (size_t{2} << 20) / sizeof(uint32_t);
+    constexpr size_t kBlock = (size_t{512} << 10) / sizeof(uint32_t);  // above the threshold: sent direct
     for (int round = 0; round < 80; ++round) {
       uint32_t* send = nullptr;
       uint32_t* recv = nullptr;
