@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device buffers where things go wrong or are out of the ordinary, through the public API with several ranks on one
 // GPU: peers that die, never call or are aborted while a stream waits for their op; host and device buffers mixed
-// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; nonblocking
-// communicators. Label gpu; every test skips with a reason where no CUDA device exists, and runs in CI on the CPU
-// stand-ins of tests/gpu/emu (ctest Emulated.*, EmulatedHip.*).
+// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; finalize and destroy
+// while ops are still queued on streams; nonblocking communicators. Label gpu; every test skips with a reason
+// where no CUDA device exists, and runs in CI on the CPU stand-ins of tests/gpu/emu (ctest Emulated.*, EmulatedHip.*).
 #include <conflux.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -359,6 +359,44 @@ TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
     d.memFreeHost(pinned);
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+// NCCL's ncclCommFinalize flushes the operations a communicator has not completed, and ncclCommDestroy finalizes
+// first when the user did not. So a device op whose stream has not reached it yet (held by earlier work) must still
+// run, with the right result, when its communicator is finalized and destroyed right after the call: rank 0
+// finalizes then destroys, rank 1 only destroys, each while its stream is still held.
+TEST(GpuCollectives, FinalizeAndDestroyCompleteOpsTheStreamHasNotReachedYet) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = 300007;
+    DevBuf send(d, count * 4), recv(d, count * 4);
+    std::vector<int32_t> in(count), out(count, -1);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1009) + 7 * ctx.rank();
+    CU_OK(d.memcpyHtoDAsync(send.ptr, in.data(), send.bytes, stream));
+    const StreamHold hold(d);
+    CU_OK(hold.hold(stream));
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), count, ncclInt32, ncclSum, comm, stream));
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // finalize or destroy is under way by now
+      hold.release();
+    });
+    if (ctx.rank() == 0) {
+      EXPECT_EQ(ncclCommFinalize(comm), ncclSuccess) << ncclGetLastError(nullptr);
+    }
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess) << ncclGetLastError(nullptr);
+    releaser.join();
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));  // queued behind the op
+    CU_OK(d.streamSynchronize(stream));
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], 2 * static_cast<int32_t>(i % 1009) + 7) << "element " << i;
+    }
+    d.streamDestroy(stream);
   });
 }
 
