@@ -701,6 +701,15 @@ void Communicator::setAsyncError(const Status& st) {
   asyncError_.store(st.code(), std::memory_order_release);
 }
 
+std::string Communicator::stopCause() const {
+  if (!revoked()) return abortFlag_.load(std::memory_order_acquire) ? "communicator was aborted" : "";
+  const int by = revokedBy_.load(std::memory_order_relaxed);
+  if (by >= 0) return strprintf("communicator was revoked by rank %d", by);
+  return revokedHere_.load(std::memory_order_relaxed)
+             ? strprintf("communicator was revoked by rank %d (this rank)", rank_)
+             : std::string("communicator was revoked");
+}
+
 Status Communicator::checkUsable() const {
   const Errc e = asyncError();
   if (e == Errc::InProgress) {
@@ -708,13 +717,9 @@ Status Communicator::checkUsable() const {
                                              "returns ncclSuccess before issuing operations");
   }
   if (revoked()) {
-    const int by = revokedBy_.load(std::memory_order_relaxed);
-    return Status::error(Errc::InvalidUsage,
-                         by >= 0 ? strprintf("communicator was revoked by rank %d: only destroy, split or shrink are "
-                                             "allowed", by)
-                                 : std::string("communicator was revoked: only destroy, split or shrink are allowed"));
+    return Status::error(Errc::InvalidUsage, stopCause() + ": only destroy, split or shrink are allowed");
   }
-  if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::InvalidUsage, "communicator was aborted");
+  if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::InvalidUsage, stopCause());
   if (finalized_) return Status::error(Errc::InvalidUsage, "communicator was finalized: only destroy is allowed");
   if (e != Errc::Ok) {
     Status st = asyncStatus();
@@ -877,9 +882,11 @@ void Communicator::progressLoop() {
     if (job.deferred.after) job.deferred.after(st);
     if (!st.ok() && job.deferred.after) {
       // Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the
-      // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after the user's abort,
-      // which ends every pending op on purpose.
-      if (!abortFlag_.load(std::memory_order_acquire)) {
+      // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after this rank's own abort
+      // or revoke, which end every pending op on purpose; a peer's revoke is news here.
+      const bool onPurpose =
+          abortFlag_.load(std::memory_order_acquire) && (!revoked() || revokedHere_.load(std::memory_order_relaxed));
+      if (!onPurpose) {
         CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
                  rank_, st.message().c_str());
       }

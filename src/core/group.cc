@@ -471,7 +471,12 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
   Communicator::DeferredJob job;
   job.before = [comm, plan]() -> Status {
     cuda::relaxCaptureModeOfThisThread();  // our CUDA calls must not break a capture the user runs meanwhile
-    if (plan->gate) CFX_TRY(plan->gate->wait(comm->abortFlag()));
+    if (plan->gate) {
+      Status reached = plan->gate->wait(comm->abortFlag());
+      const std::string cause = reached.ok() ? std::string() : comm->stopCause();
+      if (!cause.empty()) return Status::error(reached.code(), cause + " before the stream reached the operation");
+      CFX_TRY(reached);
+    }
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu reached on its stream(s)%s", comm->rank(),
              plan->captured ? "captured " : "", opNumber(*plan), plan->direct ? "; device-direct" : "");
     if (plan->direct) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device buffers where things go wrong or are out of the ordinary, through the public API with several ranks on one
 // GPU: peers that die, never call or are aborted while a stream waits for their op; host and device buffers mixed
-// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; finalize and destroy
-// while ops are still queued on streams; nonblocking communicators. Label gpu; every test skips with a reason
+// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; finalize, destroy and
+// revoke while ops are still queued on streams; nonblocking communicators. Label gpu; every test skips with a reason
 // where no CUDA device exists, and runs in CI on the CPU stand-ins of tests/gpu/emu (ctest Emulated.*, EmulatedHip.*).
 #include <conflux.h>
 #include <gtest/gtest.h>
@@ -396,6 +396,70 @@ TEST(GpuCollectives, FinalizeAndDestroyCompleteOpsTheStreamHasNotReachedYet) {
     for (size_t i = 0; i < count; ++i) {
       ASSERT_EQ(out[i], 2 * static_cast<int32_t>(i % 1009) + 7) << "element " << i;
     }
+    d.streamDestroy(stream);
+  });
+}
+
+// ncclCommRevoke on one rank stops every rank's in-flight operations (NCCL 2.28), device ops included: rank 1's
+// op is running (its stream reached it, and it waits for the revoker, who never joins), rank 2's is still queued
+// behind held stream work. Both fail with the revoke named, both streams go on (rank 2's once its hold is released,
+// without running the op), later calls on the revoked communicator are refused, and a split of it runs a device
+// all-reduce right.
+TEST(GpuCollectives, RevokeStopsRunningAndQueuedDeviceOpsAndTheSplitWorks) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kRanks = 3;
+  constexpr int kRevoker = 0;
+  constexpr int kQueued = 2;  // its op waits behind held stream work when the revoke comes
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = {{"CFX_TIMEOUT_MS", "60000"}};  // only the revoke can end rank 1's wait
+  runRanks(kRanks, opts, [&](RankContext& ctx) {
+    const int me = ctx.rank();
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = kFaultCount / 4;
+    DevBuf send(d, count * 4), recv(d, count * 4);
+    const std::vector<float> mine(count, static_cast<float>(me + 1));
+    const std::vector<float> marker(count, -5.0f);
+    CU_OK(d.memcpyHtoDAsync(send.ptr, mine.data(), send.bytes, stream));
+    CU_OK(d.memcpyHtoDAsync(recv.ptr, marker.data(), recv.bytes, stream));
+    const StreamHold hold(d);
+    if (me == kRevoker) {
+      ASSERT_TRUE(ctx.barrier());                                   // the others' ops are enqueued
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1's is waiting for this rank by now
+      NCCL_OK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+    } else {
+      if (me == kQueued) {
+        CU_OK(hold.hold(stream));
+      }
+      NCCL_OK(ncclAllReduce(send.p(), recv.p(), count, ncclFloat, ncclSum, comm, stream));
+      ASSERT_TRUE(ctx.barrier());
+      EXPECT_NE(waitForAsyncError(comm, kErrorBound), ncclSuccess);
+      const std::string text = ncclGetLastError(comm);
+      EXPECT_NE(text.find("evoke"), std::string::npos) << "stopped by something else than the revoke: " << text;
+      hold.release();
+      CU_OK(d.streamSynchronize(stream));
+      expectStreamGoesOn(d, stream, recv);
+    }
+    EXPECT_EQ(ncclAllReduce(send.p(), recv.p(), count, ncclFloat, ncclSum, comm, stream), ncclInvalidUsage);
+    const char* last = ncclGetLastError(nullptr);
+    EXPECT_NE(std::string(last ? last : "").find("revoked by rank " + std::to_string(kRevoker)), std::string::npos)
+        << (last ? last : "");
+    ASSERT_TRUE(ctx.barrier());
+    ncclComm_t child = nullptr;
+    NCCL_OK(ncclCommSplit(comm, 0, me, &child, nullptr));
+    ASSERT_NE(child, nullptr);
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), count, ncclFloat, ncclSum, child, stream));
+    std::vector<float> out(count, 0.0f);
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], 1.0f + 2.0f + 3.0f) << "the split's all-reduce";
+    EXPECT_EQ(out[count - 1], 1.0f + 2.0f + 3.0f);
+    NCCL_OK(ncclCommDestroy(child));
+    NCCL_OK(ncclCommDestroy(comm));
     d.streamDestroy(stream);
   });
 }
