@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device buffers where things go wrong or are out of the ordinary, through the public API with several ranks on one
 // GPU: peers that die, never call or are aborted while a stream waits for their op; host and device buffers mixed
-// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; finalize, destroy and
-// revoke while ops are still queued on streams; nonblocking communicators. Label gpu; every test skips with a reason
+// across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; finalize, destroy,
+// revoke and split while ops are still queued on streams; nonblocking communicators. Label gpu; every test skips with a reason
 // where no CUDA device exists, and runs in CI on the CPU stand-ins of tests/gpu/emu (ctest Emulated.*, EmulatedHip.*).
 #include <conflux.h>
 #include <gtest/gtest.h>
@@ -461,6 +461,53 @@ TEST(GpuCollectives, RevokeStopsRunningAndQueuedDeviceOpsAndTheSplitWorks) {
     NCCL_OK(ncclCommDestroy(child));
     NCCL_OK(ncclCommDestroy(comm));
     d.streamDestroy(stream);
+  });
+}
+
+// ncclCommSplit does not wait for the parent's operations (it runs on the bootstrap), so a split made while a device
+// op is still queued on the parent's stream must neither wait for it nor disturb it: the child runs its own device
+// all-reduce on another stream meanwhile, and the parent's op completes with the right result once its stream is
+// released.
+TEST(GpuCollectives, SplitWhileADeviceOpIsQueuedOnTheParent) {
+  SKIP_WITHOUT_GPU();
+  runRanks(3, [&](RankContext& ctx) {
+    const int me = ctx.rank();
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream held = nullptr, other = nullptr;
+    CU_OK(d.streamCreate(&held, cuda::kStreamNonBlocking));
+    CU_OK(d.streamCreate(&other, cuda::kStreamNonBlocking));
+    const size_t count = 65537;
+    DevBuf send(d, count * 4), recv(d, count * 4), childRecv(d, count * 4);
+    std::vector<int32_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 251) * (me + 1);
+    CU_OK(d.memcpyHtoDAsync(send.ptr, in.data(), send.bytes, held));
+    CU_OK(d.streamSynchronize(held));
+    const StreamHold hold(d);
+    CU_OK(hold.hold(held));
+    NCCL_OK(ncclAllReduce(send.p(), recv.p(), count, ncclInt32, ncclSum, comm, held));
+    ncclComm_t child = nullptr;
+    NCCL_OK(ncclCommSplit(comm, me % 2, me, &child, nullptr));  // {0, 2} and {1}
+    ASSERT_NE(child, nullptr);
+    NCCL_OK(ncclAllReduce(send.p(), childRecv.p(), count, ncclInt32, ncclSum, child, other));
+    std::vector<int32_t> out(count, -1);
+    CU_OK(d.memcpyDtoHAsync(out.data(), childRecv.ptr, childRecv.bytes, other));
+    CU_OK(d.streamSynchronize(other));
+    const int32_t childFactor = me % 2 == 0 ? 1 + 3 : 2;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], static_cast<int32_t>(i % 251) * childFactor) << "child, element " << i;
+    }
+    hold.release();
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, held));
+    CU_OK(d.streamSynchronize(held));
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], static_cast<int32_t>(i % 251) * (1 + 2 + 3)) << "parent, element " << i;
+    }
+    NCCL_OK(ncclCommDestroy(child));
+    NCCL_OK(ncclCommDestroy(comm));
+    d.streamDestroy(held);
+    d.streamDestroy(other);
   });
 }
 
