@@ -704,10 +704,10 @@ void Communicator::setAsyncError(const Status& st) {
 std::string Communicator::stopCause() const {
   if (!revoked()) return abortFlag_.load(std::memory_order_acquire) ? "communicator was aborted" : "";
   const int by = revokedBy_.load(std::memory_order_relaxed);
-  if (by >= 0) return strprintf("communicator was revoked by rank %d", by);
+  if (by >= 0) return strprintf("communicator was revoked by rank %d (ncclCommRevoke)", by);
   return revokedHere_.load(std::memory_order_relaxed)
-             ? strprintf("communicator was revoked by rank %d (this rank)", rank_)
-             : std::string("communicator was revoked");
+             ? strprintf("communicator was revoked by rank %d (this rank's ncclCommRevoke)", rank_)
+             : std::string("communicator was revoked (ncclCommRevoke)");
 }
 
 Status Communicator::checkUsable() const {
@@ -739,13 +739,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
     ~Leave() { n.fetch_sub(1, std::memory_order_release); }  // pairs with abort()'s acquire wait
   } leave{inlineActive_};
   if (abortFlag_.load(std::memory_order_seq_cst)) {
-    // A revoke heard from a peer before this op started is named as one heard during it (below).
-    if (const int by = revokedBy_.load(std::memory_order_relaxed); by >= 0 && !revokedHere_.load()) {
-      return Status::error(Errc::RemoteError, strprintf("rank %d revoked the communicator (ncclCommRevoke) before "
-                                                        "this operation started",
-                                                        by));
-    }
-    return Status::error(Errc::RemoteError, "operation aborted by ncclCommAbort/ncclCommRevoke on this communicator");
+    return Status::error(Errc::RemoteError, stopCause() + " before this operation started");
   }
   prims::ExecOptions eo;
   eo.doorbell = doorbell_;
@@ -755,9 +749,9 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.timeout = options_.timeout;
   eo.health = health_.get();
   Status st = prims::execute(works, eo);
-  if (const int by = revokedBy_.load(std::memory_order_relaxed); !st.ok() && by >= 0 && !revokedHere_.load()) {
-    st = Status::error(st.code(), strprintf("rank %d revoked the communicator (ncclCommRevoke): %s", by,
-                                            st.message().c_str()));
+  // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
+  if (!st.ok() && revokedBy_.load(std::memory_order_relaxed) >= 0 && !revokedHere_.load()) {
+    st = Status::error(st.code(), stopCause() + ": " + st.message());
   }
   if (!st.ok()) setAsyncError(st);
   return st;

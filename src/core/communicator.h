@@ -109,8 +109,9 @@ class Communicator {
   void setAsyncError(const Status& st);
   // Fails unless the communicator accepts new operations (initialized, not revoked, not broken).
   Status checkUsable() const;
-  // Why operations stop here: "communicator was revoked by rank N" (this one or a peer) or "communicator was
-  // aborted"; empty while neither happened.
+  // Why operations stop here: "communicator was revoked by rank N (...)" (a peer, or this rank) or "communicator
+  // was aborted"; empty while neither happened. Refused calls, failed device ops and ops stopped by a peer's revoke
+  // say it so.
   std::string stopCause() const;
 
   // Runs works on the calling thread (blocking NULL-stream path).
