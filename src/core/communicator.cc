@@ -697,6 +697,10 @@ void Communicator::setAsyncError(const Status& st) {
   std::lock_guard<std::mutex> lock(errorMutex_);
   if (!asyncStatus_.ok()) return;  // the first failure is the one users need to see
   asyncStatus_ = st;
+  // A thread polling ncclCommGetAsyncError (PyTorch's watchdog) reads ncclGetLastError as soon as it sees the code,
+  // which may be before the failure's WARN is logged (a device op's, on the progress thread): the text is there
+  // first, and the WARN then replaces it with its own.
+  log::setLastError(strprintf("rank %d: %s", rank_, st.message().c_str()).c_str());
   // Release pairs with asyncError()'s acquire: a reader that sees the code can read asyncStatus_.
   asyncError_.store(st.code(), std::memory_order_release);
 }
