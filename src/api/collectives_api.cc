@@ -36,8 +36,15 @@ void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sen
   }
 }
 
+// checkComm for an operation: inside a group, a bad communicator fails the group like any other bad argument.
+Result<core::Communicator*> checkOpComm(ncclComm_t handle) {
+  Result<core::Communicator*> checked = checkComm(handle);
+  if (!checked.ok()) core::noteGroupError(checked.status());
+  return checked;
+}
+
 Status submitCollective(const CollCall& c) {
-  CFX_TRY_ASSIGN(core::Communicator * comm, checkComm(c.comm));
+  CFX_TRY_ASSIGN(core::Communicator * comm, checkOpComm(c.comm));
   log::setThreadRank(comm->rank());
   bool submitted = false;
   Status st = [&]() -> Status {
@@ -86,7 +93,7 @@ Status submitCollective(const CollCall& c) {
 Status submitP2p(core::Op::Kind kind, void* buff, size_t count, int type, int peer, ncclComm_t handle,
                  cudaStream_t stream) {
   const bool isSend = kind == core::Op::Kind::Send;
-  CFX_TRY_ASSIGN(core::Communicator * comm, checkComm(handle));
+  CFX_TRY_ASSIGN(core::Communicator * comm, checkOpComm(handle));
   Status st = [&]() -> Status {
     CFX_TRY(checkDataType(type));
     if (peer < 0 || peer >= comm->nRanks()) {

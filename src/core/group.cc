@@ -842,12 +842,19 @@ Status groupEnd() {
   std::vector<std::function<Status()>> inits = std::move(tGroup.inits);
   Status recorded = std::move(tGroup.firstError);
   tGroup = GroupState{};
+  // A group is atomic, as in NCCL: when one of its calls failed, none of its operations is launched (the others,
+  // enqueued on streams or run now, would leave this rank out of step with the peers and with what ncclGroupEnd
+  // reports).
+  if (!recorded.ok()) {
+    CFX_INFO(log::Sys::Coll, "ncclGroupEnd: a call in the group failed; none of its %zu operation(s) was launched",
+             ops.size());
+    return recorded;
+  }
   if (!inits.empty() && !ops.empty()) {
     return Status::error(Errc::InvalidUsage, "a group may not mix communicator creation with operations");
   }
   if (!inits.empty()) CFX_TRY(runInits(inits));
-  CFX_TRY(launch(ops));
-  return recorded;
+  return launch(ops);
 }
 
 Status groupSimulateEnd(float* estimatedTimeUs) {

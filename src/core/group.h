@@ -68,7 +68,8 @@ Status groupSimulateEnd(float* estimatedTimeUs);
 Status submit(const Op& op);
 // Records or runs communicator creation; inside a group all creations run concurrently at groupEnd.
 Status submitInit(std::function<Status()> init);
-// Remembers a validation failure inside a group so ncclGroupEnd reports it too, as NCCL does.
+// Remembers a validation failure inside a group: ncclGroupEnd then launches none of the group's operations and
+// reports it, as NCCL does.
 void noteGroupError(const Status& st);
 
 }  // namespace cfx::core

@@ -511,6 +511,46 @@ TEST(GpuCollectives, SplitWhileADeviceOpIsQueuedOnTheParent) {
   });
 }
 
+// An invalid op in a group of device ops (a root out of range) fails the group on every rank that makes it, and
+// loses nothing: no op of the group is enqueued (the stream is not left waiting for one that never runs), and the
+// next device all-reduce on the same communicator and stream is right on every rank.
+TEST(GpuCollectives, AnInvalidOpFailsItsWholeGroupAndTheCommunicatorGoesOn) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const size_t count = 4097;
+    DevBuf a(d, count * 4), b(d, count * 4);
+    std::vector<int32_t> in(count, ctx.rank() + 1), out(count, -1);
+    const std::vector<int32_t> marker(count, -9);
+    CU_OK(d.memcpyHtoDAsync(a.ptr, in.data(), a.bytes, stream));
+    CU_OK(d.memcpyHtoDAsync(b.ptr, marker.data(), b.bytes, stream));
+    NCCL_OK(ncclGroupStart());
+    const ncclResult_t first = ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream);
+    const ncclResult_t bad = ncclBroadcast(a.p(), b.p(), count, ncclInt32, /*root=*/7, comm, stream);
+    const ncclResult_t end = ncclGroupEnd();
+    EXPECT_EQ(first, ncclSuccess);
+    EXPECT_EQ(bad, ncclInvalidArgument);
+    EXPECT_EQ(end, ncclInvalidArgument) << "the group with the invalid op must fail as a whole";
+    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out, marker) << "an op of the failed group ran";
+    NCCL_OK(ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream));
+    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], 1 + 2);
+    EXPECT_EQ(out[count - 1], 1 + 2);
+    ncclResult_t async = ncclInProgress;
+    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+    NCCL_OK(ncclCommDestroy(comm));
+    d.streamDestroy(stream);
+  });
+}
+
 // A nonblocking communicator (config.blocking = 0, as PyTorch's TORCH_NCCL_USE_COMM_NONBLOCKING makes) with device
 // buffers: init and a grouped all-reduce may return ncclInProgress, and ncclCommGetAsyncError is polled until they
 // are enqueued; the results come through the stream, and finalize completes the same way.

@@ -191,15 +191,28 @@ TEST(BadInputTest, PeerOutOfRangeIsInvalidArgument) {
   });
 }
 
-TEST(BadInputTest, ErrorInsideAGroupIsReportedByGroupEnd) {
+// A group is atomic, as in NCCL: a call that fails inside it (a bad datatype, a NULL communicator) fails
+// ncclGroupEnd, and none of the group's operations runs; the communicator goes on.
+TEST(BadInputTest, ErrorInsideAGroupIsReportedByGroupEndAndNothingRuns) {
   withComm(2, [](RankContext&, ncclComm_t comm) {
-    std::vector<float> a(16, 1.0f), b(16);
+    std::vector<float> a(16, 1.0f), b(16, -3.0f);
+    const std::vector<float> untouched = b;
     ASSERT_TRUE(succeeded(ncclGroupStart()));
     EXPECT_TRUE(succeeded(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, nullptr)));
     EXPECT_EQ(ncclAllReduce(a.data(), b.data(), 16, static_cast<ncclDataType_t>(99), ncclSum, comm, nullptr),
               kBadArg);
     const ncclResult_t rc = ncclGroupEnd();
     EXPECT_NE(rc, ncclSuccess) << "ncclGroupEnd must report the error recorded inside the group";
+    EXPECT_EQ(b, untouched) << "an operation of the failed group ran";
+
+    ASSERT_TRUE(succeeded(ncclGroupStart()));
+    EXPECT_TRUE(succeeded(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, nullptr)));
+    EXPECT_NE(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, nullptr, nullptr), ncclSuccess);
+    EXPECT_NE(ncclGroupEnd(), ncclSuccess) << "a NULL communicator inside the group must fail it";
+    EXPECT_EQ(b, untouched) << "an operation of the failed group ran";
+
+    EXPECT_TRUE(succeeded(ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, nullptr)));
+    EXPECT_EQ(b, std::vector<float>(16, 2.0f));
   });
 }
 
