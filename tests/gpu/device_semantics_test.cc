@@ -2,7 +2,8 @@
 // Device buffers where things go wrong or are out of the ordinary, through the public API with several ranks on one
 // GPU: peers that die, never call or are aborted while a stream waits for their op; host and device buffers mixed
 // across ranks; CUDA's special stream handles; pinned host buffers a stream is still writing; finalize, destroy,
-// revoke and split while ops are still queued on streams; nonblocking communicators. Label gpu; every test skips with a reason
+// revoke and split while ops are still queued on streams; a group with an invalid op; zero-element ops;
+// nonblocking communicators. Label gpu; every test skips with a reason
 // where no CUDA device exists, and runs in CI on the CPU stand-ins of tests/gpu/emu (ctest Emulated.*, EmulatedHip.*).
 #include <conflux.h>
 #include <gtest/gtest.h>
@@ -543,6 +544,42 @@ TEST(GpuCollectives, AnInvalidOpFailsItsWholeGroupAndTheCommunicatorGoesOn) {
     CU_OK(d.streamSynchronize(stream));
     EXPECT_EQ(out[0], 1 + 2);
     EXPECT_EQ(out[count - 1], 1 + 2);
+    ncclResult_t async = ncclInProgress;
+    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+    NCCL_OK(ncclCommDestroy(comm));
+    d.streamDestroy(stream);
+  });
+}
+
+// Zero-element operations on a device stream (PyTorch sends and receives empty tensors, and they must still
+// match): send/recv of 0 elements in a group, and collectives of count 0, complete without touching anything, and
+// the stream and the communicator go on: the all-reduce after them is right.
+TEST(GpuCollectives, ZeroElementOpsOnAStreamCompleteAndTheNextOpIsRight) {
+  SKIP_WITHOUT_GPU();
+  runRanks(2, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const int peer = 1 - ctx.rank();
+    const size_t count = 1000;
+    DevBuf a(d, count * 4), b(d, count * 4);
+    std::vector<int32_t> in(count, 10 * (ctx.rank() + 1)), out(count, -1);
+    CU_OK(d.memcpyHtoDAsync(a.ptr, in.data(), a.bytes, stream));
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclSend(a.p(), 0, ncclInt32, peer, comm, stream));
+    NCCL_OK(ncclRecv(b.p(), 0, ncclInt32, peer, comm, stream));
+    NCCL_OK(ncclGroupEnd());
+    NCCL_OK(ncclAllReduce(a.p(), b.p(), 0, ncclInt32, ncclSum, comm, stream));
+    NCCL_OK(ncclAllGather(a.p(), b.p(), 0, ncclInt32, comm, stream));
+    NCCL_OK(ncclBroadcast(a.p(), b.p(), 0, ncclInt32, 1, comm, stream));
+    NCCL_OK(ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream));
+    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
+    CU_OK(d.streamSynchronize(stream));
+    EXPECT_EQ(out[0], 10 + 20);
+    EXPECT_EQ(out[count - 1], 10 + 20);
     ncclResult_t async = ncclInProgress;
     EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     EXPECT_EQ(async, ncclSuccess);
