@@ -512,6 +512,21 @@ TEST(GpuCollectives, SplitWhileADeviceOpIsQueuedOnTheParent) {
   });
 }
 
+// After what a test did, the communicator and the stream go on: an int32 all-reduce of `a` (count elements) into `b`
+// gives `expected` throughout, and the communicator has no async error.
+void expectNextAllReduceRight(const cuda::Driver& d, ncclComm_t comm, cuda::CUstream stream, const DevBuf& a,
+                              const DevBuf& b, size_t count, int32_t expected) {
+  NCCL_OK(ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream));
+  std::vector<int32_t> out(count, -1);
+  CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, count * 4, stream));
+  CU_OK(d.streamSynchronize(stream));
+  EXPECT_EQ(std::count(out.begin(), out.end(), expected), static_cast<std::ptrdiff_t>(count))
+      << "the all-reduce after it: element 0 is " << out[0];
+  ncclResult_t async = ncclInProgress;
+  EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSuccess);
+}
+
 // An invalid op in a group of device ops (a root out of range) fails the group on every rank that makes it, and
 // loses nothing: no op of the group is enqueued (the stream is not left waiting for one that never runs), and the
 // next device all-reduce on the same communicator and stream is right on every rank.
@@ -539,14 +554,7 @@ TEST(GpuCollectives, AnInvalidOpFailsItsWholeGroupAndTheCommunicatorGoesOn) {
     CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
     CU_OK(d.streamSynchronize(stream));
     EXPECT_EQ(out, marker) << "an op of the failed group ran";
-    NCCL_OK(ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream));
-    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
-    CU_OK(d.streamSynchronize(stream));
-    EXPECT_EQ(out[0], 1 + 2);
-    EXPECT_EQ(out[count - 1], 1 + 2);
-    ncclResult_t async = ncclInProgress;
-    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
-    EXPECT_EQ(async, ncclSuccess);
+    expectNextAllReduceRight(d, comm, stream, a, b, count, 1 + 2);
     NCCL_OK(ncclCommDestroy(comm));
     d.streamDestroy(stream);
   });
@@ -566,7 +574,7 @@ TEST(GpuCollectives, ZeroElementOpsOnAStreamCompleteAndTheNextOpIsRight) {
     const int peer = 1 - ctx.rank();
     const size_t count = 1000;
     DevBuf a(d, count * 4), b(d, count * 4);
-    std::vector<int32_t> in(count, 10 * (ctx.rank() + 1)), out(count, -1);
+    const std::vector<int32_t> in(count, 10 * (ctx.rank() + 1));
     CU_OK(d.memcpyHtoDAsync(a.ptr, in.data(), a.bytes, stream));
     NCCL_OK(ncclGroupStart());
     NCCL_OK(ncclSend(a.p(), 0, ncclInt32, peer, comm, stream));
@@ -575,14 +583,7 @@ TEST(GpuCollectives, ZeroElementOpsOnAStreamCompleteAndTheNextOpIsRight) {
     NCCL_OK(ncclAllReduce(a.p(), b.p(), 0, ncclInt32, ncclSum, comm, stream));
     NCCL_OK(ncclAllGather(a.p(), b.p(), 0, ncclInt32, comm, stream));
     NCCL_OK(ncclBroadcast(a.p(), b.p(), 0, ncclInt32, 1, comm, stream));
-    NCCL_OK(ncclAllReduce(a.p(), b.p(), count, ncclInt32, ncclSum, comm, stream));
-    CU_OK(d.memcpyDtoHAsync(out.data(), b.ptr, b.bytes, stream));
-    CU_OK(d.streamSynchronize(stream));
-    EXPECT_EQ(out[0], 10 + 20);
-    EXPECT_EQ(out[count - 1], 10 + 20);
-    ncclResult_t async = ncclInProgress;
-    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
-    EXPECT_EQ(async, ncclSuccess);
+    expectNextAllReduceRight(d, comm, stream, a, b, count, 10 + 20);
     NCCL_OK(ncclCommDestroy(comm));
     d.streamDestroy(stream);
   });
