@@ -754,7 +754,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.health = health_.get();
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
-  if (!st.ok() && revokedBy_.load(std::memory_order_relaxed) >= 0 && !revokedHere_.load()) {
+  if (!st.ok() && revokedByPeer()) {
     st = Status::error(st.code(), stopCause() + ": " + st.message());
   }
   if (!st.ok()) setAsyncError(st);
@@ -882,9 +882,7 @@ void Communicator::progressLoop() {
       // Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the
       // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after this rank's own abort
       // or revoke, which end every pending op on purpose; a peer's revoke is news here.
-      const bool onPurpose =
-          abortFlag_.load(std::memory_order_acquire) && (!revoked() || revokedHere_.load(std::memory_order_relaxed));
-      if (!onPurpose) {
+      if (!abortFlag_.load(std::memory_order_acquire) || revokedByPeer()) {
         CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
                  rank_, st.message().c_str());
       }

@@ -265,6 +265,10 @@ class Communicator {
   std::atomic<bool> revoked_{false};
   std::atomic<int> revokedBy_{-1};  // the rank whose revoke notice reached us; -1 when revoked here or not at all
   std::atomic<bool> revokedHere_{false};  // ncclCommRevoke was called on this rank
+  // Stopped by another rank's revoke, not by this rank's own abort or revoke: news to report, not a deliberate stop.
+  bool revokedByPeer() const {
+    return revokedBy_.load(std::memory_order_relaxed) >= 0 && !revokedHere_.load(std::memory_order_relaxed);
+  }
   bool finalized_ = false;
 
   std::vector<std::optional<UserRedOp>> redOps_;
