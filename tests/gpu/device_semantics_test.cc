@@ -347,10 +347,7 @@ TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
     const StreamHold hold(d);
     CU_OK(hold.hold(stream));
     CU_OK(d.memcpyDtoHAsync(pinned, src.ptr, src.bytes, stream));  // pinned: asynchronous, behind the hold
-    std::thread releaser([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      hold.release();
-    });
+    std::thread releaser = hold.releaseAfter(std::chrono::milliseconds(200));
     const ncclResult_t rc = ncclAllReduce(pinned, pinned, count, ncclFloat, ncclSum, comm, stream);
     releaser.join();
     EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
@@ -383,10 +380,7 @@ TEST(GpuCollectives, FinalizeAndDestroyCompleteOpsTheStreamHasNotReachedYet) {
     const StreamHold hold(d);
     CU_OK(hold.hold(stream));
     NCCL_OK(ncclAllReduce(send.p(), recv.p(), count, ncclInt32, ncclSum, comm, stream));
-    std::thread releaser([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // finalize or destroy is under way by now
-      hold.release();
-    });
+    std::thread releaser = hold.releaseAfter(std::chrono::milliseconds(300));  // finalize or destroy runs by then
     if (ctx.rank() == 0) {
       EXPECT_EQ(ncclCommFinalize(comm), ncclSuccess) << ncclGetLastError(nullptr);
     }

@@ -8,9 +8,11 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,6 +78,14 @@ struct StreamHold {
     return d->streamWaitValue32(stream, dev, 1, cuda::kStreamWaitValueGeq);
   }
   void release() const { word().store(1, std::memory_order_release); }
+  // Releases the stream from a thread of its own after `delay`, while the caller goes on into the call under test;
+  // the caller joins it.
+  std::thread releaseAfter(std::chrono::milliseconds delay) const {
+    return std::thread([this, delay] {
+      std::this_thread::sleep_for(delay);
+      release();
+    });
+  }
 };
 
 // What the CPU emulation of the driver did in this process ("ipc_opens", "peer_copies", "module_loads",
