@@ -23,63 +23,171 @@ bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) 
   if (comm->ipcScratch() == nullptr || ops.size() != 1 || ops[0]->kind != Op::Kind::Coll) return false;
   const coll::CollArgs& a = ops[0]->args;
   if (a.count == 0) return false;
-  // Every rank computes the same size from the same call, so all take the same path.
-  const size_t bytes = a.count * dataTypeSize(a.type) *
-                       (a.coll == coll::Collective::AllGather ? static_cast<size_t>(comm->nRanks()) : 1);
-  if (bytes < comm->ipcMinBytes()) return false;
-  switch (a.coll) {
-    case coll::Collective::AllGather: return isDevice(a.sendbuff) && isDevice(a.recvbuff);
-    case coll::Collective::Broadcast:
-      return isDevice(a.recvbuff) && (comm->rank() != a.root || isDevice(a.sendbuff));
-    case coll::Collective::AllReduce:
-      return comm->nRanks() <= prims::device::kMaxReduceSources && prims::DeviceKernels::covers(a.type) &&
-             ops[0]->deviceScalar == nullptr && isDevice(a.sendbuff) && isDevice(a.recvbuff);
-    default: return false;
+  const bool root = comm->rank() == a.root;
+  const bool reduces = a.coll == coll::Collective::AllReduce || a.coll == coll::Collective::Reduce ||
+                       a.coll == coll::Collective::ReduceScatter;
+  if (reduces && (comm->nRanks() > prims::device::kMaxReduceSources || !prims::DeviceKernels::covers(a.type) ||
+                  ops[0]->deviceScalar != nullptr)) {
+    return false;
   }
+  // Every rank computes the same size from the same call, so all take the same path. The size is the op's largest
+  // buffer: n blocks for the collectives that move one block per rank.
+  const bool perRank = a.coll != coll::Collective::AllReduce && a.coll != coll::Collective::Broadcast &&
+                       a.coll != coll::Collective::Reduce;
+  const size_t bytes = a.count * dataTypeSize(a.type) * (perRank ? static_cast<size_t>(comm->nRanks()) : 1);
+  if (bytes < comm->ipcMinBytes()) return false;
+  // Buffers a rank does not use (a non-root's receive buffer of reduce and gather, send buffer of broadcast and
+  // scatter) may be anything, as in NCCL.
+  switch (a.coll) {
+    case coll::Collective::AllReduce:
+    case coll::Collective::AllGather:
+    case coll::Collective::ReduceScatter:
+    case coll::Collective::AlltoAll:
+      return isDevice(a.sendbuff) && isDevice(a.recvbuff);
+    case coll::Collective::Broadcast:
+    case coll::Collective::Scatter:
+      return isDevice(a.recvbuff) && (!root || isDevice(a.sendbuff));
+    case coll::Collective::Reduce:
+    case coll::Collective::Gather:
+      return isDevice(a.sendbuff) && (!root || isDevice(a.recvbuff));
+  }
+  return false;
 }
 
 namespace {
 
-// All-reduce, per window of W elements (half the scratch: inputs in the first half, results in the second): each
-// rank copies its input window into its scratch; barrier; rank r reduces its 1/n of the window from every rank's
-// scratch, in rank order, into its own result half (one kernel, no waiting inside it); barrier; every rank copies
-// each owner's result slice into its output; barrier. Every element is reduced once, by its owner, in one fixed
-// order, so all ranks get the same bits. Cost per window: 3 host barriers; per rank W bytes in, W bytes read from
-// peers by the kernel (n slices of W/n), W/n written, W bytes copied out.
-Status allReduceDirect(Communicator* comm, const Op& op, const std::function<Status()>& barrier) {
-  const transport::cuda_ipc::IpcScratch& scratch = *comm->ipcScratch();
-  DeviceState& dev = comm->device();
-  const coll::CollArgs& a = op.args;
-  const size_t es = dataTypeSize(a.type);
-  const size_t half = scratch.bytes() / 2 / 256 * 256;
-  const size_t windowElems = half / es;
-  const size_t n = static_cast<size_t>(comm->nRanks());
-  const size_t me = static_cast<size_t>(comm->rank());
-  CFX_TRY_ASSIGN(const prims::DeviceKernels* kernels, prims::DeviceKernels::get(dev.copyContext()));
+// One op on the device-direct path: its buffers, this rank's place, and the two steps every window ends with.
+struct Direct {
+  Communicator* comm;
+  DeviceState& dev;
+  const transport::cuda_ipc::IpcScratch& scratch;
+  const coll::CollArgs& a;
+  const std::function<Status()>& barrier;
+  size_t es;  // element size
+  size_t n;
+  size_t me;
+
+  cuda::CUdeviceptr send(size_t byteOffset) const { return dptr(a.sendbuff) + byteOffset; }
+  cuda::CUdeviceptr recv(size_t byteOffset) const { return dptr(a.recvbuff) + byteOffset; }
+  cuda::CUdeviceptr block(size_t rank, size_t byteOffset = 0) const {
+    return scratch.block(static_cast<int>(rank)) + byteOffset;
+  }
+  bool isRoot() const { return static_cast<int>(me) == a.root; }
+  // Waits for this rank's copies and kernels, then for every rank's: after it, what each rank wrote is visible to
+  // all, and what each read may be overwritten.
+  Status settle() const {
+    CFX_TRY(dev.waitCopies());
+    return barrier();
+  }
+};
+
+// All-reduce and reduce (root >= 0), per window of W elements (half the scratch: inputs in the first half, results
+// in the second): each rank copies its input window into its scratch; barrier; rank r reduces its 1/n of the window
+// from every rank's scratch, in rank order, into its own result half (one kernel, no waiting inside it); barrier;
+// every rank (reduce: the root) copies each owner's result slice into its output; barrier. Every element is reduced
+// once, by its owner, in one fixed order, so all ranks get the same bits. Cost per window: 3 host barriers; per
+// rank W bytes in, W bytes read from peers by the kernel (n slices of W/n), W/n written, W bytes copied out (reduce:
+// the root only).
+Status reduceDirect(const Direct& d, int root) {
+  CFX_TRY_ASSIGN(const prims::DeviceKernels* kernels, prims::DeviceKernels::get(d.dev.copyContext()));
+  const size_t half = d.scratch.bytes() / 2 / 256 * 256;
+  const size_t windowElems = std::max<size_t>(1, half / d.es);
   cuda::CUdeviceptr srcs[prims::device::kMaxReduceSources];
-  for (size_t first = 0; first < a.count; first += windowElems) {
-    const size_t len = std::min(windowElems, a.count - first);
-    CFX_TRY(dev.copyAsync(scratch.block(static_cast<int>(me)), dptr(a.sendbuff) + first * es, len * es));
-    CFX_TRY(dev.waitCopies());
-    CFX_TRY(barrier());
-    const size_t lo = len * me / n;
-    const size_t hi = len * (me + 1) / n;
-    for (size_t p = 0; p < n; ++p) srcs[p] = scratch.block(static_cast<int>(p)) + lo * es;
+  for (size_t first = 0; first < d.a.count; first += windowElems) {
+    const size_t len = std::min(windowElems, d.a.count - first);
+    CFX_TRY(d.dev.copyAsync(d.block(d.me), d.send(first * d.es), len * d.es));
+    CFX_TRY(d.settle());
+    const size_t lo = len * d.me / d.n;
+    const size_t hi = len * (d.me + 1) / d.n;
+    for (size_t p = 0; p < d.n; ++p) srcs[p] = d.block(p, lo * d.es);
     {
-      cuda::ScopedContext scope(dev.copyContext());
-      CFX_TRY(kernels->reduceCopy(a.op, scratch.block(static_cast<int>(me)) + half + lo * es, srcs, static_cast<int>(n),
-                                  hi - lo, true, dev.copyStream()));
+      cuda::ScopedContext scope(d.dev.copyContext());
+      CFX_TRY(kernels->reduceCopy(d.a.op, d.block(d.me, half + lo * d.es), srcs, static_cast<int>(d.n), hi - lo, true,
+                                  d.dev.copyStream()));
     }
-    CFX_TRY(dev.waitCopies());
-    CFX_TRY(barrier());
-    for (size_t p = 0; p < n; ++p) {
-      const size_t plo = len * p / n;
-      const size_t phi = len * (p + 1) / n;
-      CFX_TRY(dev.copyAsync(dptr(a.recvbuff) + (first + plo) * es, scratch.block(static_cast<int>(p)) + half + plo * es,
-                            (phi - plo) * es));
+    CFX_TRY(d.settle());
+    if (root < 0 || d.isRoot()) {
+      for (size_t p = 0; p < d.n; ++p) {
+        const size_t plo = len * p / d.n;
+        const size_t phi = len * (p + 1) / d.n;
+        CFX_TRY(d.dev.copyAsync(d.recv((first + plo) * d.es), d.block(p, half + plo * d.es), (phi - plo) * d.es));
+      }
     }
-    CFX_TRY(dev.waitCopies());
-    CFX_TRY(barrier());
+    CFX_TRY(d.settle());
+  }
+  return Status();
+}
+
+// Reduce-scatter, per window of W elements of each rank's n blocks (the scratch holds n windows): each rank copies
+// the window of each of its n input blocks into its scratch; barrier; rank r reduces window r of every rank's
+// scratch, in rank order, straight into its output (one kernel); barrier. Cost per window: 2 host barriers; per rank
+// n*W elements copied in, n*W read by the kernel, W written.
+Status reduceScatterDirect(const Direct& d) {
+  CFX_TRY_ASSIGN(const prims::DeviceKernels* kernels, prims::DeviceKernels::get(d.dev.copyContext()));
+  const size_t windowElems = std::max<size_t>(1, d.scratch.bytes() / d.n / d.es);
+  cuda::CUdeviceptr srcs[prims::device::kMaxReduceSources];
+  for (size_t first = 0; first < d.a.count; first += windowElems) {
+    const size_t len = std::min(windowElems, d.a.count - first);
+    for (size_t p = 0; p < d.n; ++p) {
+      CFX_TRY(d.dev.copyAsync(d.block(d.me, p * len * d.es), d.send((p * d.a.count + first) * d.es), len * d.es));
+    }
+    CFX_TRY(d.settle());
+    for (size_t p = 0; p < d.n; ++p) srcs[p] = d.block(p, d.me * len * d.es);
+    {
+      cuda::ScopedContext scope(d.dev.copyContext());
+      CFX_TRY(kernels->reduceCopy(d.a.op, d.recv(first * d.es), srcs, static_cast<int>(d.n), len, true,
+                                  d.dev.copyStream()));
+    }
+    CFX_TRY(d.settle());
+  }
+  return Status();
+}
+
+// All-gather, gather and broadcast, per window of W bytes of one block (the whole scratch): the ranks whose block is
+// read (broadcast: the root; else all) copy its window into their scratch; barrier; each rank that receives (gather:
+// the root) copies every rank's (broadcast: the root's) window into its output; barrier (no scratch is refilled
+// while a peer still reads it). Cost per window: 2 host barriers; W bytes in per sender, W per block received out.
+Status gatherLikeDirect(const Direct& d) {
+  const bool bcast = d.a.coll == coll::Collective::Broadcast;
+  const bool gather = d.a.coll == coll::Collective::Gather;
+  const size_t blockBytes = d.a.count * d.es;
+  const size_t window = d.scratch.bytes();
+  for (size_t off = 0; off < blockBytes; off += window) {
+    const size_t len = std::min(window, blockBytes - off);
+    if (!bcast || d.isRoot()) CFX_TRY(d.dev.copyAsync(d.block(d.me), d.send(off), len));
+    CFX_TRY(d.settle());
+    if (bcast) {
+      CFX_TRY(d.dev.copyAsync(d.recv(off), d.block(static_cast<size_t>(d.a.root)), len));
+    } else if (!gather || d.isRoot()) {
+      for (size_t p = 0; p < d.n; ++p) CFX_TRY(d.dev.copyAsync(d.recv(p * blockBytes + off), d.block(p), len));
+    }
+    CFX_TRY(d.settle());
+  }
+  return Status();
+}
+
+// All-to-all and scatter, per window of W bytes of each of the n blocks (the scratch holds n windows): each sender
+// (scatter: the root) copies the window of each of its n blocks into its scratch; barrier; rank r copies window r of
+// each sender's scratch into its output; barrier. Cost per window: 2 host barriers; n*W bytes in per sender, W per
+// block received out.
+Status scatterLikeDirect(const Direct& d) {
+  const bool scatter = d.a.coll == coll::Collective::Scatter;
+  const size_t blockBytes = d.a.count * d.es;
+  const size_t window = std::max<size_t>(1, d.scratch.bytes() / d.n);
+  for (size_t off = 0; off < blockBytes; off += window) {
+    const size_t len = std::min(window, blockBytes - off);
+    if (!scatter || d.isRoot()) {
+      for (size_t p = 0; p < d.n; ++p)
+        CFX_TRY(d.dev.copyAsync(d.block(d.me, p * len), d.send(p * blockBytes + off), len));
+    }
+    CFX_TRY(d.settle());
+    if (scatter) {
+      CFX_TRY(d.dev.copyAsync(d.recv(off), d.block(static_cast<size_t>(d.a.root), d.me * len), len));
+    } else {
+      for (size_t p = 0; p < d.n; ++p)
+        CFX_TRY(d.dev.copyAsync(d.recv(p * blockBytes + off), d.block(p, d.me * len), len));
+    }
+    CFX_TRY(d.settle());
   }
   return Status();
 }
@@ -87,33 +195,31 @@ Status allReduceDirect(Communicator* comm, const Op& op, const std::function<Sta
 }  // namespace
 
 Status runDeviceDirect(Communicator* comm, const Op& op, const std::function<Status()>& barrier) {
-  if (op.args.coll == coll::Collective::AllReduce) return allReduceDirect(comm, op, barrier);
-  const transport::cuda_ipc::IpcScratch& scratch = *comm->ipcScratch();
-  DeviceState& dev = comm->device();
   const coll::CollArgs& a = op.args;
-  const size_t bytes = a.count * dataTypeSize(a.type);
-  const size_t window = scratch.bytes();
-  const int n = comm->nRanks();
-  const int me = comm->rank();
-  for (size_t off = 0; off < bytes; off += window) {
-    const size_t len = std::min(window, bytes - off);
-    if (a.coll == coll::Collective::AllGather) {
-      CFX_TRY(dev.copyAsync(scratch.block(me), dptr(a.sendbuff) + off, len));
-      CFX_TRY(dev.waitCopies());
-      CFX_TRY(barrier());
-      for (int p = 0; p < n; ++p) {
-        CFX_TRY(dev.copyAsync(dptr(a.recvbuff) + static_cast<size_t>(p) * bytes + off, scratch.block(p), len));
-      }
-    } else {  // Broadcast
-      if (me == a.root) CFX_TRY(dev.copyAsync(scratch.block(me), dptr(a.sendbuff) + off, len));
-      CFX_TRY(dev.waitCopies());
-      CFX_TRY(barrier());
-      CFX_TRY(dev.copyAsync(dptr(a.recvbuff) + off, scratch.block(a.root), len));
-    }
-    CFX_TRY(dev.waitCopies());
-    CFX_TRY(barrier());
+  const Direct d{comm,
+                 comm->device(),
+                 *comm->ipcScratch(),
+                 a,
+                 barrier,
+                 dataTypeSize(a.type),
+                 static_cast<size_t>(comm->nRanks()),
+                 static_cast<size_t>(comm->rank())};
+  switch (a.coll) {
+    case coll::Collective::AllReduce:
+      return reduceDirect(d, -1);
+    case coll::Collective::Reduce:
+      return reduceDirect(d, a.root);
+    case coll::Collective::ReduceScatter:
+      return reduceScatterDirect(d);
+    case coll::Collective::AllGather:
+    case coll::Collective::Gather:
+    case coll::Collective::Broadcast:
+      return gatherLikeDirect(d);
+    case coll::Collective::AlltoAll:
+    case coll::Collective::Scatter:
+      return scatterLikeDirect(d);
   }
-  return Status();
+  return Status::error(Errc::InternalError, "device-direct: unknown collective");
 }
 
 }  // namespace cfx::core

@@ -2,14 +2,16 @@
 // Device-direct collectives (core layer): the ranks of one host move device buffers through each other's CUDA IPC
 // scratch (transport/cuda_ipc) with copy engines, instead of staging through host memory.
 //
-// All-gather, per window of W bytes (W = the scratch size): each rank copies its input window into its own scratch;
-// barrier; each rank copies every rank's scratch into its output; barrier (no scratch is refilled while a peer still
-// reads it). Broadcast is the same with the root's scratch only. Cost per window: 2 host barriers (a 4-byte host
-// all-reduce each, ~10-50 us on shared memory) plus, per rank, W bytes copied in and n*W (all-gather) or W
-// (broadcast) bytes copied out, at device-memory or NVLink speed. No kernel waits on another process: the barriers
-// run on the host, and copies are plain copy-engine transfers, so ranks may share a GPU. But where they do, each
-// wait for the GPU's copies is a switch between the processes' contexts (~0.5 ms with 4 processes on an H100), which
-// staging through host memory does not pay: ops smaller than CFX_CUDA_IPC_MIN_BYTES (8 MiB there) stage instead.
+// Every collective has its form here (device_direct.cc gives each its steps and cost): the ranks whose data is read
+// copy a window of it into their scratch; a host barrier; the ranks that receive copy (or, for the reductions,
+// reduce with one kernel over every rank's scratch, in rank order) from the scratch blocks into their outputs; a
+// host barrier, after which the scratch may be refilled. All-reduce and reduce add a third step: each rank reduces
+// a 1/n slice, so the reduction is spread over the ranks' GPUs, and every rank (reduce: the root) copies the slices
+// out. Per window: 2 host barriers (3 for all-reduce and reduce), each a 4-byte host all-reduce (~10-50 us on shared
+// memory), and copies at device-memory or NVLink speed. No kernel waits on another process: the barriers run on the
+// host, and copies are plain copy-engine transfers, so ranks may share a GPU. But where they do, each wait for the
+// GPU's copies is a switch between the processes' contexts (~0.5 ms with 4 processes on an H100), which staging
+// through host memory does not pay: ops smaller than CFX_CUDA_IPC_MIN_BYTES (8 MiB there) stage instead.
 //
 // The choice is the same on every rank: the scratch exists on all ranks or none (IpcScratch), and the other
 // conditions are properties of the call every rank makes alike (collective, size, device buffers, one op). A rank that

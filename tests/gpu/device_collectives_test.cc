@@ -145,8 +145,10 @@ TEST(GpuCollectives, AllReduceEveryTypeAndOpThreeRanksOneGpuOverIpc) {
 
 // Every other collective, rooted ones at a non-zero root, on an odd count, with device buffers: each output element
 // is checked against the inputs the model gives every rank.
-// ranksPerHost and env: as allReduceSweep's.
-void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::string, std::string>> env = {}) {
+// ranksPerHost and env: as allReduceSweep's. With CFX_CUDA_IPC=1 in env, each collective must also have taken the
+// device-direct path (on the emulator, where that is visible).
+void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::string, std::string>> env = {},
+                     size_t count = 333) {
   RunOptions opts;
   opts.timeout = std::chrono::seconds(120);
   opts.env = std::move(env);
@@ -158,8 +160,27 @@ void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::str
     CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
     const DtypeInfo& dt = dtypeInfo(ncclFloat32);
     const ValueModel model(dt, Op::Sum, n);
-    const size_t count = 333;
     const int root = 1;
+    const char* ipcEnv = std::getenv("CFX_CUDA_IPC");
+    const bool ipc = ipcEnv != nullptr && std::string(ipcEnv) == "1" && emulatorCount("peer_copies") >= 0;
+    // The device-direct path copies through peers' scratch, and reduces with a kernel where the build has them.
+    const bool kernels = emulatorCount("module_loads") > 0;
+    long long copiesBefore = 0;
+    long long kernelsBefore = 0;
+    auto mark = [&] {
+      copiesBefore = emulatorCount("peer_copies");
+      kernelsBefore = emulatorCount("kernel_launches");
+    };
+    auto expectDirect = [&](const char* what, bool reduces) {
+      if (!ipc) return;
+      if (reduces) {
+        if (kernels) {
+          EXPECT_GT(emulatorCount("kernel_launches"), kernelsBefore) << what << " did not run device-direct";
+        }
+      } else {
+        EXPECT_GT(emulatorCount("peer_copies"), copiesBefore) << what << " did not run device-direct";
+      }
+    };
     const int r = ctx.rank();
     auto input = [&](int rank, size_t i) { return model.input(rank, i); };
     auto upload = [&](const DevBuf& b, auto&& value) {
@@ -186,15 +207,19 @@ void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::str
     {  // broadcast
       DevBuf buf(d, bytes);
       upload(buf, [&](size_t i) { return input(r, i); });
+      mark();
       NCCL_OK(ncclBroadcast(buf.p(), buf.p(), count, ncclFloat32, root, comm, stream));
       expectAll("Broadcast", download(buf), [&](size_t i) { return input(root, i); });
+      if (r != root) expectDirect("Broadcast", false);  // the root reads only its own scratch
     }
     {  // reduce
       DevBuf send(d, bytes), recv(d, bytes);
       upload(send, [&](size_t i) { return input(r, i); });
       upload(recv, [&](size_t) { return uint64_t{0x7fc00001}; });
+      mark();
       NCCL_OK(ncclReduce(send.p(), recv.p(), count, ncclFloat32, ncclSum, root, comm, stream));
       auto got = download(recv);
+      expectDirect("Reduce", true);
       if (r == root)
         expectAll("Reduce", got, [&](size_t i) { return model.expectedReduction(i); });
       else
@@ -204,33 +229,55 @@ void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::str
       DevBuf recv(d, bytes * n);
       upload(recv, [&](size_t i) { return i / count == static_cast<size_t>(r) ? input(r, i % count) : 0; });
       void* slice = static_cast<char*>(recv.p()) + r * bytes;
+      mark();
       NCCL_OK(ncclAllGather(slice, recv.p(), count, ncclFloat32, comm, stream));
       expectAll("AllGather", download(recv), [&](size_t i) { return input(static_cast<int>(i / count), i % count); });
+      expectDirect("AllGather", false);
     }
     {  // reduce-scatter
       DevBuf send(d, bytes * n), recv(d, bytes);
       upload(send, [&](size_t i) { return input(r, i); });
+      mark();
       NCCL_OK(ncclReduceScatter(send.p(), recv.p(), count, ncclFloat32, ncclSum, comm, stream));
       expectAll("ReduceScatter", download(recv), [&](size_t i) { return model.expectedReduction(r * count + i); });
+      expectDirect("ReduceScatter", true);
+    }
+    {  // reduce-scatter in place: the output is this rank's block of the input
+      DevBuf buf(d, bytes * n);
+      upload(buf, [&](size_t i) { return input(r, i); });
+      void* slice = static_cast<char*>(buf.p()) + r * bytes;
+      mark();
+      NCCL_OK(ncclReduceScatter(buf.p(), slice, count, ncclFloat32, ncclSum, comm, stream));
+      const std::vector<unsigned char> all = download(buf);
+      const std::vector<unsigned char> got(all.begin() + static_cast<ptrdiff_t>(r * bytes),
+                                           all.begin() + static_cast<ptrdiff_t>((r + 1) * bytes));
+      expectAll("ReduceScatter in place", got, [&](size_t i) { return model.expectedReduction(r * count + i); });
+      expectDirect("ReduceScatter in place", true);
     }
     {  // all-to-all
       DevBuf send(d, bytes * n), recv(d, bytes * n);
       upload(send, [&](size_t i) { return input(r, i); });
+      mark();
       NCCL_OK(ncclAlltoAll(send.p(), recv.p(), count, ncclFloat32, comm, stream));
       expectAll("AlltoAll", download(recv),
                 [&](size_t i) { return input(static_cast<int>(i / count), r * count + i % count); });
+      expectDirect("AlltoAll", false);
     }
     {  // gather and scatter at the root
       DevBuf send(d, bytes), recv(d, bytes * n);
       upload(send, [&](size_t i) { return input(r, i); });
+      mark();
       NCCL_OK(ncclGather(send.p(), recv.p(), count, ncclFloat32, root, comm, stream));
       if (r == root) {
         expectAll("Gather", download(recv), [&](size_t i) { return input(static_cast<int>(i / count), i % count); });
+        expectDirect("Gather", false);
       }
       DevBuf sc(d, bytes * n), out(d, bytes);
       upload(sc, [&](size_t i) { return input(r, i); });
+      mark();
       NCCL_OK(ncclScatter(sc.p(), out.p(), count, ncclFloat32, root, comm, stream));
       expectAll("Scatter", download(out), [&](size_t i) { return input(root, r * count + i); });
+      if (r != root) expectDirect("Scatter", false);
     }
     {  // send/recv around a ring, grouped, plus a message to self
       DevBuf send(d, bytes), recv(d, bytes), self(d, bytes);
@@ -251,7 +298,18 @@ void everyCollective(int n, int ranksPerHost = 0, std::vector<std::pair<std::str
 
 TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
   SKIP_WITHOUT_GPU();
-  everyCollective(3);
+  everyCollective(3, 0, {{"CFX_CUDA_IPC", "0"}});
+}
+
+// The same through the device-direct path: every collective has a form there, each over several windows of 1 MiB
+// of scratch and a ragged last one (300001 floats: 3 windows of each block for reduce-scatter and all-to-all on 3
+// ranks, 3 of the input for reduce, 2 for broadcast).
+TEST(GpuCollectives, EveryCollectiveOverIpcInWindows) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3}) {
+    everyCollective(n, 0, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}},
+                    300001);
+  }
 }
 
 // Device buffers between hosts: each op stages through pinned host memory, and the host algorithm carries it over
