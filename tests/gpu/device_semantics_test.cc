@@ -125,7 +125,7 @@ void peerKilledDuringADeviceOp(std::vector<std::pair<std::string, std::string>> 
 
 TEST(GpuCollectives, PeerKilledDuringAStagedOpFailsItReleasesTheStreamAndSurvivorsShrink) {
   SKIP_WITHOUT_GPU();
-  peerKilledDuringADeviceOp({}, false);
+  peerKilledDuringADeviceOp({{"CFX_CUDA_IPC", "0"}}, false);
 }
 
 TEST(GpuCollectives, PeerKilledDuringAnIpcOpFailsItReleasesTheStreamAndSurvivorsShrink) {
@@ -203,7 +203,7 @@ TEST(GpuCollectives, AbortBeforeTheStreamReachedTheOpReleasesItToo) {
 // and rank 0's stream must go on. (An all-gather, as it runs over IPC in every build; an all-reduce stages where
 // the build has no device kernels, as the sanitizer builds.)
 void mixedHostAndDeviceBuffers(bool ipc) {
-  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::pair<std::string, std::string>> env = {{"CFX_CUDA_IPC", "0"}};
   if (ipc) env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
   const RunResult result = runRanks(2, faultOptions(env), [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();

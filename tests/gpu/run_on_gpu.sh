@@ -159,7 +159,7 @@ for t in "$BUNDLE"/bin/cfx_gpu_*; do
 done
 
 # ---- 2. nccl-tests ----
-export NCCL_DEBUG="${NCCL_DEBUG:-WARN}" CFX_CUDA_IPC="${CFX_CUDA_IPC:-0}" NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}" NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo
 NCT_GAVE_UP=0
 GRAPH_GAVE_UP=0
 # nct NAME NP LIBPATH ARGS...: one nccl-tests run, summarised by its own verdict and average bus bandwidth.
@@ -184,11 +184,12 @@ nct() {
 }
 FIRST_NCT=1
 if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); fi
+# The library's defaults: ops of 8 MiB and more over CUDA IPC (where it has a form for them), smaller ones staged.
 for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
-  CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+  nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
-# Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0; by default ranks sharing a GPU stage ops below 8 MiB).
-for b in all_reduce all_gather broadcast; do
+# Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0), each collective with a device-direct form.
+for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall gather scatter; do
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
 # Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
@@ -221,7 +222,7 @@ fi
 for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
   CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
 done
-for b in all_reduce all_gather; do
+for b in all_reduce all_gather reduce_scatter alltoall; do
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-graph-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
 done
 
@@ -271,7 +272,7 @@ for b in all_reduce all_gather; do
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
   CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
 done
-# CUDA IPC with its default size rule: staged below 8 MiB, IPC from there (the better of the two rows above).
-CFX_CUDA_IPC=1 nct "fig-all_reduce-4ranks-1gpu-conflux-ipc-auto" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 \
+# The defaults: CUDA IPC with its size rule, staged below 8 MiB and IPC from there (the better of the two rows above).
+nct "fig-all_reduce-4ranks-1gpu-conflux-default" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 \
   -c 1 -n 5 -w 1
 finish
