@@ -19,15 +19,15 @@ bool isDevice(const void* p) { return p != nullptr && cuda::classify(p).kind == 
 
 }  // namespace
 
-bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) {
-  if (comm->ipcScratch() == nullptr || ops.size() != 1 || ops[0]->kind != Op::Kind::Coll) return false;
-  const coll::CollArgs& a = ops[0]->args;
+namespace {
+
+bool opApplies(Communicator* comm, const Op& op) {
+  if (op.kind != Op::Kind::Coll) return false;
+  const coll::CollArgs& a = op.args;
   if (a.count == 0) return false;
   const bool root = comm->rank() == a.root;
-  const bool reduces = a.coll == coll::Collective::AllReduce || a.coll == coll::Collective::Reduce ||
-                       a.coll == coll::Collective::ReduceScatter;
-  if (reduces && (comm->nRanks() > prims::device::kMaxReduceSources || !prims::DeviceKernels::covers(a.type) ||
-                  ops[0]->deviceScalar != nullptr)) {
+  if (reduces(a.coll) && (comm->nRanks() > prims::device::kMaxReduceSources || !prims::DeviceKernels::covers(a.type) ||
+                          op.deviceScalar != nullptr)) {
     return false;
   }
   // Every rank computes the same size from the same call, so all take the same path. The size is the op's largest
@@ -52,6 +52,24 @@ bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) 
       return isDevice(a.sendbuff) && (!root || isDevice(a.recvbuff));
   }
   return false;
+}
+
+}  // namespace
+
+bool reduces(coll::Collective c) {
+  return c == coll::Collective::AllReduce || c == coll::Collective::Reduce || c == coll::Collective::ReduceScatter;
+}
+
+const void* deviceBufferOf(const Op& op) {
+  const coll::Collective c = op.args.coll;
+  const bool sendSide = c == coll::Collective::Reduce || c == coll::Collective::Gather;
+  return sendSide ? op.args.sendbuff : op.args.recvbuff;
+}
+
+bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) {
+  if (comm->ipcScratch() == nullptr || ops.empty()) return false;
+  // A group runs its ops one after another, so every one must have the path; else the whole group stages.
+  return std::all_of(ops.begin(), ops.end(), [comm](const Op* op) { return opApplies(comm, *op); });
 }
 
 namespace {

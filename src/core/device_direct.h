@@ -26,8 +26,14 @@
 
 namespace cfx::core {
 
-// Whether this group (one communicator's ops) runs device-direct.
+// Whether this group (one communicator's ops) runs device-direct: every op of it has the path. Its ops then run
+// one after another, in call order.
 bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops);
+// Whether the collective's device-direct form runs a reduce kernel (which the caller's thread must load first).
+bool reduces(coll::Collective c);
+// The buffer of a device-direct op that is device memory on every rank (a non-root's receive buffer of reduce and
+// gather need not be): the op's context is its context.
+const void* deviceBufferOf(const Op& op);
 // Runs one op device-direct on the progress thread, after its stream reached it. `barrier` is a host barrier on
 // this communicator.
 Status runDeviceDirect(Communicator* comm, const Op& op, const std::function<Status()>& barrier);

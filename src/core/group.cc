@@ -480,7 +480,11 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu reached on its stream(s)%s", comm->rank(),
              plan->captured ? "captured " : "", opNumber(*plan), plan->direct ? "; device-direct" : "");
     if (plan->direct) {
-      Status st = runDeviceDirect(comm, plan->ops.front(), [comm] { return hostBarrier(comm); });
+      Status st;
+      for (const Op& op : plan->ops) {
+        st = runDeviceDirect(comm, op, [comm] { return hostBarrier(comm); });
+        if (!st.ok()) break;
+      }
       if (st.code() != Errc::InvalidUsage) return st;
       // The likely cause is not in the op's arguments: the choice of protocol was not the same on every rank.
       return Status::error(Errc::InvalidUsage,
@@ -559,9 +563,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   plan->direct = deviceDirectApplies(comm, ops);
   Status st;
   if (plan->direct) {  // nothing staged: the buffers move between devices
-    plan->ops.push_back(*ops.front());
-    plan->ctx = cuda::classify(ops.front()->args.recvbuff).context;
-    plan->streams.push_back(static_cast<cuda::CUstream>(ops.front()->stream));
+    for (const Op* op : ops) plan->ops.push_back(*op);
+    plan->ctx = cuda::classify(deviceBufferOf(*ops.front())).context;
+    plan->streams = opStreams;
   } else {
     // A replayed op stages on its streams: the progress thread's shared block is rebased per run, once.
     plan->onStream = capture.active || stageOnStreamParam.get() == 1;
@@ -600,7 +604,8 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   }
   if (st.ok() && (plan->direct || (!plan->onStream && !plan->ranges.empty()))) st = dev.prepare(plan->ctx);
   // Kernels are a module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
-  if (st.ok() && plan->direct && plan->ops.front().args.coll == coll::Collective::AllReduce) {
+  if (st.ok() && plan->direct &&
+      std::any_of(plan->ops.begin(), plan->ops.end(), [](const Op& op) { return reduces(op.args.coll); })) {
     st = prims::DeviceKernels::get(plan->ctx).status();
   }
   if (!st.ok()) {

@@ -513,6 +513,90 @@ TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
   }
 }
 
+// A group of collectives on device buffers, on two streams, runs device-direct when every op in it has the path (one
+// op after another); a send/recv in the group makes the whole group stage. Results are right either way, and the
+// emulator's count of copies through peers' scratch tells which path ran.
+TEST(GpuCollectives, GroupedCollectivesOverIpc) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+  runRanks(3, opts, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream s1 = nullptr, s2 = nullptr;
+    CU_OK(d.streamCreate(&s1, cuda::kStreamNonBlocking));
+    CU_OK(d.streamCreate(&s2, cuda::kStreamNonBlocking));
+    const int n = 3;
+    const int r = ctx.rank();
+    const size_t count = 100003;
+    auto in = [](int rank, size_t i) { return static_cast<int32_t>((i % 1000) * 3 + static_cast<size_t>(rank) * 7); };
+    auto upload = [&](const DevBuf& b, size_t elems) {
+      std::vector<int32_t> h(elems);
+      for (size_t i = 0; i < elems; ++i) h[i] = in(r, i);
+      CU_OK(d.memcpyHtoDAsync(b.ptr, h.data(), elems * 4, s1));
+      CU_OK(d.streamSynchronize(s1));
+    };
+    auto download = [&](const DevBuf& b, size_t elems) {
+      std::vector<int32_t> h(elems);
+      EXPECT_EQ(d.memcpyDtoHAsync(h.data(), b.ptr, elems * 4, s1), cuda::kSuccess);
+      EXPECT_EQ(d.streamSynchronize(s1), cuda::kSuccess);
+      return h;
+    };
+    for (bool withSendRecv : {false, true}) {
+      DevBuf arSend(d, count * 4), arRecv(d, count * 4), rsSend(d, count * 4 * n), rsRecv(d, count * 4);
+      DevBuf agRecv(d, count * 4 * n), p2pSend(d, count * 4), p2pRecv(d, count * 4);
+      upload(arSend, count);
+      upload(rsSend, count * n);
+      upload(p2pSend, count);
+      const long long before = emulatorCount("peer_copies");
+      NCCL_OK(ncclGroupStart());
+      NCCL_OK(ncclAllReduce(arSend.p(), arRecv.p(), count, ncclInt32, ncclSum, comm, s1));
+      NCCL_OK(ncclReduceScatter(rsSend.p(), rsRecv.p(), count, ncclInt32, ncclSum, comm, s2));
+      NCCL_OK(ncclAllGather(arSend.p(), agRecv.p(), count, ncclInt32, comm, s1));
+      if (withSendRecv) {
+        NCCL_OK(ncclSend(p2pSend.p(), count, ncclInt32, (r + 1) % n, comm, s2));
+        NCCL_OK(ncclRecv(p2pRecv.p(), count, ncclInt32, (r + n - 1) % n, comm, s2));
+      }
+      NCCL_OK(ncclGroupEnd());
+      CU_OK(d.streamSynchronize(s2));
+      const std::string what = withSendRecv ? "with a send/recv in the group" : "collectives only";
+      auto sumOver = [&](size_t i) {
+        int32_t sum = 0;
+        for (int p = 0; p < n; ++p) sum += in(p, i);
+        return sum;
+      };
+      size_t bad = 0;
+      const std::vector<int32_t> ar = download(arRecv, count);
+      for (size_t i = 0; i < count; ++i) bad += ar[i] != sumOver(i);
+      EXPECT_EQ(bad, 0u) << "all-reduce, " << what << ", rank " << r;
+      bad = 0;
+      const std::vector<int32_t> rs = download(rsRecv, count);
+      for (size_t i = 0; i < count; ++i) bad += rs[i] != sumOver(static_cast<size_t>(r) * count + i);
+      EXPECT_EQ(bad, 0u) << "reduce-scatter, " << what << ", rank " << r;
+      bad = 0;
+      const std::vector<int32_t> ag = download(agRecv, count * n);
+      for (size_t i = 0; i < count * n; ++i) bad += ag[i] != in(static_cast<int>(i / count), i % count);
+      EXPECT_EQ(bad, 0u) << "all-gather, " << what << ", rank " << r;
+      if (withSendRecv) {
+        bad = 0;
+        const std::vector<int32_t> got = download(p2pRecv, count);
+        for (size_t i = 0; i < count; ++i) bad += got[i] != in((r + n - 1) % n, i);
+        EXPECT_EQ(bad, 0u) << "recv in the group, rank " << r;
+      }
+      if (before < 0) continue;  // a real driver: which path ran is not visible
+      if (withSendRecv) {
+        EXPECT_EQ(emulatorCount("peer_copies"), before) << "a group with a send/recv did not stage, rank " << r;
+      } else {
+        EXPECT_GT(emulatorCount("peer_copies"), before) << "a group of collectives staged, rank " << r;
+      }
+    }
+    d.streamDestroy(s1);
+    d.streamDestroy(s2);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
 // With CFX_CUDA_IPC=1 and ranks sharing a GPU, ops below 8 MiB stage through host memory (each of the IPC path's
 // waits would cost a context switch there) and larger ones take the IPC path; results are right either way. Which
 // path ran is visible on the emulator only (its count of copies through peers' scratch).
