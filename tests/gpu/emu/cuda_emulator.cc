@@ -28,6 +28,7 @@
 #include "cuda_emulator.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -93,6 +95,16 @@ bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out) {
 }
 
 Counters gCounters;
+
+bool refusedOnProgressThread(const char* call) {
+  char name[16] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0 || std::strncmp(name, "cfx-prog-", 9) != 0) {
+    return false;
+  }
+  std::fprintf(stderr, "cuda emulator: %s called on the library's progress thread %s (refused: it can deadlock)\n",
+               call, name);
+  return true;
+}
 
 void trackAllocation(uintptr_t base, const Allocation& a) {
   std::lock_guard lk(gAllocMutex);
@@ -611,6 +623,7 @@ CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
 }
 
 CFX_EMU_API cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+  if (refusedOnProgressThread("cuMemAlloc")) return kNotSupported;
   if (p == nullptr || bytes == 0) return kInvalidValue;
   void* m = nullptr;
   const CUresult rc = allocate(&m, bytes, true);
@@ -618,11 +631,20 @@ CFX_EMU_API cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   return rc;
 }
 
-CFX_EMU_API cuMemFree_v2(CUdeviceptr p) { return p == 0 ? kSuccess : release(ptr(p), true); }
+CFX_EMU_API cuMemFree_v2(CUdeviceptr p) {
+  if (refusedOnProgressThread("cuMemFree")) return kNotSupported;
+  return p == 0 ? kSuccess : release(ptr(p), true);
+}
 
-CFX_EMU_API cuMemHostAlloc(void** p, size_t bytes, unsigned) { return allocate(p, bytes, false); }
+CFX_EMU_API cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  if (refusedOnProgressThread("cuMemHostAlloc")) return kNotSupported;
+  return allocate(p, bytes, false);
+}
 
-CFX_EMU_API cuMemFreeHost(void* p) { return release(p, false); }
+CFX_EMU_API cuMemFreeHost(void* p) {
+  if (refusedOnProgressThread("cuMemFreeHost")) return kNotSupported;
+  return release(p, false);
+}
 
 CFX_EMU_API cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
   if (d == nullptr || flags != 0 || !isTracked(p)) return kInvalidValue;
@@ -685,6 +707,7 @@ CFX_EMU_API cuMemcpy2DAsync_v2(const Memcpy2D* m, void* stream) {
 
 CFX_EMU_API cuStreamCreate(void** stream, unsigned) {
   if (stream == nullptr) return kInvalidValue;
+  if (refusedOnProgressThread("cuStreamCreate")) return kNotSupported;
   if (tlContexts.empty()) return kInvalidContext;
   auto* s = new Stream();
   s->device = currentDevice();
@@ -878,6 +901,7 @@ CFX_EMU_API cuLaunchHostFunc(void* stream, CUhostFn fn, void* userData) {
 
 CFX_EMU_API cuEventCreate(void** event, unsigned) {
   if (event == nullptr) return kInvalidValue;
+  if (refusedOnProgressThread("cuEventCreate")) return kNotSupported;
   *event = new Event();
   return kSuccess;
 }

@@ -52,6 +52,12 @@ void trackAllocation(uintptr_t base, const Allocation& a);
 CUresult release(void* p, bool device, bool opened = false);
 
 // What the emulator did in this process (cfxCudaEmulatorCount).
+// Creating or freeing a CUDA object takes a context-wide lock that a thread sitting in a synchronous pageable copy
+// holds until its stream is done; on the library's progress thread ("cfx-prog-N"), whose work that stream may be
+// waiting for, it deadlocked on an H100 (docs/DESIGN.md). The stand-in refuses such calls there, with a line on
+// stderr naming the call, so a test fails here instead of a GPU machine hanging.
+bool refusedOnProgressThread(const char* call);
+
 struct Counters {
   std::atomic<uint64_t> ipcOpens{0};
   std::atomic<uint64_t> peerCopies{0};  // copies from or to memory mapped through an IPC handle

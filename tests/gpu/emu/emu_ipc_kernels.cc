@@ -111,6 +111,7 @@ CFX_EMU_API cuIpcGetMemHandle(void* handle, CUdeviceptr p) {
 
 CFX_EMU_API cuIpcOpenMemHandle_v2(CUdeviceptr* p, cfx::cuda::CUipcMemHandle handle, unsigned) {
   if (p == nullptr) return kInvalidValue;
+  if (refusedOnProgressThread("cuIpcOpenMemHandle")) return kNotSupported;
   IpcHandle h;
   std::memcpy(&h, handle.reserved, sizeof(h));
   if (h.magic != kIpcMagic || h.pid == ::getpid()) return kInvalidValue;
@@ -139,6 +140,7 @@ CFX_EMU_API cuIpcCloseMemHandle(CUdeviceptr p) { return release(ptr(p), true, tr
 // kernels resolve but do not run (the library launches them only from tests that need a GPU).
 CFX_EMU_API cuModuleLoadData(void** module, const void* image) {
   if (module == nullptr || image == nullptr) return kInvalidValue;
+  if (refusedOnProgressThread("cuModuleLoadData")) return kNotSupported;
   *module = new Module();
   gCounters.moduleLoads.fetch_add(1);
   return kSuccess;
