@@ -92,10 +92,14 @@ struct StreamHold {
 // "kernel_launches"); -1 on a real driver.
 long long emulatorCount(const char* what);
 
+// Whether the library under test has reduce kernels for the stand-in it runs on (the CUDA or the HIP one). The
+// sanitizer builds have none: their reductions on device buffers stage, where a kernel build's take the IPC path.
+bool reduceKernelsBuilt();
+
 // In a rank run with CFX_CUDA_IPC=1 on the emulator, after its ops: the device-direct path was taken (it copied
 // from or to its peers' scratch), not silently replaced by staging, and it launched reduce kernels for its
-// all-reduces. A build without device kernels (the sanitizer builds: it loads no module) stages all-reduces, so
-// then only the other ops are held to the path. A real driver does not say, so nothing is checked there.
+// all-reduces. A build without device kernels stages all-reduces, so then only the other ops are held to the
+// path. A real driver does not say, so nothing is checked there.
 enum class IpcOps { Copies, CopiesAndReductions, Reductions };
 void expectIpcPathTaken(IpcOps ops);
 
