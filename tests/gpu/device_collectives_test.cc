@@ -813,13 +813,14 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
     const int r = ctx.rank();
     const size_t count = 100003;  // odd: chunks split unevenly
     DevBuf arIn(d, count * 4), arOut(d, count * 4), arInPlace(d, count * 4), agOut(d, count * 4 * n),
-        bcast(d, count * 4), eager(d, count * 4);
+        bcast(d, count * 4), eager(d, count * 4), rsIn(d, count * 4 * n), rsOut(d, count * 4);
     auto input = [](int rank, int iter, size_t i) { return static_cast<int32_t>((i % 1013) * (rank + 1) + iter * 7); };
     ASSERT_EQ(g.beginCapture(stream, kCaptureGlobal), cuda::kSuccess);
     NCCL_OK(ncclAllReduce(arIn.p(), arOut.p(), count, ncclInt32, ncclSum, comm, stream));
     NCCL_OK(ncclAllReduce(arInPlace.p(), arInPlace.p(), count, ncclInt32, ncclMax, comm, stream));
     NCCL_OK(ncclAllGather(arIn.p(), agOut.p(), count, ncclInt32, comm, stream));
     NCCL_OK(ncclBroadcast(bcast.p(), bcast.p(), count, ncclInt32, n - 1, comm, stream));
+    NCCL_OK(ncclReduceScatter(rsIn.p(), rsOut.p(), count, ncclInt32, ncclSum, comm, stream));
     cuda::CUgraph graph = nullptr;
     ASSERT_EQ(g.endCapture(stream, &graph), cuda::kSuccess);
     void* exec = nullptr;
@@ -827,7 +828,8 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
     int64_t sumRanks = 0;
     for (int k = 0; k < n; ++k) sumRanks += k + 1;
     for (int iter = 0; iter < 5; ++iter) {
-      std::vector<int32_t> in(count), inMax(count), eagerIn(count);
+      std::vector<int32_t> in(count), inMax(count), eagerIn(count), rsInHost(count * n);
+      for (size_t i = 0; i < count * n; ++i) rsInHost[i] = input(r, iter, i);
       for (size_t i = 0; i < count; ++i) {
         in[i] = input(r, iter, i);
         inMax[i] = static_cast<int32_t>(((i + static_cast<size_t>(r) * 31) % 97) + iter);
@@ -837,16 +839,18 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
       CU_OK(d.memcpyHtoDAsync(arInPlace.ptr, inMax.data(), count * 4, stream));
       CU_OK(d.memcpyHtoDAsync(bcast.ptr, in.data(), count * 4, stream));
       CU_OK(d.memcpyHtoDAsync(eager.ptr, eagerIn.data(), count * 4, stream));
+      CU_OK(d.memcpyHtoDAsync(rsIn.ptr, rsInHost.data(), count * 4 * n, stream));
       ASSERT_EQ(g.launch(exec, stream), cuda::kSuccess);
       NCCL_OK(ncclAllReduce(eager.p(), eager.p(), count, ncclInt32, ncclSum, comm, stream));
-      std::vector<int32_t> ar(count), mx(count), ag(count * n), bc(count), eg(count);
+      std::vector<int32_t> ar(count), mx(count), ag(count * n), bc(count), eg(count), rs(count);
+      CU_OK(d.memcpyDtoHAsync(rs.data(), rsOut.ptr, count * 4, stream));
       CU_OK(d.memcpyDtoHAsync(ar.data(), arOut.ptr, count * 4, stream));
       CU_OK(d.memcpyDtoHAsync(mx.data(), arInPlace.ptr, count * 4, stream));
       CU_OK(d.memcpyDtoHAsync(ag.data(), agOut.ptr, count * 4 * n, stream));
       CU_OK(d.memcpyDtoHAsync(bc.data(), bcast.ptr, count * 4, stream));
       CU_OK(d.memcpyDtoHAsync(eg.data(), eager.ptr, count * 4, stream));
       CU_OK(d.streamSynchronize(stream));
-      size_t bad[5] = {};
+      size_t bad[6] = {};
       for (size_t i = 0; i < count; ++i) {
         int32_t maxWant = INT32_MIN;
         for (int k = 0; k < n; ++k)
@@ -855,6 +859,8 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
         bad[1] += mx[i] != maxWant;
         bad[3] += bc[i] != input(n - 1, iter, i);
         bad[4] += eg[i] != n * iter - (n * (n - 1)) / 2;
+        const size_t j = static_cast<size_t>(r) * count + i;
+        bad[5] += rs[i] != static_cast<int32_t>((j % 1013) * sumRanks + n * iter * 7);
         for (int k = 0; k < n; ++k) bad[2] += ag[static_cast<size_t>(k) * count + i] != input(k, iter, i);
       }
       EXPECT_EQ(bad[0], 0u) << "captured all-reduce (sum), replay " << iter << ", rank " << r;
@@ -862,6 +868,7 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
       EXPECT_EQ(bad[2], 0u) << "captured all-gather, replay " << iter << ", rank " << r;
       EXPECT_EQ(bad[3], 0u) << "captured broadcast, replay " << iter << ", rank " << r;
       EXPECT_EQ(bad[4], 0u) << "eager all-reduce between replays " << iter << ", rank " << r;
+      EXPECT_EQ(bad[5], 0u) << "captured reduce-scatter, replay " << iter << ", rank " << r;
     }
     EXPECT_EQ(g.execDestroy(exec), cuda::kSuccess);
     EXPECT_EQ(g.destroy(graph), cuda::kSuccess);
@@ -875,7 +882,7 @@ void graphReplaySweep(int n, std::vector<std::pair<std::string, std::string>> en
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayStaged) {
   SKIP_WITHOUT_GPU();
-  for (int n : {2, 3}) graphReplaySweep(n, {});
+  for (int n : {2, 3}) graphReplaySweep(n, {{"CFX_CUDA_IPC", "0"}});
 }
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayOverIpc) {
