@@ -3,6 +3,7 @@
 #include "core/device_direct.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/cuda_driver.h"
 #include "primitives/device/reduce_args.h"
@@ -64,6 +65,13 @@ const void* deviceBufferOf(const Op& op) {
   const coll::Collective c = op.args.coll;
   const bool sendSide = c == coll::Collective::Reduce || c == coll::Collective::Gather;
   return sendSide ? op.args.sendbuff : op.args.recvbuff;
+}
+
+bool p2pDirectApplies(Communicator* comm, const Op& op) {
+  if (comm->ipcScratch() == nullptr || op.kind == Op::Kind::Coll || op.peer == comm->rank()) return false;
+  // Zero bytes stage: a zero-byte buffer may be NULL on one side and device memory on the other.
+  if (op.bytes == 0 || op.bytes < comm->ipcMinBytes()) return false;
+  return isDevice(op.kind == Op::Kind::Send ? op.sendbuff : op.recvbuff);
 }
 
 bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) {
@@ -238,6 +246,109 @@ Status runDeviceDirect(Communicator* comm, const Op& op, const std::function<Sta
       return scatterLikeDirect(d);
   }
   return Status::error(Errc::InternalError, "device-direct: unknown collective");
+}
+
+namespace {
+
+// One chunk of a point-to-point message: what one round moves through one slot.
+struct P2pChunk {
+  cuda::CUdeviceptr buffer;  // the message's device buffer, at the chunk's offset
+  size_t bytes;
+};
+
+// A token of the p2p protocol: the round it is for, and how many rounds its sender counts for the pair (both sides
+// must count alike; a difference shows on the first token instead of a wait that never ends).
+struct P2pToken {
+  uint32_t round;
+  uint32_t rounds;
+};
+
+}  // namespace
+
+// Point-to-point, per round: rank r's scratch holds one slot of W = scratch/n bytes per peer, for what r sends it.
+// Each message to a peer is cut into chunks of at most W in call order (a pair's messages match in call order, as
+// in NCCL), and round k moves the k-th chunk of every pair: the sender copies it into its slot for the receiver,
+// waits for the copy, and sends the receiver a token over the host transport; the receiver, with the token, copies
+// from the sender's slot into its buffer, waits, and sends a token back, after which the sender may refill the
+// slot. Both tokens of a round go as one host group, so ranks that send to each other do not wait in a cycle; a
+// pair's rounds are counted alike on both sides, so a rank waits only on partners that are in the same round. Cost
+// per round: two copy waits and two token exchanges (shared memory, ~10-50 us); the bytes cross once into the slot
+// and once out, at device-memory or NVLink speed.
+Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,
+                          const std::function<Status(const std::vector<Op>&)>& exchange) {
+  const transport::cuda_ipc::IpcScratch& scratch = *comm->ipcScratch();
+  DeviceState& dev = comm->device();
+  const size_t n = static_cast<size_t>(comm->nRanks());
+  const size_t me = static_cast<size_t>(comm->rank());
+  const size_t slot = std::max<size_t>(1, scratch.bytes() / n);
+  std::map<int, std::vector<P2pChunk>> sends;
+  std::map<int, std::vector<P2pChunk>> recvs;
+  for (const Op& op : ops) {
+    const bool send = op.kind == Op::Kind::Send;
+    const cuda::CUdeviceptr base = dptr(send ? op.sendbuff : op.recvbuff);
+    std::vector<P2pChunk>& chunks = (send ? sends : recvs)[op.peer];
+    for (size_t off = 0; off < op.bytes; off += slot) chunks.push_back({base + off, std::min(slot, op.bytes - off)});
+  }
+  size_t rounds = 0;
+  for (const auto& [peer, chunks] : sends) rounds = std::max(rounds, chunks.size());
+  for (const auto& [peer, chunks] : recvs) rounds = std::max(rounds, chunks.size());
+  std::map<int, P2pToken> out;
+  std::map<int, P2pToken> in;
+  auto tokens = [&](const std::map<int, std::vector<P2pChunk>>& to, const std::map<int, std::vector<P2pChunk>>& from,
+                    size_t k) -> Status {
+    std::vector<Op> t;
+    for (const auto& [peer, chunks] : to) {
+      if (k >= chunks.size()) continue;
+      out[peer] = {static_cast<uint32_t>(k), static_cast<uint32_t>(chunks.size())};
+      Op op;
+      op.kind = Op::Kind::Send;
+      op.sendbuff = &out[peer];
+      op.bytes = sizeof(P2pToken);
+      op.peer = peer;
+      t.push_back(op);
+    }
+    for (const auto& [peer, chunks] : from) {
+      if (k >= chunks.size()) continue;
+      Op op;
+      op.kind = Op::Kind::Recv;
+      op.recvbuff = &in[peer];
+      op.bytes = sizeof(P2pToken);
+      op.peer = peer;
+      t.push_back(op);
+    }
+    if (t.empty()) return Status();
+    CFX_TRY(exchange(t));
+    for (const auto& [peer, chunks] : from) {
+      if (k >= chunks.size()) continue;
+      const P2pToken& got = in[peer];
+      if (got.round != k || got.rounds != chunks.size()) {
+        return Status::error(
+            Errc::InvalidUsage,
+            strprintf("device-direct send/recv with rank %d: it is at chunk %u of %u, this rank at chunk %zu of %zu "
+                      "(the messages between the two differ in number or size, or CFX_CUDA_IPC_BYTES differs)",
+                      peer, got.round, got.rounds, k, chunks.size()));
+      }
+    }
+    return Status();
+  };
+  for (size_t k = 0; k < rounds; ++k) {
+    for (const auto& [peer, chunks] : sends) {
+      if (k < chunks.size()) {
+        CFX_TRY(dev.copyAsync(scratch.block(static_cast<int>(me)) + static_cast<size_t>(peer) * slot, chunks[k].buffer,
+                              chunks[k].bytes));
+      }
+    }
+    CFX_TRY(dev.waitCopies());
+    CFX_TRY(tokens(sends, recvs, k));  // "my slot for you holds chunk k"
+    for (const auto& [peer, chunks] : recvs) {
+      if (k < chunks.size()) {
+        CFX_TRY(dev.copyAsync(chunks[k].buffer, scratch.block(peer) + me * slot, chunks[k].bytes));
+      }
+    }
+    CFX_TRY(dev.waitCopies());
+    CFX_TRY(tokens(recvs, sends, k));  // "I have read chunk k from your slot"
+  }
+  return Status();
 }
 
 }  // namespace cfx::core

@@ -13,6 +13,10 @@
 // GPU's copies is a switch between the processes' contexts (~0.5 ms with 4 processes on an H100), which staging
 // through host memory does not pay: ops smaller than CFX_CUDA_IPC_MIN_BYTES (8 MiB there) stage instead.
 //
+// Sends and receives split each rank's scratch into one slot per peer and hand slots over with small tokens on the
+// host transport, pair by pair (runDeviceDirectP2p), so ranks outside a pair never wait for it. In a group they go
+// first; the group's other ops then stage as before.
+//
 // The choice is the same on every rank: the scratch exists on all ranks or none (IpcScratch), and the other
 // conditions are properties of the call every rank makes alike (collective, size, device buffers, one op). A rank that
 // passes host buffers where the others pass device buffers runs a different protocol; the barrier's tag check then
@@ -29,6 +33,15 @@ namespace cfx::core {
 // Whether this group (one communicator's ops) runs device-direct: every op of it has the path. Its ops then run
 // one after another, in call order.
 bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops);
+// Whether a point-to-point op of a group moves device-direct: a send or receive of a device buffer, to another rank,
+// of at least CFX_CUDA_IPC_MIN_BYTES and more than zero bytes. Both sides of a message decide alike from its byte
+// count; a peer that passes host memory instead fails the message with a named mismatch. The group's other ops
+// stage as before, after these.
+bool p2pDirectApplies(Communicator* comm, const Op& op);
+// Runs a group's device-direct sends and receives on the progress thread, after their streams reached them.
+// `exchange` runs a host group of small sends and receives (the tokens that hand the scratch slots over).
+Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,
+                          const std::function<Status(const std::vector<Op>&)>& exchange);
 // Whether the collective's device-direct form runs a reduce kernel (which the caller's thread must load first).
 bool reduces(coll::Collective c);
 // The buffer of a device-direct op that is device memory on every rank (a non-root's receive buffer of reduce and

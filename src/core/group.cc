@@ -229,6 +229,7 @@ struct DevicePlan {
   std::shared_ptr<ReadyGate> gate;
   uint64_t seq = 0;
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
+  std::vector<Op> directP2p;  // sends and receives that move device-direct, before the staged ops
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
   bool captured = false;  // put into a CUDA graph: runs at each replay (CapturedOp), never now
   std::vector<std::vector<size_t>> rangeStreams;  // per range: the streams (indices) whose ops name it
@@ -464,6 +465,20 @@ Status hostBarrier(Communicator* comm) {
   return comm->runInline(raw);
 }
 
+// A group of small host sends and receives on the progress thread (the device-direct p2p tokens).
+Status hostP2p(Communicator* comm, const std::vector<Op>& ops) {
+  std::vector<Op> own = ops;
+  std::vector<const Op*> raw;
+  for (Op& op : own) {
+    op.comm = comm;
+    raw.push_back(&op);
+  }
+  CFX_TRY_ASSIGN(auto works, buildWorks(comm, raw));
+  std::vector<prims::Work*> run;
+  for (auto& w : works) run.push_back(w.get());
+  return comm->runInline(run);
+}
+
 // The progress-thread job of one device op: its hooks around the host algorithm (or the device-direct run).
 // `release` lets the op's streams go on; it runs whatever the outcome.
 Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<DevicePlan>& plan,
@@ -478,7 +493,19 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
       CFX_TRY(reached);
     }
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu reached on its stream(s)%s", comm->rank(),
-             plan->captured ? "captured " : "", opNumber(*plan), plan->direct ? "; device-direct" : "");
+             plan->captured ? "captured " : "", opNumber(*plan),
+             plan->direct || !plan->directP2p.empty() ? "; device-direct" : "");
+    if (!plan->directP2p.empty()) {
+      Status st =
+          runDeviceDirectP2p(comm, plan->directP2p, [comm](const std::vector<Op>& t) { return hostP2p(comm, t); });
+      if (!st.ok() && st.code() == Errc::InvalidUsage) {
+        return Status::error(Errc::InvalidUsage, st.message() +
+                                                     " (this rank moved its sends and receives of device "
+                                                     "buffers over CUDA IPC: the peer must pass device "
+                                                     "buffers too, with the same CFX_CUDA_IPC settings)");
+      }
+      CFX_TRY(st);
+    }
     if (plan->direct) {
       Status st;
       for (const Op& op : plan->ops) {
@@ -540,6 +567,25 @@ CapturedOp::Launch replayLauncher(const std::shared_ptr<CommHandle>& handle, con
   };
 }
 
+// Gives the plan's device-direct sends and receives their streams (after the staged ops', whose indices stagePlan
+// fixed) and checks that their buffers are in the plan's one context.
+Status addDirectP2p(Communicator* comm, DevicePlan* plan) {
+  for (const Op& op : plan->directP2p) {
+    const auto s = static_cast<cuda::CUstream>(op.stream);
+    if (std::find(plan->streams.begin(), plan->streams.end(), s) == plan->streams.end()) plan->streams.push_back(s);
+    const void* buffer = op.kind == Op::Kind::Send ? op.sendbuff : op.recvbuff;
+    const cuda::PointerInfo info = cuda::classify(buffer);
+    if (plan->ctx == nullptr) plan->ctx = info.context;
+    if (info.context != plan->ctx) {
+      return Status::error(Errc::InvalidUsage,
+                           strprintf("rank %d: one group's device buffers belong to different CUDA contexts (buffer "
+                                     "%p is on device %d); a communicator drives one device",
+                                     comm->rank(), buffer, info.device));
+    }
+  }
+  return Status();
+}
+
 // Enqueues one communicator's device group: stream operations on the user's streams now, the work on the
 // communicator's progress thread. Returns once both are enqueued. On streams being captured into a CUDA graph the
 // same stream operations go into the graph, and the work is queued at each replay instead.
@@ -567,9 +613,18 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     plan->ctx = cuda::classify(deviceBufferOf(*ops.front())).context;
     plan->streams = opStreams;
   } else {
+    std::vector<const Op*> staged;
+    for (const Op* op : ops) {
+      if (p2pDirectApplies(comm, *op)) {
+        plan->directP2p.push_back(*op);
+      } else {
+        staged.push_back(op);
+      }
+    }
     // A replayed op stages on its streams: the progress thread's shared block is rebased per run, once.
     plan->onStream = capture.active || stageOnStreamParam.get() == 1;
-    st = stagePlan(comm, ops, plan.get());
+    st = stagePlan(comm, staged, plan.get());
+    if (st.ok()) st = addDirectP2p(comm, plan.get());
   }
   DeviceState& dev = comm->device();
   DeviceState::Block block;
@@ -602,7 +657,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
       st = planned.status();
     }
   }
-  if (st.ok() && (plan->direct || (!plan->onStream && !plan->ranges.empty()))) st = dev.prepare(plan->ctx);
+  if (st.ok() && (plan->direct || !plan->directP2p.empty() || (!plan->onStream && !plan->ranges.empty()))) {
+    st = dev.prepare(plan->ctx);
+  }
   // Kernels are a module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
   if (st.ok() && plan->direct &&
       std::any_of(plan->ops.begin(), plan->ops.end(), [](const Op& op) { return reduces(op.args.coll); })) {

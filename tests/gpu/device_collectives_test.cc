@@ -514,8 +514,8 @@ TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
 }
 
 // A group of collectives on device buffers, on two streams, runs device-direct when every op in it has the path (one
-// op after another); a send/recv in the group makes the whole group stage. Results are right either way, and the
-// emulator's count of copies through peers' scratch tells which path ran.
+// op after another); with a send/recv in the group, the collectives stage and the send/recv alone goes device-direct.
+// Results are right either way, and the emulator's count of copies through peers' scratch tells which path ran.
 TEST(GpuCollectives, GroupedCollectivesOverIpc) {
   SKIP_WITHOUT_GPU();
   RunOptions opts;
@@ -585,13 +585,99 @@ TEST(GpuCollectives, GroupedCollectivesOverIpc) {
         EXPECT_EQ(bad, 0u) << "recv in the group, rank " << r;
       }
       if (before < 0) continue;  // a real driver: which path ran is not visible
-      // A build without reduce kernels stages the reductions, and with them the group.
-      if (withSendRecv || !reduceKernelsBuilt()) {
+      // With a send/recv in it, the group's collectives stage and the send/recv moves device-direct: its receive
+      // copies 2 chunks out of the sender's slot (400012 B in slots of 349525 B). A build without reduce kernels
+      // stages the reductions, and with them a group of collectives.
+      if (withSendRecv) {
+        EXPECT_EQ(emulatorCount("peer_copies") - before, 2)
+            << "the group's collectives did not stage, or its send/recv did not go device-direct, rank " << r;
+      } else if (!reduceKernelsBuilt()) {
         EXPECT_EQ(emulatorCount("peer_copies"), before)
             << "a group that cannot run device-direct did not stage, rank " << r;
       } else {
         EXPECT_GT(emulatorCount("peer_copies"), before) << "a group of collectives staged, rank " << r;
       }
+    }
+    d.streamDestroy(s1);
+    d.streamDestroy(s2);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
+// Sends and receives of device buffers over CUDA IPC, in one group with an all-reduce and a message to self (those
+// stage): each rank sends two messages to the next, of sizes that differ per pair so pairs take different numbers
+// of rounds through a slot (1 MiB of scratch over 3 ranks), and the second of which is small. The receiver must get
+// both, in order; which path ran shows in the emulator's count of copies from peers' scratch.
+TEST(GpuCollectives, SendRecvOverIpcInRoundsBesideStagedOps) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+  runRanks(3, opts, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream s1 = nullptr, s2 = nullptr;
+    CU_OK(d.streamCreate(&s1, cuda::kStreamNonBlocking));
+    CU_OK(d.streamCreate(&s2, cuda::kStreamNonBlocking));
+    const int n = 3;
+    const int r = ctx.rank();
+    const int next = (r + 1) % n;
+    const int prev = (r + n - 1) % n;
+    auto bigBytes = [](int from) { return static_cast<size_t>(from + 1) * 400000 + static_cast<size_t>(from); };
+    const size_t smallBytes = 1001;
+    const size_t selfBytes = 4097;
+    const size_t arCount = 1000;
+    auto value = [](int from, int msg, size_t i) {
+      return static_cast<uint8_t>(i * 13 + static_cast<size_t>(from) * 29 + static_cast<size_t>(msg) * 71);
+    };
+    auto upload = [&](const DevBuf& b, int msg, size_t bytes) {
+      std::vector<uint8_t> h(bytes);
+      for (size_t i = 0; i < bytes; ++i) h[i] = value(r, msg, i);
+      CU_OK(d.memcpyHtoDAsync(b.ptr, h.data(), bytes, s1));
+      CU_OK(d.streamSynchronize(s1));
+    };
+    auto expectFrom = [&](const DevBuf& b, int from, int msg, size_t bytes, const char* what) {
+      std::vector<uint8_t> h(bytes);
+      CU_OK(d.memcpyDtoHAsync(h.data(), b.ptr, bytes, s1));
+      CU_OK(d.streamSynchronize(s1));
+      size_t bad = 0;
+      for (size_t i = 0; i < bytes; ++i) bad += h[i] != value(from, msg, i);
+      EXPECT_EQ(bad, 0u) << what << ", rank " << r;
+    };
+    DevBuf bigOut(d, bigBytes(r)), bigIn(d, bigBytes(prev)), smallOut(d, smallBytes), smallIn(d, smallBytes);
+    DevBuf selfOut(d, selfBytes), selfIn(d, selfBytes), ar(d, arCount * 4);
+    upload(bigOut, 0, bigBytes(r));
+    upload(smallOut, 1, smallBytes);
+    upload(selfOut, 2, selfBytes);
+    std::vector<int32_t> arHost(arCount, r + 1);
+    CU_OK(d.memcpyHtoDAsync(ar.ptr, arHost.data(), arCount * 4, s1));
+    CU_OK(d.streamSynchronize(s1));
+    const long long before = emulatorCount("peer_copies");
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclAllReduce(ar.p(), ar.p(), arCount, ncclInt32, ncclSum, comm, s1));
+    NCCL_OK(ncclRecv(bigIn.p(), bigBytes(prev), ncclUint8, prev, comm, s2));
+    NCCL_OK(ncclSend(bigOut.p(), bigBytes(r), ncclUint8, next, comm, s1));
+    NCCL_OK(ncclSend(smallOut.p(), smallBytes, ncclUint8, next, comm, s1));
+    NCCL_OK(ncclSend(selfOut.p(), selfBytes, ncclUint8, r, comm, s2));
+    NCCL_OK(ncclRecv(selfIn.p(), selfBytes, ncclUint8, r, comm, s2));
+    NCCL_OK(ncclRecv(smallIn.p(), smallBytes, ncclUint8, prev, comm, s2));
+    NCCL_OK(ncclGroupEnd());
+    CU_OK(d.streamSynchronize(s2));
+    expectFrom(bigIn, prev, 0, bigBytes(prev), "first message from the previous rank");
+    expectFrom(smallIn, prev, 1, smallBytes, "second message from the previous rank");
+    expectFrom(selfIn, r, 2, selfBytes, "message to self");
+    std::vector<int32_t> arOut(arCount);
+    CU_OK(d.memcpyDtoHAsync(arOut.data(), ar.ptr, arCount * 4, s1));
+    CU_OK(d.streamSynchronize(s1));
+    size_t bad = 0;
+    for (int32_t v : arOut) bad += v != n * (n + 1) / 2;
+    EXPECT_EQ(bad, 0u) << "all-reduce in the group, rank " << r;
+    // Per round each receiver copies one chunk out of a peer's slot: 3 chunks of the big message (at most
+    // 349525 B each; rank 2's is 1.2 MB: 4) and 1 of the small one.
+    if (before >= 0) {
+      const long long chunks = static_cast<long long>((bigBytes(prev) + 349524) / 349525) + 1;
+      EXPECT_EQ(emulatorCount("peer_copies") - before, chunks)
+          << "rank " << r << "'s receives did not go device-direct";
     }
     d.streamDestroy(s1);
     d.streamDestroy(s2);

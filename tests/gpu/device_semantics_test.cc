@@ -259,6 +259,41 @@ TEST(GpuCollectives, HostBuffersOnOneRankDeviceOnAnotherOverIpcFailAsANamedMisma
   mixedHostAndDeviceBuffers(true);
 }
 
+// The same for a send and its receive: rank 0 sends from a device buffer, so over CUDA IPC it hands the message over
+// through its scratch with a token on the host transport; rank 1 receives into host memory, so it waits for the
+// message itself. Rank 1's receive gets the token instead and fails at once with a named mismatch; rank 0's op
+// fails on the stream, naming rank 1 (its slot is never handed back), and its stream goes on.
+TEST(GpuCollectives, DeviceSendToAHostReceiveOverIpcFailsAsANamedMismatch) {
+  SKIP_WITHOUT_GPU();
+  const RunResult result =
+      runRanks(2, faultOptions({{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}}), [&](RankContext& ctx) {
+        const cuda::Driver& d = useDevice0();
+        ncclComm_t comm = ctx.initComm();
+        ASSERT_NE(comm, nullptr);
+        cuda::CUstream stream = nullptr;
+        CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+        const size_t bytes = 100000;
+        DevBuf buf(d, bytes);
+        std::vector<uint8_t> host(bytes, 0);
+        if (ctx.rank() == 0) {
+          NCCL_OK(ncclSend(buf.p(), bytes, ncclUint8, 1, comm, stream));
+          const ncclResult_t async = waitForAsyncError(comm, kErrorBound);
+          EXPECT_NE(async, ncclSuccess);
+          EXPECT_NE(async, ncclInProgress);
+          const std::string text = ncclGetLastError(comm);
+          EXPECT_TRUE(namesRank(text, 1)) << text;
+          expectStreamGoesOn(d, stream, buf);
+        } else {
+          EXPECT_EQ(ncclRecv(host.data(), bytes, ncclUint8, 0, comm, stream), ncclInvalidUsage);
+          const std::string text = ncclGetLastError(comm);
+          EXPECT_NE(text.find("mismatched operation"), std::string::npos) << text;
+        }
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        d.streamDestroy(stream);
+      });
+  for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
 // CUDA's special stream handles. CU_STREAM_PER_THREAD (2) names a different stream in every thread, so two ops
 // under that one handle from two threads must not stage in one block as ops of one stream do (StagingPool): here
 // thread A's stream is held before its op while thread B's op on its own per-thread stream is enqueued after it;

@@ -188,8 +188,9 @@ if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); 
 for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
   nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
-# Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0), each collective with a device-direct form.
-for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall gather scatter; do
+# Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0): every collective, and the binaries that are groups of sends
+# and receives (alltoallv, sendrecv, hypercube).
+for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
 # Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
