@@ -74,6 +74,11 @@ bool p2pDirectApplies(Communicator* comm, const Op& op) {
   return isDevice(op.kind == Op::Kind::Send ? op.sendbuff : op.recvbuff);
 }
 
+bool selfDirectApplies(Communicator* comm, const Op& send, const Op& recv) {
+  return comm->ipcScratch() != nullptr && send.bytes == recv.bytes && send.bytes > 0 &&
+         send.bytes >= comm->ipcMinBytes() && isDevice(send.sendbuff) && isDevice(recv.recvbuff);
+}
+
 bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) {
   if (comm->ipcScratch() == nullptr || ops.empty()) return false;
   // A group runs its ops one after another, so every one must have the path; else the whole group stages.
@@ -283,8 +288,14 @@ Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,
   const size_t slot = std::max<size_t>(1, scratch.bytes() / n);
   std::map<int, std::vector<P2pChunk>> sends;
   std::map<int, std::vector<P2pChunk>> recvs;
+  std::vector<const Op*> selfSends;
+  std::vector<const Op*> selfRecvs;
   for (const Op& op : ops) {
     const bool send = op.kind == Op::Kind::Send;
+    if (op.peer == static_cast<int>(me)) {  // paired by the caller (selfDirectApplies): one copy each
+      (send ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
     const cuda::CUdeviceptr base = dptr(send ? op.sendbuff : op.recvbuff);
     std::vector<P2pChunk>& chunks = (send ? sends : recvs)[op.peer];
     for (size_t off = 0; off < op.bytes; off += slot) chunks.push_back({base + off, std::min(slot, op.bytes - off)});
@@ -331,6 +342,13 @@ Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,
     }
     return Status();
   };
+  if (selfSends.size() != selfRecvs.size()) {
+    return Status::error(Errc::InternalError, "device-direct: unpaired messages to self");
+  }
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    CFX_TRY(dev.copyAsync(dptr(selfRecvs[i]->recvbuff), dptr(selfSends[i]->sendbuff), selfSends[i]->bytes));
+  }
+  if (rounds == 0) CFX_TRY(dev.waitCopies());  // else the first round's wait covers them
   for (size_t k = 0; k < rounds; ++k) {
     for (const auto& [peer, chunks] : sends) {
       if (k < chunks.size()) {

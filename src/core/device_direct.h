@@ -38,6 +38,9 @@ bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops);
 // count; a peer that passes host memory instead fails the message with a named mismatch. The group's other ops
 // stage as before, after these.
 bool p2pDirectApplies(Communicator* comm, const Op& op);
+// Whether a send to self and the receive it matches (in call order) are one device copy: both device buffers, of
+// the same nonzero size, at least CFX_CUDA_IPC_MIN_BYTES, with the path on.
+bool selfDirectApplies(Communicator* comm, const Op& send, const Op& recv);
 // Runs a group's device-direct sends and receives on the progress thread, after their streams reached them.
 // `exchange` runs a host group of small sends and receives (the tokens that hand the scratch slots over).
 Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,

@@ -614,11 +614,28 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     plan->streams = opStreams;
   } else {
     std::vector<const Op*> staged;
+    std::vector<const Op*> selfSends;
+    std::vector<const Op*> selfRecvs;
     for (const Op* op : ops) {
       if (p2pDirectApplies(comm, *op)) {
         plan->directP2p.push_back(*op);
+      } else if (op->kind != Op::Kind::Coll && op->peer == comm->rank()) {
+        (op->kind == Op::Kind::Send ? selfSends : selfRecvs).push_back(op);
       } else {
         staged.push_back(op);
+      }
+    }
+    // Messages to self match in call order; a pair of device buffers is one device copy. Unpaired ones stage,
+    // where the host path names the mismatch.
+    for (size_t i = 0; i < std::max(selfSends.size(), selfRecvs.size()); ++i) {
+      const bool paired = selfSends.size() == selfRecvs.size() && selfDirectApplies(comm, *selfSends[i], *selfRecvs[i]);
+      for (const auto* side : {&selfSends, &selfRecvs}) {
+        if (i >= side->size()) continue;
+        if (paired) {
+          plan->directP2p.push_back(*(*side)[i]);
+        } else {
+          staged.push_back((*side)[i]);
+        }
       }
     }
     // A replayed op stages on its streams: the progress thread's shared block is rebased per run, once.

@@ -604,8 +604,8 @@ TEST(GpuCollectives, GroupedCollectivesOverIpc) {
   });
 }
 
-// Sends and receives of device buffers over CUDA IPC, in one group with an all-reduce and a message to self (those
-// stage): each rank sends two messages to the next, of sizes that differ per pair so pairs take different numbers
+// Sends and receives of device buffers over CUDA IPC, in one group with an all-reduce (it stages) and a message to
+// self (one device copy): each rank sends two messages to the next, of sizes that differ per pair so pairs take different numbers
 // of rounds through a slot (1 MiB of scratch over 3 ranks), and the second of which is small. The receiver must get
 // both, in order; which path ran shows in the emulator's count of copies from peers' scratch.
 TEST(GpuCollectives, SendRecvOverIpcInRoundsBesideStagedOps) {

@@ -133,6 +133,59 @@ TEST(GpuCollectives, PeerKilledDuringAnIpcOpFailsItReleasesTheStreamAndSurvivors
   peerKilledDuringADeviceOp({{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}}, true);
 }
 
+// Sends and receives over CUDA IPC around a ring of three; rank 2 is SIGKILLed once a first round trip succeeded.
+// The survivors' next ring (rank 0 receives from the dead rank, rank 1 sends to it) must fail on their communicators
+// naming rank 2, release their streams, and leave no survivor waiting for a token that never comes.
+TEST(GpuCollectives, PeerKilledDuringIpcSendRecvFailsItAndReleasesTheStream) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kRanks = 3;
+  constexpr int kVictim = 2;
+  const RunResult result =
+      runRanks(kRanks, faultOptions({{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}}), [&](RankContext& ctx) {
+        const cuda::Driver& d = useDevice0();
+        ncclComm_t comm = ctx.initComm();
+        ASSERT_NE(comm, nullptr);
+        cuda::CUstream stream = nullptr;
+        CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+        const int r = ctx.rank();
+        DevBuf send(d, kFaultCount * 4), recv(d, kFaultCount * 4);
+        const std::vector<float> mine(kFaultCount, static_cast<float>(r + 1));
+        CU_OK(d.memcpyHtoDAsync(send.ptr, mine.data(), send.bytes, stream));
+        auto ring = [&]() -> ncclResult_t {
+          if (ncclGroupStart() != ncclSuccess) return ncclInternalError;
+          ncclResult_t rc = ncclSend(send.p(), kFaultCount, ncclFloat, (r + 1) % kRanks, comm, stream);
+          const ncclResult_t rc2 = ncclRecv(recv.p(), kFaultCount, ncclFloat, (r + kRanks - 1) % kRanks, comm, stream);
+          if (rc == ncclSuccess) rc = rc2;
+          const ncclResult_t end = ncclGroupEnd();
+          return rc != ncclSuccess ? rc : end;
+        };
+        NCCL_OK(ring());
+        std::vector<float> out(kFaultCount);
+        CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, recv.bytes, stream));
+        CU_OK(d.streamSynchronize(stream));
+        ASSERT_EQ(out[kFaultCount - 1], static_cast<float>((r + kRanks - 1) % kRanks + 1))
+            << "the ring before the fault";
+        ASSERT_TRUE(ctx.barrier());
+        if (r == kVictim) ctx.killSelf(SIGKILL);
+
+        const ncclResult_t rc = ring();  // enqueues; may report a failure already known
+        EXPECT_TRUE(rc == ncclSuccess || rc == ncclRemoteError) << resultName(rc);
+        CU_OK(d.streamSynchronize(stream));  // would hang if the failed op never wrote the stream's flag
+        EXPECT_EQ(waitForAsyncError(comm, kErrorBound), ncclRemoteError);
+        const std::string text = ncclGetLastError(comm);
+        EXPECT_TRUE(namesRank(text, kVictim)) << text;
+        expectStreamGoesOn(d, stream, recv);
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        d.streamDestroy(stream);
+      });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL) << result.ranks[kVictim].describe();
+  for (int r = 0; r < kRanks; ++r) {
+    if (r != kVictim) {
+      EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].describe();
+    }
+  }
+}
+
 // Two ranks; rank 1 is alive and healthy but never calls the all-reduce rank 0 enqueued. Without abort, rank 0's
 // op times out (CFX_TIMEOUT_MS) naming rank 1. With abort from another thread, the op ends then: while it runs,
 // or before the stream even got to it (the stream is held on a word of the test's until the abort returned, so the
