@@ -308,24 +308,22 @@ Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,
   auto tokens = [&](const std::map<int, std::vector<P2pChunk>>& to, const std::map<int, std::vector<P2pChunk>>& from,
                     size_t k) -> Status {
     std::vector<Op> t;
+    auto token = [&t](Op::Kind kind, int peer, P2pToken* buffer) {
+      Op op;
+      op.kind = kind;
+      op.sendbuff = buffer;
+      op.recvbuff = buffer;
+      op.bytes = sizeof(P2pToken);
+      op.peer = peer;
+      t.push_back(op);
+    };
     for (const auto& [peer, chunks] : to) {
       if (k >= chunks.size()) continue;
       out[peer] = {static_cast<uint32_t>(k), static_cast<uint32_t>(chunks.size())};
-      Op op;
-      op.kind = Op::Kind::Send;
-      op.sendbuff = &out[peer];
-      op.bytes = sizeof(P2pToken);
-      op.peer = peer;
-      t.push_back(op);
+      token(Op::Kind::Send, peer, &out[peer]);
     }
     for (const auto& [peer, chunks] : from) {
-      if (k >= chunks.size()) continue;
-      Op op;
-      op.kind = Op::Kind::Recv;
-      op.recvbuff = &in[peer];
-      op.bytes = sizeof(P2pToken);
-      op.peer = peer;
-      t.push_back(op);
+      if (k < chunks.size()) token(Op::Kind::Recv, peer, &in[peer]);
     }
     if (t.empty()) return Status();
     CFX_TRY(exchange(t));

@@ -140,7 +140,7 @@ TEST(GpuCollectives, AllReduceEveryTypeAndOpThreeRanksOneGpuOverIpc) {
   // Quick runs are the sanitizer builds', which have no device kernels: their all-reduces stage, as the sweeps
   // above do, so a short count serves.
   const size_t count = quickMode() ? 2001 : 300001;
-  allReduceSweep(3, count, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}});
+  allReduceSweep(3, count, ipcInSmallWindows());
 }
 
 // Every other collective, rooted ones at a non-zero root, on an odd count, with device buffers: each output element
@@ -307,8 +307,7 @@ TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
 TEST(GpuCollectives, EveryCollectiveOverIpcInWindows) {
   SKIP_WITHOUT_GPU();
   for (int n : {2, 3}) {
-    everyCollective(n, 0, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}},
-                    300001);
+    everyCollective(n, 0, ipcInSmallWindows(), 300001);
   }
 }
 
@@ -519,7 +518,7 @@ TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
 TEST(GpuCollectives, GroupedCollectivesOverIpc) {
   SKIP_WITHOUT_GPU();
   RunOptions opts;
-  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+  opts.env = ipcInSmallWindows();
   runRanks(3, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     ncclComm_t comm = ctx.initComm();
@@ -605,13 +604,13 @@ TEST(GpuCollectives, GroupedCollectivesOverIpc) {
 }
 
 // Sends and receives of device buffers over CUDA IPC, in one group with an all-reduce (it stages) and a message to
-// self (one device copy): each rank sends two messages to the next, of sizes that differ per pair so pairs take different numbers
-// of rounds through a slot (1 MiB of scratch over 3 ranks), and the second of which is small. The receiver must get
-// both, in order; which path ran shows in the emulator's count of copies from peers' scratch.
+// self (one device copy): each rank sends two messages to the next, of sizes that differ per pair so pairs take
+// different numbers of rounds through a slot (1 MiB of scratch over 3 ranks), and the second of which is small. The
+// receiver must get both, in order; which path ran shows in the emulator's count of copies from peers' scratch.
 TEST(GpuCollectives, SendRecvOverIpcInRoundsBesideStagedOps) {
   SKIP_WITHOUT_GPU();
   RunOptions opts;
-  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+  opts.env = ipcInSmallWindows();
   runRanks(3, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     ncclComm_t comm = ctx.initComm();
@@ -973,7 +972,7 @@ TEST(GpuCollectives, GraphCapturedCollectivesReplayStaged) {
 
 TEST(GpuCollectives, GraphCapturedCollectivesReplayOverIpc) {
   SKIP_WITHOUT_GPU();
-  graphReplaySweep(3, {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}});
+  graphReplaySweep(3, ipcInSmallWindows());
 }
 
 // Four communicators of one process on one GPU, their streams forked from one capturing stream and joined back,

@@ -92,6 +92,12 @@ struct StreamHold {
 // "kernel_launches"); -1 on a real driver.
 long long emulatorCount(const char* what);
 
+// The environment of the tests that run the CUDA IPC path in small windows: on, with 1 MiB of scratch per rank, for
+// ops of every size.
+inline std::vector<std::pair<std::string, std::string>> ipcInSmallWindows() {
+  return {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "0"}};
+}
+
 // Whether the library under test has reduce kernels for the stand-in it runs on (the CUDA or the HIP one). The
 // sanitizer builds have none: their reductions on device buffers stage, where a kernel build's take the IPC path.
 bool reduceKernelsBuilt();
