@@ -32,9 +32,8 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
 CFX_PARAM(int, cudaIpcParam, "CFX_CUDA_IPC", 0,
           "1 moves collectives and sends/receives on device buffers between the ranks of one host directly through "
           "CUDA (HIP) IPC: copy engines and reduce kernels on device scratch every rank maps, no host staging (see "
-          "CFX_CUDA_IPC_MIN_BYTES for the sizes it takes); 0 stages every op through pinned host memory. Opt-in: its "
-          "copies run on a stream of the library's while the user's stream waits, which hung PyTorch when staging "
-          "did the same (docs/notes/gpu.md). Must be the same on every rank.",
+          "CFX_CUDA_IPC_MIN_BYTES for the sizes it takes); 0 stages every op through pinned host memory. Opt-in "
+          "until its current form has run on a GPU. Must be the same on every rank.",
           param::inRange(0, 1));
 CFX_PARAM(int64_t, cudaIpcBytesParam, "CFX_CUDA_IPC_BYTES", 64 << 20,
           "Device scratch per rank for the CUDA IPC path; operations larger than this run in windows of this size.",

@@ -3,7 +3,9 @@
 #include "core/device_direct.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <memory>
 
 #include "common/cuda_driver.h"
 #include "primitives/device/reduce_args.h"
@@ -87,10 +89,32 @@ bool deviceDirectApplies(Communicator* comm, const std::vector<const Op*>& ops) 
 
 namespace {
 
-// One op on the device-direct path: its buffers, this rank's place, and the two steps every window ends with.
+// Appends to a program: device work gathers into the current segment until a host step ends it.
+class Builder {
+ public:
+  explicit Builder(DirectProgram* program) : program_(program) {}
+  void copy(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes) {
+    work_.push_back([=](cuda::CUstream s) {
+      return cuda::check(cuda::driver()->memcpyDtoDAsync(dst, src, bytes, s), "cuMemcpyDtoDAsync (device-direct)");
+    });
+  }
+  void work(std::function<Status(cuda::CUstream)> w) { work_.push_back(std::move(w)); }
+  void host(std::function<Status()> step) {
+    program_->segments.push_back([work = std::move(work_)](cuda::CUstream s) -> Status {
+      for (const auto& w : work) CFX_TRY(w(s));
+      return Status();
+    });
+    work_.clear();
+    program_->hostSteps.push_back(std::move(step));
+  }
+
+ private:
+  DirectProgram* program_;
+  std::vector<std::function<Status(cuda::CUstream)>> work_;
+};
+
+// One collective on the device-direct path: its buffers, this rank's place, and the barrier every step ends with.
 struct Direct {
-  Communicator* comm;
-  DeviceState& dev;
   const transport::cuda_ipc::IpcScratch& scratch;
   const coll::CollArgs& a;
   const std::function<Status()>& barrier;
@@ -104,12 +128,6 @@ struct Direct {
     return scratch.block(static_cast<int>(rank)) + byteOffset;
   }
   bool isRoot() const { return static_cast<int>(me) == a.root; }
-  // Waits for this rank's copies and kernels, then for every rank's: after it, what each rank wrote is visible to
-  // all, and what each read may be overwritten.
-  Status settle() const {
-    CFX_TRY(dev.waitCopies());
-    return barrier();
-  }
 };
 
 // All-reduce and reduce (root >= 0), per window of W elements (half the scratch: inputs in the first half, results
@@ -119,141 +137,98 @@ struct Direct {
 // once, by its owner, in one fixed order, so all ranks get the same bits. Cost per window: 3 host barriers; per
 // rank W bytes in, W bytes read from peers by the kernel (n slices of W/n), W/n written, W bytes copied out (reduce:
 // the root only).
-Status reduceDirect(const Direct& d, int root) {
-  CFX_TRY_ASSIGN(const prims::DeviceKernels* kernels, prims::DeviceKernels::get(d.dev.copyContext()));
+void reduceDirect(const Direct& d, const prims::DeviceKernels* kernels, int root, Builder& b) {
   const size_t half = d.scratch.bytes() / 2 / 256 * 256;
   const size_t windowElems = std::max<size_t>(1, half / d.es);
-  cuda::CUdeviceptr srcs[prims::device::kMaxReduceSources];
   for (size_t first = 0; first < d.a.count; first += windowElems) {
     const size_t len = std::min(windowElems, d.a.count - first);
-    CFX_TRY(d.dev.copyAsync(d.block(d.me), d.send(first * d.es), len * d.es));
-    CFX_TRY(d.settle());
+    b.copy(d.block(d.me), d.send(first * d.es), len * d.es);
+    b.host(d.barrier);
     const size_t lo = len * d.me / d.n;
     const size_t hi = len * (d.me + 1) / d.n;
+    std::array<cuda::CUdeviceptr, prims::device::kMaxReduceSources> srcs{};
     for (size_t p = 0; p < d.n; ++p) srcs[p] = d.block(p, lo * d.es);
-    {
-      cuda::ScopedContext scope(d.dev.copyContext());
-      CFX_TRY(kernels->reduceCopy(d.a.op, d.block(d.me, half + lo * d.es), srcs, static_cast<int>(d.n), hi - lo, true,
-                                  d.dev.copyStream()));
-    }
-    CFX_TRY(d.settle());
+    b.work([kernels, op = d.a.op, dst = d.block(d.me, half + lo * d.es), srcs, n = d.n,
+            count = hi - lo](cuda::CUstream s) {
+      return kernels->reduceCopy(op, dst, srcs.data(), static_cast<int>(n), count, true, s);
+    });
+    b.host(d.barrier);
     if (root < 0 || d.isRoot()) {
       for (size_t p = 0; p < d.n; ++p) {
         const size_t plo = len * p / d.n;
         const size_t phi = len * (p + 1) / d.n;
-        CFX_TRY(d.dev.copyAsync(d.recv((first + plo) * d.es), d.block(p, half + plo * d.es), (phi - plo) * d.es));
+        b.copy(d.recv((first + plo) * d.es), d.block(p, half + plo * d.es), (phi - plo) * d.es);
       }
     }
-    CFX_TRY(d.settle());
+    b.host(d.barrier);
   }
-  return Status();
 }
 
 // Reduce-scatter, per window of W elements of each rank's n blocks (the scratch holds n windows): each rank copies
 // the window of each of its n input blocks into its scratch; barrier; rank r reduces window r of every rank's
 // scratch, in rank order, straight into its output (one kernel); barrier. Cost per window: 2 host barriers; per rank
 // n*W elements copied in, n*W read by the kernel, W written.
-Status reduceScatterDirect(const Direct& d) {
-  CFX_TRY_ASSIGN(const prims::DeviceKernels* kernels, prims::DeviceKernels::get(d.dev.copyContext()));
+void reduceScatterDirect(const Direct& d, const prims::DeviceKernels* kernels, Builder& b) {
   const size_t windowElems = std::max<size_t>(1, d.scratch.bytes() / d.n / d.es);
-  cuda::CUdeviceptr srcs[prims::device::kMaxReduceSources];
   for (size_t first = 0; first < d.a.count; first += windowElems) {
     const size_t len = std::min(windowElems, d.a.count - first);
     for (size_t p = 0; p < d.n; ++p) {
-      CFX_TRY(d.dev.copyAsync(d.block(d.me, p * len * d.es), d.send((p * d.a.count + first) * d.es), len * d.es));
+      b.copy(d.block(d.me, p * len * d.es), d.send((p * d.a.count + first) * d.es), len * d.es);
     }
-    CFX_TRY(d.settle());
+    b.host(d.barrier);
+    std::array<cuda::CUdeviceptr, prims::device::kMaxReduceSources> srcs{};
     for (size_t p = 0; p < d.n; ++p) srcs[p] = d.block(p, d.me * len * d.es);
-    {
-      cuda::ScopedContext scope(d.dev.copyContext());
-      CFX_TRY(kernels->reduceCopy(d.a.op, d.recv(first * d.es), srcs, static_cast<int>(d.n), len, true,
-                                  d.dev.copyStream()));
-    }
-    CFX_TRY(d.settle());
+    b.work([kernels, op = d.a.op, dst = d.recv(first * d.es), srcs, n = d.n, len](cuda::CUstream s) {
+      return kernels->reduceCopy(op, dst, srcs.data(), static_cast<int>(n), len, true, s);
+    });
+    b.host(d.barrier);
   }
-  return Status();
 }
 
 // All-gather, gather and broadcast, per window of W bytes of one block (the whole scratch): the ranks whose block is
 // read (broadcast: the root; else all) copy its window into their scratch; barrier; each rank that receives (gather:
 // the root) copies every rank's (broadcast: the root's) window into its output; barrier (no scratch is refilled
 // while a peer still reads it). Cost per window: 2 host barriers; W bytes in per sender, W per block received out.
-Status gatherLikeDirect(const Direct& d) {
+void gatherLikeDirect(const Direct& d, Builder& b) {
   const bool bcast = d.a.coll == coll::Collective::Broadcast;
   const bool gather = d.a.coll == coll::Collective::Gather;
   const size_t blockBytes = d.a.count * d.es;
   const size_t window = d.scratch.bytes();
   for (size_t off = 0; off < blockBytes; off += window) {
     const size_t len = std::min(window, blockBytes - off);
-    if (!bcast || d.isRoot()) CFX_TRY(d.dev.copyAsync(d.block(d.me), d.send(off), len));
-    CFX_TRY(d.settle());
+    if (!bcast || d.isRoot()) b.copy(d.block(d.me), d.send(off), len);
+    b.host(d.barrier);
     if (bcast) {
-      CFX_TRY(d.dev.copyAsync(d.recv(off), d.block(static_cast<size_t>(d.a.root)), len));
+      b.copy(d.recv(off), d.block(static_cast<size_t>(d.a.root)), len);
     } else if (!gather || d.isRoot()) {
-      for (size_t p = 0; p < d.n; ++p) CFX_TRY(d.dev.copyAsync(d.recv(p * blockBytes + off), d.block(p), len));
+      for (size_t p = 0; p < d.n; ++p) b.copy(d.recv(p * blockBytes + off), d.block(p), len);
     }
-    CFX_TRY(d.settle());
+    b.host(d.barrier);
   }
-  return Status();
 }
 
 // All-to-all and scatter, per window of W bytes of each of the n blocks (the scratch holds n windows): each sender
 // (scatter: the root) copies the window of each of its n blocks into its scratch; barrier; rank r copies window r of
 // each sender's scratch into its output; barrier. Cost per window: 2 host barriers; n*W bytes in per sender, W per
 // block received out.
-Status scatterLikeDirect(const Direct& d) {
+void scatterLikeDirect(const Direct& d, Builder& b) {
   const bool scatter = d.a.coll == coll::Collective::Scatter;
   const size_t blockBytes = d.a.count * d.es;
   const size_t window = std::max<size_t>(1, d.scratch.bytes() / d.n);
   for (size_t off = 0; off < blockBytes; off += window) {
     const size_t len = std::min(window, blockBytes - off);
     if (!scatter || d.isRoot()) {
-      for (size_t p = 0; p < d.n; ++p)
-        CFX_TRY(d.dev.copyAsync(d.block(d.me, p * len), d.send(p * blockBytes + off), len));
+      for (size_t p = 0; p < d.n; ++p) b.copy(d.block(d.me, p * len), d.send(p * blockBytes + off), len);
     }
-    CFX_TRY(d.settle());
+    b.host(d.barrier);
     if (scatter) {
-      CFX_TRY(d.dev.copyAsync(d.recv(off), d.block(static_cast<size_t>(d.a.root), d.me * len), len));
+      b.copy(d.recv(off), d.block(static_cast<size_t>(d.a.root), d.me * len), len);
     } else {
-      for (size_t p = 0; p < d.n; ++p)
-        CFX_TRY(d.dev.copyAsync(d.recv(p * blockBytes + off), d.block(p, d.me * len), len));
+      for (size_t p = 0; p < d.n; ++p) b.copy(d.recv(p * blockBytes + off), d.block(p, d.me * len), len);
     }
-    CFX_TRY(d.settle());
+    b.host(d.barrier);
   }
-  return Status();
 }
-
-}  // namespace
-
-Status runDeviceDirect(Communicator* comm, const Op& op, const std::function<Status()>& barrier) {
-  const coll::CollArgs& a = op.args;
-  const Direct d{comm,
-                 comm->device(),
-                 *comm->ipcScratch(),
-                 a,
-                 barrier,
-                 dataTypeSize(a.type),
-                 static_cast<size_t>(comm->nRanks()),
-                 static_cast<size_t>(comm->rank())};
-  switch (a.coll) {
-    case coll::Collective::AllReduce:
-      return reduceDirect(d, -1);
-    case coll::Collective::Reduce:
-      return reduceDirect(d, a.root);
-    case coll::Collective::ReduceScatter:
-      return reduceScatterDirect(d);
-    case coll::Collective::AllGather:
-    case coll::Collective::Gather:
-    case coll::Collective::Broadcast:
-      return gatherLikeDirect(d);
-    case coll::Collective::AlltoAll:
-    case coll::Collective::Scatter:
-      return scatterLikeDirect(d);
-  }
-  return Status::error(Errc::InternalError, "device-direct: unknown collective");
-}
-
-namespace {
 
 // One chunk of a point-to-point message: what one round moves through one slot.
 struct P2pChunk {
@@ -268,103 +243,151 @@ struct P2pToken {
   uint32_t rounds;
 };
 
-}  // namespace
+// What the host steps of one group's sends and receives share.
+struct P2pState {
+  std::map<int, std::vector<P2pChunk>> sends;  // by peer, chunks in call order
+  std::map<int, std::vector<P2pChunk>> recvs;
+  std::map<int, P2pToken> out;
+  std::map<int, P2pToken> in;
+};
+
+// Round k's tokens: one to each peer of `to` that has a chunk k, one from each peer of `from` that has one, as one
+// host group; each token received is checked against this rank's count for the pair.
+Status exchangeTokens(P2pState& st, bool ready, size_t k,
+                      const std::function<Status(const std::vector<Op>&)>& exchange) {
+  const auto& to = ready ? st.sends : st.recvs;
+  const auto& from = ready ? st.recvs : st.sends;
+  std::vector<Op> t;
+  auto token = [&t](Op::Kind kind, int peer, P2pToken* buffer) {
+    Op op;
+    op.kind = kind;
+    op.sendbuff = buffer;
+    op.recvbuff = buffer;
+    op.bytes = sizeof(P2pToken);
+    op.peer = peer;
+    t.push_back(op);
+  };
+  for (const auto& [peer, chunks] : to) {
+    if (k >= chunks.size()) continue;
+    st.out[peer] = {static_cast<uint32_t>(k), static_cast<uint32_t>(chunks.size())};
+    token(Op::Kind::Send, peer, &st.out[peer]);
+  }
+  for (const auto& [peer, chunks] : from) {
+    if (k < chunks.size()) token(Op::Kind::Recv, peer, &st.in[peer]);
+  }
+  if (t.empty()) return Status();
+  CFX_TRY(exchange(t));
+  for (const auto& [peer, chunks] : from) {
+    if (k >= chunks.size()) continue;
+    const P2pToken& got = st.in[peer];
+    if (got.round != k || got.rounds != chunks.size()) {
+      return Status::error(
+          Errc::InvalidUsage,
+          strprintf("device-direct send/recv with rank %d: it is at chunk %u of %u, this rank at chunk %zu of %zu "
+                    "(the messages between the two differ in number or size, or CFX_CUDA_IPC_BYTES differs)",
+                    peer, got.round, got.rounds, k, chunks.size()));
+    }
+  }
+  return Status();
+}
 
 // Point-to-point, per round: rank r's scratch holds one slot of W = scratch/n bytes per peer, for what r sends it.
 // Each message to a peer is cut into chunks of at most W in call order (a pair's messages match in call order, as
-// in NCCL), and round k moves the k-th chunk of every pair: the sender copies it into its slot for the receiver,
-// waits for the copy, and sends the receiver a token over the host transport; the receiver, with the token, copies
-// from the sender's slot into its buffer, waits, and sends a token back, after which the sender may refill the
-// slot. Both tokens of a round go as one host group, so ranks that send to each other do not wait in a cycle; a
-// pair's rounds are counted alike on both sides, so a rank waits only on partners that are in the same round. Cost
-// per round: two copy waits and two token exchanges (shared memory, ~10-50 us); the bytes cross once into the slot
-// and once out, at device-memory or NVLink speed.
-Status runDeviceDirectP2p(Communicator* comm, const std::vector<Op>& ops,
-                          const std::function<Status(const std::vector<Op>&)>& exchange) {
+// in NCCL), and round k moves the k-th chunk of every pair: the sender copies it into its slot for the receiver
+// and, once the copy is done, sends the receiver a token over the host transport; the receiver, with the token,
+// copies from the sender's slot into its buffer and, once that is done, sends a token back, after which the sender
+// may refill the slot. Both tokens of a round go as one host group, so ranks that send to each other do not wait in
+// a cycle; a pair's rounds are counted alike on both sides, so a rank waits only on partners that are in the same
+// round. Sends to self, paired with their receives by the caller, are one copy each. Cost per round: two token
+// exchanges (shared memory, ~10-50 us) and two waits for the device; the bytes cross once into the slot and once
+// out, at device-memory or NVLink speed.
+void p2pDirect(Communicator* comm, const std::vector<Op>& ops, const DirectHost& host, Builder& b) {
   const transport::cuda_ipc::IpcScratch& scratch = *comm->ipcScratch();
-  DeviceState& dev = comm->device();
   const size_t n = static_cast<size_t>(comm->nRanks());
   const size_t me = static_cast<size_t>(comm->rank());
   const size_t slot = std::max<size_t>(1, scratch.bytes() / n);
-  std::map<int, std::vector<P2pChunk>> sends;
-  std::map<int, std::vector<P2pChunk>> recvs;
+  auto st = std::make_shared<P2pState>();
   std::vector<const Op*> selfSends;
   std::vector<const Op*> selfRecvs;
   for (const Op& op : ops) {
     const bool send = op.kind == Op::Kind::Send;
-    if (op.peer == static_cast<int>(me)) {  // paired by the caller (selfDirectApplies): one copy each
+    if (op.peer == static_cast<int>(me)) {
       (send ? selfSends : selfRecvs).push_back(&op);
       continue;
     }
     const cuda::CUdeviceptr base = dptr(send ? op.sendbuff : op.recvbuff);
-    std::vector<P2pChunk>& chunks = (send ? sends : recvs)[op.peer];
+    std::vector<P2pChunk>& chunks = (send ? st->sends : st->recvs)[op.peer];
     for (size_t off = 0; off < op.bytes; off += slot) chunks.push_back({base + off, std::min(slot, op.bytes - off)});
   }
+  for (size_t i = 0; i < selfSends.size() && i < selfRecvs.size(); ++i) {
+    b.copy(dptr(selfRecvs[i]->recvbuff), dptr(selfSends[i]->sendbuff), selfSends[i]->bytes);
+  }
   size_t rounds = 0;
-  for (const auto& [peer, chunks] : sends) rounds = std::max(rounds, chunks.size());
-  for (const auto& [peer, chunks] : recvs) rounds = std::max(rounds, chunks.size());
-  std::map<int, P2pToken> out;
-  std::map<int, P2pToken> in;
-  auto tokens = [&](const std::map<int, std::vector<P2pChunk>>& to, const std::map<int, std::vector<P2pChunk>>& from,
-                    size_t k) -> Status {
-    std::vector<Op> t;
-    auto token = [&t](Op::Kind kind, int peer, P2pToken* buffer) {
-      Op op;
-      op.kind = kind;
-      op.sendbuff = buffer;
-      op.recvbuff = buffer;
-      op.bytes = sizeof(P2pToken);
-      op.peer = peer;
-      t.push_back(op);
-    };
-    for (const auto& [peer, chunks] : to) {
-      if (k >= chunks.size()) continue;
-      out[peer] = {static_cast<uint32_t>(k), static_cast<uint32_t>(chunks.size())};
-      token(Op::Kind::Send, peer, &out[peer]);
-    }
-    for (const auto& [peer, chunks] : from) {
-      if (k < chunks.size()) token(Op::Kind::Recv, peer, &in[peer]);
-    }
-    if (t.empty()) return Status();
-    CFX_TRY(exchange(t));
-    for (const auto& [peer, chunks] : from) {
-      if (k >= chunks.size()) continue;
-      const P2pToken& got = in[peer];
-      if (got.round != k || got.rounds != chunks.size()) {
-        return Status::error(
-            Errc::InvalidUsage,
-            strprintf("device-direct send/recv with rank %d: it is at chunk %u of %u, this rank at chunk %zu of %zu "
-                      "(the messages between the two differ in number or size, or CFX_CUDA_IPC_BYTES differs)",
-                      peer, got.round, got.rounds, k, chunks.size()));
-      }
-    }
-    return Status();
-  };
-  if (selfSends.size() != selfRecvs.size()) {
-    return Status::error(Errc::InternalError, "device-direct: unpaired messages to self");
-  }
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    CFX_TRY(dev.copyAsync(dptr(selfRecvs[i]->recvbuff), dptr(selfSends[i]->sendbuff), selfSends[i]->bytes));
-  }
-  if (rounds == 0) CFX_TRY(dev.waitCopies());  // else the first round's wait covers them
+  for (const auto& [peer, chunks] : st->sends) rounds = std::max(rounds, chunks.size());
+  for (const auto& [peer, chunks] : st->recvs) rounds = std::max(rounds, chunks.size());
+  const auto exchange = host.exchange;
   for (size_t k = 0; k < rounds; ++k) {
-    for (const auto& [peer, chunks] : sends) {
+    for (const auto& [peer, chunks] : st->sends) {
       if (k < chunks.size()) {
-        CFX_TRY(dev.copyAsync(scratch.block(static_cast<int>(me)) + static_cast<size_t>(peer) * slot, chunks[k].buffer,
-                              chunks[k].bytes));
+        b.copy(scratch.block(static_cast<int>(me)) + static_cast<size_t>(peer) * slot, chunks[k].buffer,
+               chunks[k].bytes);
       }
     }
-    CFX_TRY(dev.waitCopies());
-    CFX_TRY(tokens(sends, recvs, k));  // "my slot for you holds chunk k"
-    for (const auto& [peer, chunks] : recvs) {
-      if (k < chunks.size()) {
-        CFX_TRY(dev.copyAsync(chunks[k].buffer, scratch.block(peer) + me * slot, chunks[k].bytes));
-      }
+    b.host([st, k, exchange] { return exchangeTokens(*st, true, k, exchange); });  // "my slot holds chunk k"
+    for (const auto& [peer, chunks] : st->recvs) {
+      if (k < chunks.size()) b.copy(chunks[k].buffer, scratch.block(peer) + me * slot, chunks[k].bytes);
     }
-    CFX_TRY(dev.waitCopies());
-    CFX_TRY(tokens(recvs, sends, k));  // "I have read chunk k from your slot"
+    b.host([st, k, exchange] { return exchangeTokens(*st, false, k, exchange); });  // "I have read chunk k"
   }
-  return Status();
+  if (rounds == 0) b.host([] { return Status(); });  // sends to self only: their copies end the program
+}
+
+}  // namespace
+
+Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx, const std::vector<Op>& colls,
+                                         const std::vector<Op>& p2p, const DirectHost& host) {
+  DirectProgram program;
+  Builder b(&program);
+  // An empty first step: the stream has reached the op, but its device work waits for the progress thread, which
+  // starts the op only after the communicator's earlier ones. The scratch is one per communicator, and an earlier
+  // op's last segment on another stream may still be reading it until that op's last barrier.
+  b.host([] { return Status(); });
+  if (!p2p.empty()) p2pDirect(comm, p2p, host, b);
+  const prims::DeviceKernels* kernels = nullptr;
+  for (const Op& op : colls) {
+    const coll::CollArgs& a = op.args;
+    if (reduces(a.coll) && kernels == nullptr) {
+      // A module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
+      CFX_TRY_ASSIGN(kernels, prims::DeviceKernels::get(ctx));
+    }
+    const Direct d{*comm->ipcScratch(),
+                   a,
+                   host.barrier,
+                   dataTypeSize(a.type),
+                   static_cast<size_t>(comm->nRanks()),
+                   static_cast<size_t>(comm->rank())};
+    switch (a.coll) {
+      case coll::Collective::AllReduce:
+        reduceDirect(d, kernels, -1, b);
+        break;
+      case coll::Collective::Reduce:
+        reduceDirect(d, kernels, a.root, b);
+        break;
+      case coll::Collective::ReduceScatter:
+        reduceScatterDirect(d, kernels, b);
+        break;
+      case coll::Collective::AllGather:
+      case coll::Collective::Gather:
+      case coll::Collective::Broadcast:
+        gatherLikeDirect(d, b);
+        break;
+      case coll::Collective::AlltoAll:
+      case coll::Collective::Scatter:
+        scatterLikeDirect(d, b);
+        break;
+    }
+  }
+  return program;
 }
 
 }  // namespace cfx::core

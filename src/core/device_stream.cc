@@ -313,11 +313,37 @@ void* DeviceState::stagingBase() {
   return staging_;
 }
 
+Status DeviceState::ensureFlagLocking() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ensureFlag();
+}
+
 Status DeviceState::ensureFlag() {
   if (flag_ != nullptr) return Status();
   CFX_TRY_ASSIGN(flag_, allocateFlagSlot());
   setWord(flag_, issued_.load(std::memory_order_relaxed));  // no op has been handed to a stream yet
   return cuda::check(cuda::driver()->memHostGetDevicePointer(&flagDevice_, flag_, 0), "cuMemHostGetDevicePointer");
+}
+
+// The end of an op on each of its streams: the wait for its sequence number, the copies out of staging, and the
+// return of the staging block once the last stream ran them.
+Status DeviceState::enqueueEnd(const std::vector<cuda::CUstream>& streams, uint64_t seq,
+                               const std::vector<StreamCopies>* copies, Block block) {
+  const cuda::Driver* d = cuda::driver();
+  auto* giveBack = copies != nullptr && block.p != nullptr
+                       ? new BlockReturn{pool_, block, static_cast<int>(streams.size())}
+                       : nullptr;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    CFX_TRY(waitForWord(d, streams[i], flagDevice_, seq, "cuStreamWaitValue"));
+    if (copies == nullptr) continue;
+    for (const StagedRange& r : (*copies)[i].out) {
+      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (staging out)"));
+    }
+    if (giveBack != nullptr) {
+      CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));
+    }
+  }
+  return Status();
 }
 
 Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
@@ -331,10 +357,7 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   }
   const cuda::Driver* d = cuda::driver();
   cuda::ScopedContext scope(ctx);
-  Status st = [&]() -> Status {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return ensureFlag();
-  }();
+  Status st = ensureFlagLocking();
   if (!st.ok()) {
     gate->fail(st);
     return st;
@@ -363,20 +386,75 @@ Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda
   // From here the op will write `seq`, so the waits may be enqueued; issued_ moves first so releaseAll covers them.
   issued_.store(seq, std::memory_order_release);
   *seqOut = seq;
-  auto* giveBack = copies != nullptr && block.p != nullptr
-                       ? new BlockReturn{pool_, block, static_cast<int>(streams.size())}
-                       : nullptr;
+  return enqueueEnd(streams, seq, copies, block);
+}
+
+Status DeviceState::enqueueSteps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
+                                 const std::vector<std::shared_ptr<ReadyGate>>& gates,
+                                 const std::vector<std::function<Status(cuda::CUstream)>>& segments, uint64_t* seqOut,
+                                 std::vector<uint64_t>* stepSeqs, const std::vector<StreamCopies>* copies,
+                                 Block block) {
+  *seqOut = 0;
+  stepSeqs->clear();
+  auto failFrom = [&gates](size_t first, const Status& st) {
+    for (size_t i = first; i < gates.size(); ++i) gates[i]->fail(st);
+  };
+  if (streams.empty() || gates.empty() || gates.size() != segments.size() ||
+      (copies != nullptr && copies->size() != streams.size())) {
+    const Status st =
+        Status::error(Errc::InternalError, strprintf("rank %d: a device program of %zu gate(s), %zu "
+                                                     "segment(s) and %zu stream(s) does not fit",
+                                                     rank_, gates.size(), segments.size(), streams.size()));
+    failFrom(0, st);
+    return st;
+  }
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  Status st = ensureFlagLocking();
+  if (!st.ok()) {
+    failFrom(0, st);
+    return st;
+  }
+  auto openAfter = [&](cuda::CUstream stream, const std::shared_ptr<ReadyGate>& gate) -> Status {
+    auto* ref = new std::shared_ptr<ReadyGate>(gate);
+    Status launched = cuda::check(d->launchHostFunc(stream, openGate, ref), "cuLaunchHostFunc");
+    if (!launched.ok()) delete ref;
+    return launched;
+  };
+  // One user thread issues on a communicator at a time (NCCL's rule), so this read-increment is not a race.
+  const uint64_t first = issued_.load(std::memory_order_relaxed) + 1;
+  const uint64_t last = first + segments.size() - 1;
   for (size_t i = 0; i < streams.size(); ++i) {
-    CFX_TRY(waitForWord(d, streams[i], flagDevice_, seq, "cuStreamWaitValue"));
-    if (copies == nullptr) continue;
-    for (const StagedRange& r : (*copies)[i].out) {
-      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (staging out)"));
+    if (copies != nullptr) {
+      for (const StagedRange& r : (*copies)[i].in) {
+        st = cuda::check(d->memcpyDtoHAsync(r.host, r.device, r.bytes, streams[i]), "cuMemcpyDtoHAsync (staging in)");
+        if (!st.ok()) {
+          failFrom(0, st);
+          return st;
+        }
+      }
     }
-    if (giveBack != nullptr) {
-      CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));
+    if (i == 0) st = segments[0](streams[0]);
+    if (st.ok()) st = openAfter(streams[i], gates[0]);
+    if (!st.ok()) {
+      failFrom(0, st);  // streams already holding a host function open an already-failed gate: harmless
+      return st;
     }
   }
-  return Status();
+  // From here the op will write `last`, so the waits may be enqueued; issued_ moves first so releaseAll covers them.
+  issued_.store(last, std::memory_order_release);
+  *seqOut = last;
+  for (size_t i = 1; i < segments.size(); ++i) stepSeqs->push_back(first + i - 1);
+  for (size_t i = 1; i < segments.size(); ++i) {
+    st = waitForWord(d, streams[0], flagDevice_, first + i - 1, "cuStreamWaitValue");
+    if (st.ok()) st = segments[i](streams[0]);
+    if (st.ok()) st = openAfter(streams[0], gates[i]);
+    if (!st.ok()) {
+      failFrom(i, st);
+      return st;
+    }
+  }
+  return enqueueEnd(streams, last, copies, block);
 }
 
 Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
@@ -482,19 +560,6 @@ Status DeviceState::copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ra
   }
   CFX_TRY(cuda::check(d->eventRecord(copyDone_, copyStream_), "cuEventRecord (staging)"));
   return cuda::check(d->eventSynchronize(copyDone_), in ? "staging copy device->host" : "staging copy host->device");
-}
-
-Status DeviceState::copyAsync(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes) {
-  if (bytes == 0) return Status();
-  cuda::ScopedContext scope(copyCtx_);
-  return cuda::check(cuda::driver()->memcpyDtoDAsync(dst, src, bytes, copyStream_), "cuMemcpyDtoDAsync (device-direct)");
-}
-
-Status DeviceState::waitCopies() {
-  const cuda::Driver* d = cuda::driver();
-  cuda::ScopedContext scope(copyCtx_);
-  CFX_TRY(cuda::check(d->eventRecord(copyDone_, copyStream_), "cuEventRecord (device-direct)"));
-  return cuda::check(d->eventSynchronize(copyDone_), "device-direct copies");
 }
 
 Status DeviceState::copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges) { return copy(ctx, ranges, true); }

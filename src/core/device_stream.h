@@ -222,6 +222,18 @@ class DeviceState {
   Status enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
                           const std::shared_ptr<ReadyGate>& gate, uint64_t* seq,
                           const std::vector<StreamCopies>* copies = nullptr, Block block = {});
+  // User thread: enqueueStreamOps for an op whose device work runs in segments between host steps (a device-direct
+  // program, core/device_direct.h). On streams[0]: the copies in, segment 0, a host function opening gates[0]; then
+  // for each later segment i a wait for stepSeqs[i - 1], segment i and a host function opening gates[i]; then the
+  // wait for the op's last sequence number (*seq) and the copies out. The other streams open gates[0] (which counts
+  // every stream) and wait for *seq, so the op starts once all its streams reached it and they all go on after it.
+  // The progress thread writes stepSeqs[i] once host step i is done, and *seq at the op's end. When a segment
+  // cannot be enqueued, its gate and every later one fail, so the job ends with the error and still writes *seq.
+  Status enqueueSteps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
+                      const std::vector<std::shared_ptr<ReadyGate>>& gates,
+                      const std::vector<std::function<Status(cuda::CUstream)>>& segments, uint64_t* seq,
+                      std::vector<uint64_t>* stepSeqs, const std::vector<StreamCopies>* copies = nullptr,
+                      Block block = {});
   // User thread, for streams that are being captured into `graph` (all in one capture): the captured form of
   // enqueueStreamOps. The graph takes `block`; `launch` runs on a CUDA thread at every replay and must only queue.
   Status enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams, cuda::CUgraph graph,
@@ -230,12 +242,6 @@ class DeviceState {
   // Nothing here creates or destroys a CUDA object (see prepare).
   Status copyIn(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges);
   Status copyOut(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges);
-  // Progress thread: a device-to-device copy on the copy stream (any mapped pointers), and the wait for all copies
-  // enqueued so far. For the device-direct path.
-  Status copyAsync(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes);
-  Status waitCopies();
-  cuda::CUstream copyStream() const { return copyStream_; }
-  cuda::CUcontext copyContext() const { return copyCtx_; }
   // Progress thread: the op with this sequence number is over; its streams may go on.
   void complete(uint64_t seq);
   // Releases every stream waiting on this communicator (abort, destroy).
@@ -243,6 +249,9 @@ class DeviceState {
 
  private:
   Status ensureFlag();
+  Status ensureFlagLocking();  // ensureFlag under mutex_
+  Status enqueueEnd(const std::vector<cuda::CUstream>& streams, uint64_t seq, const std::vector<StreamCopies>* copies,
+                    Block block);
   Status bindContextLocked(cuda::CUcontext ctx);
   Status copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges, bool in);
 

@@ -230,6 +230,9 @@ struct DevicePlan {
   uint64_t seq = 0;
   bool direct = false;  // device-direct (core/device_direct.h): no staging, no host algorithm
   std::vector<Op> directP2p;  // sends and receives that move device-direct, before the staged ops
+  DirectProgram program;      // the device-direct ops' steps (core/device_direct.h); empty when everything stages
+  std::vector<std::shared_ptr<ReadyGate>> stepGates;  // one per step; the first is `gate`
+  std::vector<uint64_t> stepSeqs;  // written after each step but the last (the op's own `seq` ends it)
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
   bool captured = false;  // put into a CUDA graph: runs at each replay (CapturedOp), never now
   std::vector<std::vector<size_t>> rangeStreams;  // per range: the streams (indices) whose ops name it
@@ -495,31 +498,26 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
     CFX_INFO(log::Sys::Proxy, "rank %d: %sdevice op %llu reached on its stream(s)%s", comm->rank(),
              plan->captured ? "captured " : "", opNumber(*plan),
              plan->direct || !plan->directP2p.empty() ? "; device-direct" : "");
-    if (!plan->directP2p.empty()) {
-      Status st =
-          runDeviceDirectP2p(comm, plan->directP2p, [comm](const std::vector<Op>& t) { return hostP2p(comm, t); });
-      if (!st.ok() && st.code() == Errc::InvalidUsage) {
-        return Status::error(Errc::InvalidUsage, st.message() +
-                                                     " (this rank moved its sends and receives of device "
-                                                     "buffers over CUDA IPC: the peer must pass device "
-                                                     "buffers too, with the same CFX_CUDA_IPC settings)");
+    for (size_t i = 0; i < plan->program.hostSteps.size(); ++i) {
+      if (i > 0) {  // the stream ran segment i
+        Status reached = plan->stepGates[i]->wait(comm->abortFlag());
+        const std::string cause = reached.ok() ? std::string() : comm->stopCause();
+        if (!cause.empty()) return Status::error(reached.code(), cause + " during a device-direct operation");
+        CFX_TRY(reached);
+      }
+      Status st = plan->program.hostSteps[i]();
+      if (st.code() == Errc::InvalidUsage) {
+        // The likely cause is not in the op's arguments: the choice of protocol was not the same on every rank.
+        return Status::error(Errc::InvalidUsage,
+                             st.message() +
+                                 " (this rank ran the op on device buffers over CUDA IPC: every rank must pass "
+                                 "device buffers to it, with the same CFX_CUDA_IPC settings; a rank that passes host "
+                                 "buffers runs another protocol)");
       }
       CFX_TRY(st);
+      if (i + 1 < plan->program.hostSteps.size()) comm->device().complete(plan->stepSeqs[i]);  // segment i + 1 runs
     }
-    if (plan->direct) {
-      Status st;
-      for (const Op& op : plan->ops) {
-        st = runDeviceDirect(comm, op, [comm] { return hostBarrier(comm); });
-        if (!st.ok()) break;
-      }
-      if (st.code() != Errc::InvalidUsage) return st;
-      // The likely cause is not in the op's arguments: the choice of protocol was not the same on every rank.
-      return Status::error(Errc::InvalidUsage,
-                           st.message() +
-                               " (this rank ran the op on device buffers over CUDA IPC: every rank must "
-                               "pass device buffers to it, with the same CFX_CUDA_IPC settings; a rank "
-                               "that passes host buffers runs another protocol)");
-    }
+    if (plan->direct) return Status();
     if (!plan->onStream) {  // else the copies in ran on the stream before the gate opened
       if (plan->stagingBytes > 0) rebase(plan.get(), comm->device().stagingBase());
       CFX_TRY(comm->device().copyIn(plan->ctx, plan->ranges));
@@ -606,7 +604,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   if (capture.active) relaxed.emplace();
   auto plan = std::make_shared<DevicePlan>();
   plan->captured = capture.active;
-  plan->direct = deviceDirectApplies(comm, ops);
+  // Captured ops stage: a device-direct program's steps hand the stream back and forth with the progress thread
+  // by sequence numbers, which a graph cannot replay.
+  plan->direct = !capture.active && deviceDirectApplies(comm, ops);
   Status st;
   if (plan->direct) {  // nothing staged: the buffers move between devices
     for (const Op* op : ops) plan->ops.push_back(*op);
@@ -617,7 +617,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     std::vector<const Op*> selfSends;
     std::vector<const Op*> selfRecvs;
     for (const Op* op : ops) {
-      if (p2pDirectApplies(comm, *op)) {
+      if (!capture.active && p2pDirectApplies(comm, *op)) {
         plan->directP2p.push_back(*op);
       } else if (op->kind != Op::Kind::Coll && op->peer == comm->rank()) {
         (op->kind == Op::Kind::Send ? selfSends : selfRecvs).push_back(op);
@@ -628,7 +628,8 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     // Messages to self match in call order; a pair of device buffers is one device copy. Unpaired ones stage,
     // where the host path names the mismatch.
     for (size_t i = 0; i < std::max(selfSends.size(), selfRecvs.size()); ++i) {
-      const bool paired = selfSends.size() == selfRecvs.size() && selfDirectApplies(comm, *selfSends[i], *selfRecvs[i]);
+      const bool paired = !capture.active && selfSends.size() == selfRecvs.size() &&
+                          selfDirectApplies(comm, *selfSends[i], *selfRecvs[i]);
       for (const auto* side : {&selfSends, &selfRecvs}) {
         if (i >= side->size()) continue;
         if (paired) {
@@ -674,13 +675,17 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
       st = planned.status();
     }
   }
-  if (st.ok() && (plan->direct || !plan->directP2p.empty() || (!plan->onStream && !plan->ranges.empty()))) {
-    st = dev.prepare(plan->ctx);
-  }
-  // Kernels are a module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
-  if (st.ok() && plan->direct &&
-      std::any_of(plan->ops.begin(), plan->ops.end(), [](const Op& op) { return reduces(op.args.coll); })) {
-    st = prims::DeviceKernels::get(plan->ctx).status();
+  if (st.ok() && !plan->onStream && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
+  if (st.ok() && (plan->direct || !plan->directP2p.empty())) {
+    const DirectHost host{[comm] { return hostBarrier(comm); },
+                          [comm](const std::vector<Op>& t) { return hostP2p(comm, t); }};
+    Result<DirectProgram> built =
+        buildDirectProgram(comm, plan->ctx, plan->direct ? plan->ops : std::vector<Op>{}, plan->directP2p, host);
+    if (built.ok()) {
+      plan->program = std::move(built.value());
+    } else {
+      st = built.status();
+    }
   }
   if (!st.ok()) {
     dev.giveBack(block);
@@ -699,8 +704,17 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     std::lock_guard<std::mutex> lock(handle->mutex);
     if (handle->comm != nullptr) handle->comm->wakeProgress();
   });
-  st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq,
-                            plan->onStream ? &copies : nullptr, block);
+  if (plan->program.segments.empty()) {
+    st = dev.enqueueStreamOps(plan->ctx, plan->streams, plan->gate, &plan->seq, plan->onStream ? &copies : nullptr,
+                              block);
+  } else {
+    // Later steps' gates are waited for inside the job, which is running by then: they need not wake the thread.
+    plan->stepGates.push_back(plan->gate);
+    for (size_t i = 1; i < plan->program.segments.size(); ++i)
+      plan->stepGates.push_back(std::make_shared<ReadyGate>(1));
+    st = dev.enqueueSteps(plan->ctx, plan->streams, plan->stepGates, plan->program.segments, &plan->seq,
+                          &plan->stepSeqs, plan->onStream ? &copies : nullptr, block);
+  }
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
   CFX_INFO(log::Sys::Proxy, "rank %d: device op %llu enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",

@@ -90,6 +90,10 @@ bool reduceKernelsBuilt() {
 void expectIpcPathTaken(IpcOps ops) {
   if (emulatorCount("ipc_opens") < 0) return;
   EXPECT_GT(emulatorCount("ipc_opens"), 0) << "the CUDA IPC path mapped no peer's scratch";
+  // Every GPU step of the path rides the user's stream: a copy or kernel enqueued from the progress thread on a
+  // stream of its own can sit behind the user's stalled stream in a shared hardware queue.
+  EXPECT_EQ(emulatorCount("progress_thread_work"), 0)
+      << "the CUDA IPC path enqueued device work from the progress thread";
   const bool kernels = reduceKernelsBuilt();
   if (ops == IpcOps::Reductions && !kernels) return;
   EXPECT_GT(emulatorCount("peer_copies"), 0) << "the CUDA IPC path copied nothing through peers' scratch";

@@ -103,7 +103,8 @@ inline std::vector<std::pair<std::string, std::string>> ipcInSmallWindows() {
 bool reduceKernelsBuilt();
 
 // In a rank run with CFX_CUDA_IPC=1 on the emulator, after its ops: the device-direct path was taken (it copied
-// from or to its peers' scratch), not silently replaced by staging, and it launched reduce kernels for its
+// from or to its peers' scratch) with all its device work enqueued on the user's streams, not from the progress
+// thread, not silently replaced by staging, and it launched reduce kernels for its
 // all-reduces. A build without device kernels stages all-reduces, so then only the other ops are held to the
 // path. A real driver does not say, so nothing is checked there.
 enum class IpcOps { Copies, CopiesAndReductions, Reductions };

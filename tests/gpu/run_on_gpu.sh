@@ -251,6 +251,10 @@ if python3 -c "import torch, torch.distributed" 2> /dev/null; then
   torch_job "nvidia-1rank" 1 "" ""
   torch_job "conflux-2ranks-1gpu" 2 "$LIB" "$LIBDIR"
   torch_job "conflux-4ranks-1gpu" 4 "$LIB" "$LIBDIR"
+  # The CUDA IPC path under PyTorch's many streams (its device work rides the user's stream: the order whose
+  # absence hung PyTorch when staging copied on a stream of the library's), for every size.
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 torch_job "conflux-2ranks-1gpu-ipc" 2 "$LIB" "$LIBDIR"
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 torch_job "conflux-4ranks-1gpu-ipc" 4 "$LIB" "$LIBDIR"
   torch_job "nvidia-1rank-graph" 1 "" "" --graph
   torch_job "conflux-1rank-graph" 1 "$LIB" "$LIBDIR" --graph
   torch_job "conflux-2ranks-1gpu-graph" 2 "$LIB" "$LIBDIR" --graph

@@ -96,11 +96,15 @@ bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out) {
 
 Counters gCounters;
 
-bool refusedOnProgressThread(const char* call) {
+bool onProgressThread() {
   char name[16] = {};
-  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0 || std::strncmp(name, "cfx-prog-", 9) != 0) {
-    return false;
-  }
+  return pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 && std::strncmp(name, "cfx-prog-", 9) == 0;
+}
+
+bool refusedOnProgressThread(const char* call) {
+  if (!onProgressThread()) return false;
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
   std::fprintf(stderr, "cuda emulator: %s called on the library's progress thread %s (refused: it can deadlock)\n",
                call, name);
   return true;
@@ -425,6 +429,7 @@ CUresult copyAsync(void* dst, const void* src, size_t bytes, void* stream, bool 
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || src == nullptr) return kInvalidValue;
   if (isPeerMemory(dst) || isPeerMemory(src)) gCounters.peerCopies.fetch_add(1);
+  if (onProgressThread()) gCounters.progressThreadWork.fetch_add(1);
   Stream* s = streamOf(stream);
   if (!hostSideTracked && capturing(s)) return kCaptureUnsupported;
   const uint64_t ticket = submit(s, [=] { std::memmove(dst, src, bytes); });

@@ -57,12 +57,15 @@ CUresult release(void* p, bool device, bool opened = false);
 // waiting for, it deadlocked on an H100 (docs/DESIGN.md). The stand-in refuses such calls there, with a line on
 // stderr naming the call, so a test fails here instead of a GPU machine hanging.
 bool refusedOnProgressThread(const char* call);
+// Whether the calling thread is one of the library's progress threads.
+bool onProgressThread();
 
 struct Counters {
   std::atomic<uint64_t> ipcOpens{0};
   std::atomic<uint64_t> peerCopies{0};  // copies from or to memory mapped through an IPC handle
   std::atomic<uint64_t> moduleLoads{0};
   std::atomic<uint64_t> kernelLaunches{0};
+  std::atomic<uint64_t> progressThreadWork{0};  // copies and kernels enqueued from a library progress thread
 };
 extern Counters gCounters;
 

@@ -166,6 +166,7 @@ CFX_EMU_API cuModuleGetFunction(void** fn, void* module, const char* name) {
 CFX_EMU_API cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                            unsigned, void* stream, void** params, void** extra) {
   if (fn == nullptr) return kInvalidHandle;
+  if (onProgressThread()) gCounters.progressThreadWork.fetch_add(1);
   if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || params == nullptr || extra != nullptr) {
     return kInvalidValue;
   }
@@ -180,7 +181,7 @@ CFX_EMU_API cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsi
 }
 
 // What the emulator did in this process, for tests that must tell a path taken from one fallen back from:
-// "ipc_opens", "peer_copies", "module_loads", "kernel_launches". -1 for an unknown name.
+// "ipc_opens", "peer_copies", "module_loads", "kernel_launches", "progress_thread_work". -1 for an unknown name.
 __attribute__((visibility("default"))) long long cfxCudaEmulatorCount(const char* what) {
   if (what == nullptr) return -1;
   const std::string w = what;
@@ -188,6 +189,7 @@ __attribute__((visibility("default"))) long long cfxCudaEmulatorCount(const char
   if (w == "peer_copies") return static_cast<long long>(gCounters.peerCopies.load());
   if (w == "module_loads") return static_cast<long long>(gCounters.moduleLoads.load());
   if (w == "kernel_launches") return static_cast<long long>(gCounters.kernelLaunches.load());
+  if (w == "progress_thread_work") return static_cast<long long>(gCounters.progressThreadWork.load());
   return -1;
 }
 
