@@ -223,6 +223,7 @@ fi
 for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
   CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
 done
+# With CUDA IPC on, captured ops stage while the uncaptured ones (warm-up) take the path, on one communicator.
 for b in all_reduce all_gather reduce_scatter alltoall; do
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-graph-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
 done
