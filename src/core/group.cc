@@ -765,8 +765,18 @@ Status launchOps(const std::vector<Op>& ops) {
   std::vector<std::shared_ptr<JobState>> deps = stream ? stream->tail() : std::vector<std::shared_ptr<JobState>>{};
   std::vector<std::shared_ptr<JobState>> jobs;
   for (Communicator* comm : comms) {
-    CFX_TRY_ASSIGN(auto works, buildWorks(comm, byComm[comm]));
-    jobs.push_back(comm->enqueue(std::move(works), deps));
+    if (stream) {
+      CFX_TRY_ASSIGN(auto works, buildWorks(comm, byComm[comm]));
+      jobs.push_back(comm->enqueue(std::move(works), deps));
+      continue;
+    }
+    // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,
+    // which then follow the order the jobs run in on every rank. Built now, this op would take its numbers before a
+    // device op called earlier whose job has not started, on a rank whose stream was slow, and after it on another
+    // (the ops' messages then pair with the wrong op's). The call waits below, so the ops outlive the job.
+    Communicator::DeferredJob job;
+    job.build = [comm, opsOfComm = &byComm[comm]] { return buildWorks(comm, *opsOfComm); };
+    jobs.push_back(comm->enqueue(std::move(job)));
   }
   if (stream) {
     stream->setTail(std::move(jobs));

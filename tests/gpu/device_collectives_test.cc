@@ -340,6 +340,54 @@ TEST(GpuCollectives, StagedAcrossHostsOverUcx) {
 #endif
 }
 
+// A device op, then a host op, on one communicator: rank 0's stream is held, so its host op is queued behind the
+// device op; rank 1's device op is over before its host op is called, which then runs at once. Both ranks must still
+// run the two ops as one sequence (the second op's messages must not be matched with the first's), and get both
+// results right.
+TEST(GpuCollectives, AHostOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = {{"CFX_CUDA_IPC", "0"}, {"CFX_TIMEOUT_MS", "20000"}};
+  runRanks(2, opts, [&](RankContext& ctx) {
+    const cuda::Driver& d = useDevice0();
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    cuda::CUstream stream = nullptr;
+    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    const int r = ctx.rank();
+    const size_t count = 4099;
+    const StreamHold hold(d);
+    DevBuf dev(d, count * 4);
+    std::vector<int32_t> devIn(count, r + 1), hostIn(count, 10 * (r + 1)), hostOut(count, -1);
+    CU_OK(d.memcpyHtoDAsync(dev.ptr, devIn.data(), count * 4, stream));
+    CU_OK(d.streamSynchronize(stream));
+    if (r == 0) {
+      CU_OK(hold.hold(stream));
+    }
+    NCCL_OK(ncclAllReduce(dev.p(), dev.p(), count, ncclInt32, ncclSum, comm, stream));
+    if (r == 1) {
+      CU_OK(d.streamSynchronize(stream));  // its device op is over
+    }
+    std::thread release;
+    if (r == 0) release = hold.releaseAfter(std::chrono::milliseconds(300));
+    const ncclResult_t rc = ncclAllReduce(hostIn.data(), hostOut.data(), count, ncclInt32, ncclSum, comm, nullptr);
+    if (release.joinable()) release.join();
+    EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
+    CU_OK(d.streamSynchronize(stream));
+    std::vector<int32_t> devOut(count, -1);
+    CU_OK(d.memcpyDtoHAsync(devOut.data(), dev.ptr, count * 4, stream));
+    CU_OK(d.streamSynchronize(stream));
+    size_t bad = 0;
+    for (size_t i = 0; i < count; ++i) bad += (devOut[i] != 3) + (hostOut[i] != 30);
+    EXPECT_EQ(bad, 0u) << "rank " << r << ": device result " << devOut[0] << ", host result " << hostOut[0];
+    ncclResult_t async = ncclInProgress;
+    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess) << ncclGetLastError(comm);
+    d.streamDestroy(stream);
+    NCCL_OK(ncclCommDestroy(comm));
+  });
+}
+
 // The call returns while the stream is still blocked before it; the op reads what the stream wrote before it,
 // and work after it sees its result. A host-written word holds the stream back the way a long kernel would.
 TEST(GpuCollectives, StreamOrderingLikeNccl) {
