@@ -20,9 +20,10 @@ cuda::CUdeviceptr dptr(const void* p) { return reinterpret_cast<cuda::CUdevicept
 
 bool isDevice(const void* p) { return p != nullptr && cuda::classify(p).kind == cuda::MemKind::Device; }
 
-}  // namespace
-
-namespace {
+// Whether the collective's device-direct form runs a reduce kernel.
+bool reduces(coll::Collective c) {
+  return c == coll::Collective::AllReduce || c == coll::Collective::Reduce || c == coll::Collective::ReduceScatter;
+}
 
 bool opApplies(Communicator* comm, const Op& op) {
   if (op.kind != Op::Kind::Coll) return false;
@@ -58,10 +59,6 @@ bool opApplies(Communicator* comm, const Op& op) {
 }
 
 }  // namespace
-
-bool reduces(coll::Collective c) {
-  return c == coll::Collective::AllReduce || c == coll::Collective::Reduce || c == coll::Collective::ReduceScatter;
-}
 
 const void* deviceBufferOf(const Op& op) {
   const coll::Collective c = op.args.coll;

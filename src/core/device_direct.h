@@ -46,8 +46,6 @@ bool p2pDirectApplies(Communicator* comm, const Op& op);
 // Whether a send to self and the receive it matches (in call order) are one device copy: both device buffers, of
 // the same nonzero size, at least CFX_CUDA_IPC_MIN_BYTES, with the path on.
 bool selfDirectApplies(Communicator* comm, const Op& send, const Op& recv);
-// Whether the collective's device-direct form runs a reduce kernel.
-bool reduces(coll::Collective c);
 // The buffer of a device-direct op that is device memory on every rank (a non-root's receive buffer of reduce and
 // gather need not be): the op's context is its context.
 const void* deviceBufferOf(const Op& op);
