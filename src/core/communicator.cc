@@ -762,24 +762,13 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   return st;
 }
 
-std::shared_ptr<JobState> Communicator::enqueue(std::vector<std::unique_ptr<prims::Work>> works,
-                                                std::vector<std::shared_ptr<JobState>> deps) {
-  auto state = std::make_shared<JobState>();
-  {
-    std::lock_guard<std::mutex> lock(queueMutex_);
-    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
-    queue_.push_back(Job{std::move(works), std::move(deps), state, DeferredJob{}});
-  }
-  queueCv_.notify_all();
-  return state;
-}
-
-std::shared_ptr<JobState> Communicator::enqueue(DeferredJob deferred) {
+std::shared_ptr<JobState> Communicator::enqueue(DeferredJob deferred, std::vector<std::shared_ptr<JobState>> deps) {
   auto state = std::make_shared<JobState>();
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
     if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
     Job job;
+    job.deps = std::move(deps);
     job.state = state;
     job.deferred = std::move(deferred);
     queue_.push_back(std::move(job));

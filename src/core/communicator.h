@@ -116,9 +116,6 @@ class Communicator {
 
   // Runs works on the calling thread (blocking NULL-stream path).
   Status runInline(std::vector<prims::Work*>& works);
-  // Queues works for the progress thread; they start once every dependency is done.
-  std::shared_ptr<JobState> enqueue(std::vector<std::unique_ptr<prims::Work>> works,
-                                    std::vector<std::shared_ptr<JobState>> deps);
   // A job whose works are built on the progress thread, between two hooks: `before` (its inputs become
   // ready), `build`, then the works, then `after` with the outcome, which runs whatever happened before it.
   // `ready`, when set, says whether `before` can start now (a device job's stream reached it); the progress thread
@@ -130,7 +127,8 @@ class Communicator {
     std::function<void(const Status&)> after;
     std::function<bool()> ready;
   };
-  std::shared_ptr<JobState> enqueue(DeferredJob job);
+  // Queues a job for the progress thread; it starts once every dependency is done (and its `ready`, if any).
+  std::shared_ptr<JobState> enqueue(DeferredJob job, std::vector<std::shared_ptr<JobState>> deps = {});
   // A replay of an op captured in a CUDA graph, queued by the graph's host node once the stream reached it (so it
   // is ready). Replays are not in call order: a graph launch is not a call into this library. They run before a
   // queued job whose stream has not reached it yet, which on one stream is exactly stream order. False (nothing

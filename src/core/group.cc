@@ -765,18 +765,20 @@ Status launchOps(const std::vector<Op>& ops) {
   std::vector<std::shared_ptr<JobState>> deps = stream ? stream->tail() : std::vector<std::shared_ptr<JobState>>{};
   std::vector<std::shared_ptr<JobState>> jobs;
   for (Communicator* comm : comms) {
-    if (stream) {
-      CFX_TRY_ASSIGN(auto works, buildWorks(comm, byComm[comm]));
-      jobs.push_back(comm->enqueue(std::move(works), deps));
-      continue;
-    }
     // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,
     // which then follow the order the jobs run in on every rank. Built now, this op would take its numbers before a
     // device op called earlier whose job has not started, on a rank whose stream was slow, and after it on another
-    // (the ops' messages then pair with the wrong op's). The call waits below, so the ops outlive the job.
+    // (the ops' messages then pair with the wrong op's). The job keeps its own copy of the ops: on a cfx host stream
+    // the call returns before it runs.
+    std::vector<Op> own;
+    for (const Op* op : byComm[comm]) own.push_back(*op);
     Communicator::DeferredJob job;
-    job.build = [comm, opsOfComm = &byComm[comm]] { return buildWorks(comm, *opsOfComm); };
-    jobs.push_back(comm->enqueue(std::move(job)));
+    job.build = [comm, own = std::move(own)] {
+      std::vector<const Op*> raw;
+      for (const Op& op : own) raw.push_back(&op);
+      return buildWorks(comm, raw);
+    };
+    jobs.push_back(comm->enqueue(std::move(job), deps));
   }
   if (stream) {
     stream->setTail(std::move(jobs));

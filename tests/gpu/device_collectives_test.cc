@@ -341,11 +341,10 @@ TEST(GpuCollectives, StagedAcrossHostsOverUcx) {
 }
 
 // A device op, then a host op, on one communicator: rank 0's stream is held, so its host op is queued behind the
-// device op; rank 1's device op is over before its host op is called, which then runs at once. Both ranks must still
-// run the two ops as one sequence (the second op's messages must not be matched with the first's), and get both
-// results right.
-TEST(GpuCollectives, AHostOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks) {
-  SKIP_WITHOUT_GPU();
+// device op; rank 1's device op is over before its host op is called, which then runs at once (NULL stream) or is
+// queued on an idle communicator (a cfx host stream). Both ranks must still run the two ops as one sequence (the
+// second op's messages must not be matched with the first's), and get both results right.
+void hostOpBehindADeviceOp(bool onHostStream) {
   RunOptions opts;
   opts.env = {{"CFX_CUDA_IPC", "0"}, {"CFX_TIMEOUT_MS", "20000"}};
   runRanks(2, opts, [&](RankContext& ctx) {
@@ -370,9 +369,18 @@ TEST(GpuCollectives, AHostOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks) {
     }
     std::thread release;
     if (r == 0) release = hold.releaseAfter(std::chrono::milliseconds(300));
-    const ncclResult_t rc = ncclAllReduce(hostIn.data(), hostOut.data(), count, ncclInt32, ncclSum, comm, nullptr);
+    cfxHostStream_t hostStream = nullptr;
+    if (onHostStream) {
+      NCCL_OK(cfxHostStreamCreate(&hostStream));
+    }
+    ncclResult_t rc = ncclAllReduce(hostIn.data(), hostOut.data(), count, ncclInt32, ncclSum, comm,
+                                    reinterpret_cast<cudaStream_t>(hostStream));
+    if (rc == ncclSuccess && onHostStream) rc = cfxHostStreamSynchronize(hostStream);
     if (release.joinable()) release.join();
     EXPECT_EQ(rc, ncclSuccess) << ncclGetLastError(comm);
+    if (onHostStream) {
+      NCCL_OK(cfxHostStreamDestroy(hostStream));
+    }
     CU_OK(d.streamSynchronize(stream));
     std::vector<int32_t> devOut(count, -1);
     CU_OK(d.memcpyDtoHAsync(devOut.data(), dev.ptr, count * 4, stream));
@@ -386,6 +394,16 @@ TEST(GpuCollectives, AHostOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks) {
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
+}
+
+TEST(GpuCollectives, AHostOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks) {
+  SKIP_WITHOUT_GPU();
+  hostOpBehindADeviceOp(false);
+}
+
+TEST(GpuCollectives, AHostStreamOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks) {
+  SKIP_WITHOUT_GPU();
+  hostOpBehindADeviceOp(true);
 }
 
 // The call returns while the stream is still blocked before it; the op reads what the stream wrote before it,
