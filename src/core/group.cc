@@ -710,8 +710,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   } else {
     // Later steps' gates are waited for inside the job, which is running by then: they need not wake the thread.
     plan->stepGates.push_back(plan->gate);
-    for (size_t i = 1; i < plan->program.segments.size(); ++i)
+    for (size_t i = 1; i < plan->program.segments.size(); ++i) {
       plan->stepGates.push_back(std::make_shared<ReadyGate>(1));
+    }
     st = dev.enqueueSteps(plan->ctx, plan->streams, plan->stepGates, plan->program.segments, &plan->seq,
                           &plan->stepSeqs, plan->onStream ? &copies : nullptr, block);
   }
