@@ -313,11 +313,6 @@ void* DeviceState::stagingBase() {
   return staging_;
 }
 
-Status DeviceState::ensureFlagLocking() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return ensureFlag();
-}
-
 Status DeviceState::ensureFlag() {
   if (flag_ != nullptr) return Status();
   CFX_TRY_ASSIGN(flag_, allocateFlagSlot());
@@ -325,68 +320,13 @@ Status DeviceState::ensureFlag() {
   return cuda::check(cuda::driver()->memHostGetDevicePointer(&flagDevice_, flag_, 0), "cuMemHostGetDevicePointer");
 }
 
-// The end of an op on each of its streams: the wait for its sequence number, the copies out of staging, and the
-// return of the staging block once the last stream ran them.
-Status DeviceState::enqueueEnd(const std::vector<cuda::CUstream>& streams, uint64_t seq,
-                               const std::vector<StreamCopies>* copies, Block block) {
-  const cuda::Driver* d = cuda::driver();
-  auto* giveBack = copies != nullptr && block.p != nullptr
-                       ? new BlockReturn{pool_, block, static_cast<int>(streams.size())}
-                       : nullptr;
-  for (size_t i = 0; i < streams.size(); ++i) {
-    CFX_TRY(waitForWord(d, streams[i], flagDevice_, seq, "cuStreamWaitValue"));
-    if (copies == nullptr) continue;
-    for (const StagedRange& r : (*copies)[i].out) {
-      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (staging out)"));
-    }
-    if (giveBack != nullptr) {
-      CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));
-    }
-  }
-  return Status();
-}
-
 Status DeviceState::enqueueStreamOps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
                                      const std::shared_ptr<ReadyGate>& gate, uint64_t* seqOut,
                                      const std::vector<StreamCopies>* copies, Block block) {
-  *seqOut = 0;
-  if (copies != nullptr && copies->size() != streams.size()) {
-    gate->fail(Status::error(Errc::InternalError, "staging copies for a different number of streams"));
-    return Status::error(Errc::InternalError, strprintf("rank %d: %zu stream(s) but staging copies for %zu", rank_,
-                                                   streams.size(), copies->size()));
-  }
-  const cuda::Driver* d = cuda::driver();
-  cuda::ScopedContext scope(ctx);
-  Status st = ensureFlagLocking();
-  if (!st.ok()) {
-    gate->fail(st);
-    return st;
-  }
-  // One user thread issues on a communicator at a time (NCCL's rule), so this read-increment is not a race.
-  const uint64_t seq = issued_.load(std::memory_order_relaxed) + 1;
-  // A failure from here on leaves the staging block out of the pool: copies already enqueued may still write it.
-  for (size_t i = 0; i < streams.size(); ++i) {
-    if (copies != nullptr) {
-      for (const StagedRange& r : (*copies)[i].in) {
-        st = cuda::check(d->memcpyDtoHAsync(r.host, r.device, r.bytes, streams[i]), "cuMemcpyDtoHAsync (staging in)");
-        if (!st.ok()) {
-          gate->fail(st);
-          return st;
-        }
-      }
-    }
-    auto* ref = new std::shared_ptr<ReadyGate>(gate);
-    st = cuda::check(d->launchHostFunc(streams[i], openGate, ref), "cuLaunchHostFunc");
-    if (!st.ok()) {
-      delete ref;
-      gate->fail(st);  // streams already holding a host function open an already-failed gate: harmless
-      return st;
-    }
-  }
-  // From here the op will write `seq`, so the waits may be enqueued; issued_ moves first so releaseAll covers them.
-  issued_.store(seq, std::memory_order_release);
-  *seqOut = seq;
-  return enqueueEnd(streams, seq, copies, block);
+  // A program of one step with no device work: the copies in, the gate, the wait, the copies out.
+  std::vector<uint64_t> noStepSeqs;
+  return enqueueSteps(ctx, streams, {gate}, {[](cuda::CUstream) { return Status(); }}, seqOut, &noStepSeqs, copies,
+                      block);
 }
 
 Status DeviceState::enqueueSteps(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,
@@ -410,7 +350,10 @@ Status DeviceState::enqueueSteps(cuda::CUcontext ctx, const std::vector<cuda::CU
   }
   const cuda::Driver* d = cuda::driver();
   cuda::ScopedContext scope(ctx);
-  Status st = ensureFlagLocking();
+  Status st = [&]() -> Status {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ensureFlag();
+  }();
   if (!st.ok()) {
     failFrom(0, st);
     return st;
@@ -423,6 +366,7 @@ Status DeviceState::enqueueSteps(cuda::CUcontext ctx, const std::vector<cuda::CU
   };
   // One user thread issues on a communicator at a time (NCCL's rule), so this read-increment is not a race.
   const uint64_t first = issued_.load(std::memory_order_relaxed) + 1;
+  // A failure from here on leaves the staging block out of the pool: copies already enqueued may still write it.
   const uint64_t last = first + segments.size() - 1;
   for (size_t i = 0; i < streams.size(); ++i) {
     if (copies != nullptr) {
@@ -454,7 +398,20 @@ Status DeviceState::enqueueSteps(cuda::CUcontext ctx, const std::vector<cuda::CU
       return st;
     }
   }
-  return enqueueEnd(streams, last, copies, block);
+  auto* giveBack = copies != nullptr && block.p != nullptr
+                       ? new BlockReturn{pool_, block, static_cast<int>(streams.size())}
+                       : nullptr;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    CFX_TRY(waitForWord(d, streams[i], flagDevice_, last, "cuStreamWaitValue"));
+    if (copies == nullptr) continue;
+    for (const StagedRange& r : (*copies)[i].out) {
+      CFX_TRY(cuda::copyHtoDAsync(r.device, r.host, r.bytes, streams[i], "cuMemcpyHtoDAsync (staging out)"));
+    }
+    if (giveBack != nullptr) {
+      CFX_TRY(cuda::check(d->launchHostFunc(streams[i], returnBlock, giveBack), "cuLaunchHostFunc (staging return)"));
+    }
+  }
+  return Status();
 }
 
 Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams,

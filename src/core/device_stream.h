@@ -249,9 +249,6 @@ class DeviceState {
 
  private:
   Status ensureFlag();
-  Status ensureFlagLocking();  // ensureFlag under mutex_
-  Status enqueueEnd(const std::vector<cuda::CUstream>& streams, uint64_t seq, const std::vector<StreamCopies>* copies,
-                    Block block);
   Status bindContextLocked(cuda::CUcontext ctx);
   Status copy(cuda::CUcontext ctx, const std::vector<StagedRange>& ranges, bool in);
 

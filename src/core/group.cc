@@ -137,6 +137,13 @@ Result<std::vector<std::unique_ptr<prims::Work>>> buildWorks(Communicator* comm,
   return works;
 }
 
+Status runOnThisThread(Communicator* comm, const std::vector<const Op*>& ops) {
+  CFX_TRY_ASSIGN(auto works, buildWorks(comm, ops));
+  std::vector<prims::Work*> raw;
+  for (auto& w : works) raw.push_back(w.get());
+  return comm->runInline(raw);
+}
+
 namespace {
 
 bool touchesDevice(const Op& op) {
@@ -203,10 +210,7 @@ Status launchOps(const std::vector<Op>& ops) {
 
   // Host work queued behind device work on the same communicator must run after it: queue it too.
   if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
-    CFX_TRY_ASSIGN(auto works, buildWorks(comms.front(), byComm[comms.front()]));
-    std::vector<prims::Work*> raw;
-    for (auto& w : works) raw.push_back(w.get());
-    return comms.front()->runInline(raw);
+    return runOnThisThread(comms.front(), byComm[comms.front()]);
   }
   std::vector<std::shared_ptr<JobState>> deps = stream ? stream->tail() : std::vector<std::shared_ptr<JobState>>{};
   std::vector<std::shared_ptr<JobState>> jobs;

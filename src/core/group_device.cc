@@ -322,10 +322,7 @@ Status hostBarrier(Communicator* comm) {
   op.args.count = 1;
   op.args.type = DataType::Int32;
   op.args.op = ReduceOp::builtin(DataType::Int32, RedOpKind::Sum, comm->nRanks());
-  CFX_TRY_ASSIGN(auto works, buildWorks(comm, {&op}));
-  std::vector<prims::Work*> raw;
-  for (auto& w : works) raw.push_back(w.get());
-  return comm->runInline(raw);
+  return runOnThisThread(comm, {&op});
 }
 
 // A group of small host sends and receives on the progress thread (the device-direct p2p tokens).
@@ -336,10 +333,7 @@ Status hostP2p(Communicator* comm, const std::vector<Op>& ops) {
     op.comm = comm;
     raw.push_back(&op);
   }
-  CFX_TRY_ASSIGN(auto works, buildWorks(comm, raw));
-  std::vector<prims::Work*> run;
-  for (auto& w : works) run.push_back(w.get());
-  return comm->runInline(run);
+  return runOnThisThread(comm, raw);
 }
 
 // The progress-thread job of one device op: its hooks around the host algorithm (or the device-direct run).

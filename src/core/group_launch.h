@@ -15,6 +15,8 @@ namespace cfx::core {
 // The Works of one communicator's part of a group, in call order. Building takes the messages' sequence numbers,
 // so a queued job builds when it starts (see launchOps).
 Result<std::vector<std::unique_ptr<prims::Work>>> buildWorks(Communicator* comm, const std::vector<const Op*>& ops);
+// Builds the ops' Works and runs them on the calling thread (Communicator::runInline).
+Status runOnThisThread(Communicator* comm, const std::vector<const Op*>& ops);
 
 // A buffer an op touches on this rank, by NCCL's count semantics: what it reads (in) and what it writes (out).
 struct OpRange {
