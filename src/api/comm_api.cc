@@ -7,8 +7,9 @@
 #include "api/api_call.h"
 #include "api/config_api.h"
 #include "cfx_config.h"
-#include "conflux.h"
+#include "common/cuda_driver.h"
 #include "common/param.h"
+#include "conflux.h"
 #include "core/group.h"
 #include "core/lifecycle.h"
 
@@ -31,8 +32,31 @@ void logInit(core::Communicator* c, const char* what) {
            static_cast<unsigned long long>(c->commHash()), what);
 }
 
-// Creates a communicator the NCCL way: blocking (possibly deferred to ncclGroupEnd) or non-blocking.
-Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config) {
+// The calling thread's current CUDA context (null without a driver or a context).
+cuda::CUcontext currentContext() {
+  cuda::CUcontext ctx = nullptr;
+  if (const cuda::Driver* d = cuda::driver(); d == nullptr || d->ctxGetCurrent(&ctx) != cuda::kSuccess) return nullptr;
+  return ctx;
+}
+
+// Device `ordinal`'s primary context, as cudaSetDevice makes current (null without a driver or that device). Never
+// released: primary contexts live as long as the process anyway.
+cuda::CUcontext primaryContext(int ordinal) {
+  const cuda::Driver* d = cuda::driver();
+  cuda::CUdevice dev = 0;
+  cuda::CUcontext ctx = nullptr;
+  if (d == nullptr || d->deviceGet(&dev, ordinal) != cuda::kSuccess ||
+      d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess) {
+    return nullptr;
+  }
+  return ctx;
+}
+
+// Creates a communicator the NCCL way: blocking (possibly deferred to ncclGroupEnd) or non-blocking. It binds to the
+// device of `ctx`, by default the calling thread's current one read now: NCCL reads the device at the call, also when
+// a group defers the creation to ncclGroupEnd (which runs it on a thread of its own).
+Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
+                cuda::CUcontext ctx = currentContext()) {
   CFX_TRY(validateInitArgs(newcomm, nranks, rank));
   log::printVersionOnce();
   CFX_TRY_ASSIGN(core::CommConfig cfg, parseConfig(config));
@@ -50,8 +74,9 @@ Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int
     });
   }
   *newcomm = nullptr;
-  return core::submitInit([newcomm, nranks, rank, id, cfg, options]() -> Status {
+  return core::submitInit([newcomm, nranks, rank, id, cfg, options, ctx]() -> Status {
     log::setThreadRank(rank);
+    const cuda::ScopedContext scope(ctx);
     CFX_TRY_ASSIGN(auto comm, core::Communicator::create(id, rank, nranks, cfg, options));
     core::Communicator* c = comm.release();
     core::registerComm(c);
@@ -150,7 +175,8 @@ CFX_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* de
     core::groupStart();
     Status first;
     for (int i = 0; i < ndev; ++i) {
-      Status st = api::initRank(&comms[i], ndev, id, i, nullptr);
+      // As in NCCL, communicator i is on device devlist[i] (device i without a list).
+      Status st = api::initRank(&comms[i], ndev, id, i, nullptr, api::primaryContext(devlist ? devlist[i] : i));
       if (!st.ok() && first.ok()) first = st;
     }
     Status end = core::groupEnd();

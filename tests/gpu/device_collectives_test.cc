@@ -565,6 +565,45 @@ TEST(GpuCollectives, FourRanksOneProcessOneGpu) {
   });
 }
 
+// Which device a communicator binds to, as in NCCL: ncclCommInitAll's comm i to devlist[i] (device i without a
+// list), and a creation deferred by a group to the device current at its ncclCommInitRank call, not to whatever the
+// thread that runs it at ncclGroupEnd has (it ran on a thread with no device, and made host communicators).
+TEST(GpuCollectives, CommunicatorsBindToTheDeviceOfTheirCreation) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::string>> emulated = {{"CFX_EMU_DEVICES", "3"}};
+  const int devices = deviceCount(emulated);
+  if (devices < 2) GTEST_SKIP() << "needs two GPUs; this machine has " << devices;
+  RunOptions opts;
+  opts.env = emulated;
+  runRanks(1, opts, [&](RankContext&) {
+    useDevice0();
+    constexpr int n = 3;
+    ncclComm_t comms[n];
+    const int devs[n] = {1, 0, 1};
+    NCCL_OK(ncclCommInitAll(comms, n, devs));
+    for (int r = 0; r < n; ++r) {
+      int dev = -2;
+      NCCL_OK(ncclCommCuDevice(comms[r], &dev));
+      EXPECT_EQ(dev, devs[r]) << "ncclCommInitAll's rank " << r;
+    }
+    for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+    ncclUniqueId id;
+    NCCL_OK(ncclGetUniqueId(&id));
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      useDevice(devs[r]);
+      NCCL_OK(ncclCommInitRank(&comms[r], n, id, r));
+    }
+    NCCL_OK(ncclGroupEnd());
+    for (int r = 0; r < n; ++r) {
+      int dev = -2;
+      NCCL_OK(ncclCommCuDevice(comms[r], &dev));
+      EXPECT_EQ(dev, devs[r]) << "rank " << r << " created in a group";
+    }
+    for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  });
+}
+
 // ncclMemAlloc gives device memory when the thread has a current device; ncclMemFree releases it.
 TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
   SKIP_WITHOUT_GPU();
