@@ -124,6 +124,16 @@ const Driver* load() {
   resolve(lib, &d.moduleUnload, "cuModuleUnload", &missing);
   resolve(lib, &d.moduleGetFunction, "cuModuleGetFunction", &missing);
   resolve(lib, &d.launchKernel, "cuLaunchKernel", &missing);
+  resolve(lib, &d.memGetAllocationGranularity, "cuMemGetAllocationGranularity", &missing);
+  resolve(lib, &d.memCreate, "cuMemCreate", &missing);
+  resolve(lib, &d.memRelease, "cuMemRelease", &missing);
+  resolve(lib, &d.memAddressReserve, "cuMemAddressReserve", &missing);
+  resolve(lib, &d.memAddressFree, "cuMemAddressFree", &missing);
+  resolve(lib, &d.memMap, "cuMemMap", &missing);
+  resolve(lib, &d.memUnmap, "cuMemUnmap", &missing);
+  resolve(lib, &d.memSetAccess, "cuMemSetAccess", &missing);
+  resolve(lib, &d.memExportToShareableHandle, "cuMemExportToShareableHandle", &missing);
+  resolve(lib, &d.memImportFromShareableHandle, "cuMemImportFromShareableHandle", &missing);
   if (missing != nullptr) {
     CFX_WARN("CUDA: libcuda.so.1 lacks %s (driver too old?); all buffers are treated as host memory", missing);
     return nullptr;  // the library stays loaded: unloading a driver is never worth the risk

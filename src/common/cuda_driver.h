@@ -72,6 +72,38 @@ constexpr int kDeviceAttrPciDomainId = 50;
 constexpr int kDeviceAttrComputeCapabilityMajor = 75;
 constexpr int kDeviceAttrComputeCapabilityMinor = 76;
 constexpr int kDeviceAttrMultiprocessorCount = 16;
+constexpr int kDeviceAttrVirtualMemoryManagement = 102;
+constexpr int kDeviceAttrHandleTypePosixFd = 103;
+
+// The virtual memory management API (cuMemCreate and friends): CUmemGenericAllocationHandle, and the values
+// ncclMemAlloc passes (transport/cuda_ipc/vmm_memory.h).
+using CUmemGenericAllocationHandle = unsigned long long;
+constexpr int kMemAllocationTypePinned = 1;
+constexpr int kMemHandleTypePosixFd = 1;
+constexpr int kMemLocationTypeDevice = 1;
+constexpr int kMemAccessReadWrite = 3;
+constexpr int kMemAllocGranularityRecommended = 1;
+// CUmemLocation, CUmemAllocationProp and CUmemAccessDesc (cuda.h); tests/abi checks them against the toolkit.
+struct MemLocation {
+  int type = 0;
+  int id = 0;
+};
+struct MemAllocationProp {
+  int type = 0;
+  int requestedHandleTypes = 0;
+  MemLocation location;
+  void* win32HandleMetaData = nullptr;
+  struct {
+    unsigned char compressionType = 0;
+    unsigned char gpuDirectRDMACapable = 0;
+    unsigned short usage = 0;
+    unsigned char reserved[4] = {};
+  } allocFlags;
+};
+struct MemAccessDesc {
+  MemLocation location;
+  int flags = 0;
+};
 
 // CUDA_MEMCPY2D (cuda.h), for cuMemcpy2DAsync; tests/abi checks the layout against the toolkit's header.
 struct Memcpy2D {
@@ -154,6 +186,22 @@ struct Driver {
   CUresult (*moduleGetFunction)(CUfunction*, CUmodule, const char* name);
   CUresult (*launchKernel)(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                            unsigned sharedBytes, CUstream, void** params, void** extra);
+  // Virtual memory management: memory exported as a file descriptor, which lives until its last mapping goes.
+  // Null under HIP (ncclMemAlloc then uses memAlloc).
+  CUresult (*memGetAllocationGranularity)(size_t*, const MemAllocationProp*, int option) = nullptr;
+  CUresult (*memCreate)(CUmemGenericAllocationHandle*, size_t, const MemAllocationProp*,
+                        unsigned long long flags) = nullptr;
+  CUresult (*memRelease)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*memAddressReserve)(CUdeviceptr*, size_t, size_t alignment, CUdeviceptr addr,
+                                unsigned long long flags) = nullptr;
+  CUresult (*memAddressFree)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*memMap)(CUdeviceptr, size_t, size_t offset, CUmemGenericAllocationHandle,
+                     unsigned long long flags) = nullptr;
+  CUresult (*memUnmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*memSetAccess)(CUdeviceptr, size_t, const MemAccessDesc*, size_t count) = nullptr;
+  CUresult (*memExportToShareableHandle)(void* shareable, CUmemGenericAllocationHandle, int type,
+                                         unsigned long long flags) = nullptr;
+  CUresult (*memImportFromShareableHandle)(CUmemGenericAllocationHandle*, void* osHandle, int type) = nullptr;
   // Whether ops may be captured into graphs (user objects exist): always with CUDA, not with every HIP.
   bool capturable = true;
 };

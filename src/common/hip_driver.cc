@@ -324,6 +324,17 @@ const Driver* loadHipDriver(Driver* d, std::string* why) {
   d->memcpyDtoHAsync = aMemcpyDtoHAsync;
   d->memcpyHtoDAsync = aMemcpyHtoDAsync;
   d->memcpy2DAsync = nullptr;  // the table may hold CUDA's from a failed cuInit; small copies go in one piece
+  // No VMM under HIP (the table may hold CUDA's entries): ncclMemAlloc uses hipMalloc.
+  d->memGetAllocationGranularity = nullptr;
+  d->memCreate = nullptr;
+  d->memRelease = nullptr;
+  d->memAddressReserve = nullptr;
+  d->memAddressFree = nullptr;
+  d->memMap = nullptr;
+  d->memUnmap = nullptr;
+  d->memSetAccess = nullptr;
+  d->memExportToShareableHandle = nullptr;
+  d->memImportFromShareableHandle = nullptr;
   d->memcpyDtoDAsync = aMemcpyDtoDAsync;
   d->memcpyAsync = aMemcpyAsync;
   d->memsetD8Async = aMemsetD8Async;

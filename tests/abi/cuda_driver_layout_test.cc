@@ -71,6 +71,30 @@ TEST(CudaDriverLayout, ConstantsAreCudasValues) {
   EXPECT_EQ(sizeof(CUipcMemHandle), sizeof(::CUipcMemHandle));
   EXPECT_EQ(sizeof(CUipcEventHandle), sizeof(::CUipcEventHandle));
   EXPECT_EQ(sizeof(CUdeviceptr), sizeof(::CUdeviceptr));
+  EXPECT_EQ(kDeviceAttrVirtualMemoryManagement, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+  EXPECT_EQ(kDeviceAttrHandleTypePosixFd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+  EXPECT_EQ(kMemAllocationTypePinned, CU_MEM_ALLOCATION_TYPE_PINNED);
+  EXPECT_EQ(kMemHandleTypePosixFd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  EXPECT_EQ(kMemLocationTypeDevice, CU_MEM_LOCATION_TYPE_DEVICE);
+  EXPECT_EQ(kMemAccessReadWrite, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  EXPECT_EQ(kMemAllocGranularityRecommended, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  EXPECT_EQ(sizeof(CUmemGenericAllocationHandle), sizeof(::CUmemGenericAllocationHandle));
+}
+
+TEST(CudaDriverLayout, VirtualMemoryStructsAreCudas) {
+  EXPECT_EQ(sizeof(MemLocation), sizeof(CUmemLocation));
+  EXPECT_EQ(offsetof(MemLocation, type), offsetof(CUmemLocation, type));
+  EXPECT_EQ(offsetof(MemLocation, id), offsetof(CUmemLocation, id));
+  EXPECT_EQ(sizeof(MemAllocationProp), sizeof(CUmemAllocationProp));
+  EXPECT_EQ(offsetof(MemAllocationProp, type), offsetof(CUmemAllocationProp, type));
+  EXPECT_EQ(offsetof(MemAllocationProp, requestedHandleTypes), offsetof(CUmemAllocationProp, requestedHandleTypes));
+  EXPECT_EQ(offsetof(MemAllocationProp, location), offsetof(CUmemAllocationProp, location));
+  EXPECT_EQ(offsetof(MemAllocationProp, win32HandleMetaData), offsetof(CUmemAllocationProp, win32HandleMetaData));
+  EXPECT_EQ(offsetof(MemAllocationProp, allocFlags), offsetof(CUmemAllocationProp, allocFlags));
+  EXPECT_EQ(sizeof(MemAllocationProp::allocFlags), sizeof(CUmemAllocationProp::allocFlags));
+  EXPECT_EQ(sizeof(MemAccessDesc), sizeof(CUmemAccessDesc));
+  EXPECT_EQ(offsetof(MemAccessDesc, location), offsetof(CUmemAccessDesc, location));
+  EXPECT_EQ(offsetof(MemAccessDesc, flags), offsetof(CUmemAccessDesc, flags));
 }
 
 TEST(CudaDriverLayout, SmallCopiesGoAsTwoOrMoreRowsThatCoverEveryByte) {

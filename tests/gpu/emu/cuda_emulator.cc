@@ -19,6 +19,8 @@
 //     objects, and CUDA's global capture mode refusing allocations.
 //   - IPC and kernels (emu_ipc_kernels.cc): device memory is a memfd shared mapping that other processes map
 //     through a handle; the reduce-copy kernels run on the stream as the host reduce functions.
+//   - The virtual memory API (emu_vmm.cc): cuMemCreate blocks exported as real file descriptors, reservations,
+//     mappings that stay inaccessible until cuMemSetAccess and keep their pages after the exporter frees them.
 // What it does not model (calls return CUDA_ERROR_NOT_SUPPORTED): the quantisation kernels (they resolve, but a
 // launch fails), captured waits on work outside the capture, graphs launched into a capture. Timing is nothing
 // like a GPU's; tests never assert timings anyway.
@@ -77,99 +79,8 @@ bool validContext(const void* ctx) {
 }
 thread_local std::vector<Context*> tlContexts;  // the current context is the back
 
-// ---- allocations -------------------------------------------------------------------------------------------
-
-std::mutex gAllocMutex;
-std::map<uintptr_t, Allocation> gAllocations;  // by base address
-
-// The allocation holding `p`, if any: (base, allocation).
-bool findAllocation(uintptr_t p, uintptr_t* base, Allocation* out) {
-  std::lock_guard lk(gAllocMutex);
-  auto it = gAllocations.upper_bound(p);
-  if (it == gAllocations.begin()) return false;
-  --it;
-  if (p >= it->first + it->second.bytes) return false;
-  if (base != nullptr) *base = it->first;
-  if (out != nullptr) *out = it->second;
-  return true;
-}
-
-Counters gCounters;
-
-bool onProgressThread() {
-  char name[16] = {};
-  return pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 && std::strncmp(name, "cfx-prog-", 9) == 0;
-}
-
-bool refusedOnProgressThread(const char* call) {
-  if (!onProgressThread()) return false;
-  char name[16] = {};
-  pthread_getname_np(pthread_self(), name, sizeof(name));
-  std::fprintf(stderr, "cuda emulator: %s called on the library's progress thread %s (refused: it can deadlock)\n",
-               call, name);
-  return true;
-}
-
-void trackAllocation(uintptr_t base, const Allocation& a) {
-  std::lock_guard lk(gAllocMutex);
-  gAllocations[base] = a;
-}
-
-bool isTracked(const void* p) { return findAllocation(reinterpret_cast<uintptr_t>(p), nullptr, nullptr); }
-
-// Another process's device memory, mapped through an IPC handle.
-bool isPeerMemory(const void* p) {
-  Allocation a;
-  return findAllocation(reinterpret_cast<uintptr_t>(p), nullptr, &a) && a.opened;
-}
-
-bool allocationAllowed();
-
 // The calling thread's current device; 0 without a current context.
 int currentDevice() { return tlContexts.empty() ? 0 : tlContexts.back()->device; }
-
-CUresult allocate(void** p, size_t bytes, bool device) {
-  if (p == nullptr) return kInvalidValue;
-  if (!allocationAllowed()) return kCaptureUnsupported;
-  // mmap, not malloc: page-aligned, as device allocations are aligned far beyond malloc's 16 bytes, and an access
-  // past the end faults instead of reading some other allocation. Device memory is a shared mapping of a memfd of
-  // its own, so that another process can map the same pages through an IPC handle (which names the fd).
-  const size_t length = bytes == 0 ? 1 : bytes;  // every allocation covers at least one address
-  int fd = -1;
-  if (device) {
-    fd = ::memfd_create("cfx-emulated-device-memory", MFD_CLOEXEC);
-    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(length)) != 0) {
-      if (fd >= 0) ::close(fd);
-      return kOutOfMemory;
-    }
-  }
-  void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, device ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
-  if (m == MAP_FAILED) {
-    if (fd >= 0) ::close(fd);
-    return kOutOfMemory;
-  }
-  std::lock_guard lk(gAllocMutex);
-  gAllocations[reinterpret_cast<uintptr_t>(m)] = Allocation{length, device, fd, false, currentDevice()};
-  *p = m;
-  return kSuccess;
-}
-
-// Frees an allocation of this process (opened: false) or unmaps a peer's (opened: true).
-CUresult release(void* p, bool device, bool opened) {
-  Allocation a;
-  {
-    std::lock_guard lk(gAllocMutex);
-    auto it = gAllocations.find(reinterpret_cast<uintptr_t>(p));
-    if (it == gAllocations.end() || it->second.device != device || it->second.opened != opened) {
-      return kInvalidValue;
-    }
-    a = it->second;
-    gAllocations.erase(it);
-  }
-  ::munmap(p, a.bytes);
-  if (a.fd >= 0) ::close(a.fd);
-  return kSuccess;
-}
 
 // ---- streams and events ---------------------------------------------------------------------------------------
 
@@ -429,6 +340,7 @@ CUresult copyAsync(void* dst, const void* src, size_t bytes, void* stream, bool 
   if (bytes == 0) return kSuccess;
   if (dst == nullptr || src == nullptr) return kInvalidValue;
   if (isPeerMemory(dst) || isPeerMemory(src)) gCounters.peerCopies.fetch_add(1);
+  if (isImportedVmm(dst) || isImportedVmm(src)) gCounters.vmmPeerCopies.fetch_add(1);
   if (onProgressThread()) gCounters.progressThreadWork.fetch_add(1);
   Stream* s = streamOf(stream);
   if (!hostSideTracked && capturing(s)) return kCaptureUnsupported;
@@ -541,6 +453,10 @@ CFX_EMU_API cuDeviceGetAttribute(int* value, int attr, int device) {
     case cfx::cuda::kDeviceAttrComputeCapabilityMinor:
       *value = 0;
       break;
+    case cfx::cuda::kDeviceAttrVirtualMemoryManagement:  // emu_vmm.cc
+    case cfx::cuda::kDeviceAttrHandleTypePosixFd:
+      *value = 1;
+      break;
     default:
       *value = 0;
       break;
@@ -603,8 +519,8 @@ CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
   Allocation a;
   if (!findAllocation(static_cast<uintptr_t>(p), &base, &a)) return kInvalidValue;
   switch (attr) {
-    case cfx::cuda::kPointerAttrContext:
-      *static_cast<void**>(data) = &gPrimary[a.ordinal];
+    case cfx::cuda::kPointerAttrContext:  // cuMemMap memory belongs to no context, as in CUDA
+      *static_cast<void**>(data) = a.vmm ? nullptr : &gPrimary[a.ordinal];
       break;
     case cfx::cuda::kPointerAttrMemoryType:
       *static_cast<unsigned*>(data) = a.device ? kMemoryTypeDevice : kMemoryTypeHost;

@@ -73,6 +73,20 @@ CFX_EMU_API cuModuleUnload(void* module);
 CFX_EMU_API cuModuleGetFunction(void** fn, void* module, const char* name);
 CFX_EMU_API cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                            unsigned sharedBytes, void* stream, void** params, void** extra);
+CFX_EMU_API cuMemGetAllocationGranularity(size_t* granularity, const cfx::cuda::MemAllocationProp* prop, int option);
+CFX_EMU_API cuMemCreate(cfx::cuda::CUmemGenericAllocationHandle* handle, size_t bytes,
+                        const cfx::cuda::MemAllocationProp* prop, unsigned long long flags);
+CFX_EMU_API cuMemRelease(cfx::cuda::CUmemGenericAllocationHandle handle);
+CFX_EMU_API cuMemAddressReserve(cfx::emu::CUdeviceptr* p, size_t bytes, size_t alignment, cfx::emu::CUdeviceptr addr,
+                                unsigned long long flags);
+CFX_EMU_API cuMemAddressFree(cfx::emu::CUdeviceptr p, size_t bytes);
+CFX_EMU_API cuMemMap(cfx::emu::CUdeviceptr p, size_t bytes, size_t offset,
+                     cfx::cuda::CUmemGenericAllocationHandle handle, unsigned long long flags);
+CFX_EMU_API cuMemUnmap(cfx::emu::CUdeviceptr p, size_t bytes);
+CFX_EMU_API cuMemSetAccess(cfx::emu::CUdeviceptr p, size_t bytes, const cfx::cuda::MemAccessDesc* desc, size_t count);
+CFX_EMU_API cuMemExportToShareableHandle(void* shareable, cfx::cuda::CUmemGenericAllocationHandle handle, int type,
+                                         unsigned long long flags);
+CFX_EMU_API cuMemImportFromShareableHandle(cfx::cuda::CUmemGenericAllocationHandle* handle, void* osHandle, int type);
 
 // Tells tests they run on a stand-in (1), and what it did in this process (see cuda_emulator.cc).
 extern "C" __attribute__((visibility("default"))) int cfxCudaEmulator();

@@ -40,6 +40,7 @@ struct Allocation {
   int fd = -1;          // device memory: the memfd behind it, which IPC handles name
   bool opened = false;  // a peer's device memory mapped by cuIpcOpenMemHandle
   int ordinal = 0;      // the device it is memory of (device memory), or whose context made it
+  bool vmm = false;     // a cuMemMap mapping (emu_vmm.cc); opened: of memory imported from another process
 };
 
 // The allocation holding `p`, if any: (base, allocation).
@@ -50,6 +51,19 @@ bool isTracked(const void* p);
 void trackAllocation(uintptr_t base, const Allocation& a);
 // Frees an allocation of this process (opened: false) or unmaps a peer's (opened: true).
 CUresult release(void* p, bool device, bool opened = false);
+// Stops tracking the allocation at `base` without unmapping it (cuMemUnmap replaces the pages itself).
+void untrackAllocation(uintptr_t base);
+// Whether allocations are allowed now (not while a stream is captured in CUDA's global mode).
+bool allocationAllowed();
+// The calling thread's current device; 0 without a current context.
+int currentDevice();
+bool validDevice(int device);
+// Another process's device memory, mapped through a legacy IPC handle or imported and mapped with cuMemMap.
+bool isPeerMemory(const void* p);
+// Memory another process exported with cuMemExportToShareableHandle, mapped here with cuMemMap.
+bool isImportedVmm(const void* p);
+// Device memory (a memfd of its own, so peers can map it) or pinned host memory, page-aligned and tracked.
+CUresult allocate(void** p, size_t bytes, bool device);
 
 // What the emulator did in this process (cfxCudaEmulatorCount).
 // Creating or freeing a CUDA object takes a context-wide lock that a thread sitting in a synchronous pageable copy
@@ -66,6 +80,9 @@ struct Counters {
   std::atomic<uint64_t> moduleLoads{0};
   std::atomic<uint64_t> kernelLaunches{0};
   std::atomic<uint64_t> progressThreadWork{0};  // copies and kernels enqueued from a library progress thread
+  std::atomic<uint64_t> vmmImports{0};          // cuMemImportFromShareableHandle
+  std::atomic<uint64_t> vmmPeerCopies{0};       // copies from or to imported memory (also in peerCopies)
+  std::atomic<uint64_t> vmmPeerKernelReads{0};  // kernel launches reading imported memory
 };
 extern Counters gCounters;
 

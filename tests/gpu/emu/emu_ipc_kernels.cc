@@ -80,9 +80,21 @@ void runReduce(const Kernel& k, const ReduceArgs& a) {
   op.divisor = a.divisor;
   std::memcpy(op.scalar, a.scalar, sizeof(op.scalar));
   const bool post = a.postDivide != 0;
-  cfx::prims::prepareLocal(op, a.dst, a.src[0], a.count, post && a.nSrc == 1);
-  for (int i = 1; i < a.nSrc; ++i)
-    cfx::prims::reduceLocal(op, a.dst, a.dst, a.src[i], a.count, post && i == a.nSrc - 1);
+  // The device kernel reads every source of an element before it stores that element, so dst may be one of the
+  // sources (an in-place zero-copy all-reduce). Folding into dst source by source would clobber a later source
+  // that is dst: fold into a copy then.
+  const size_t bytes = a.count * cfx::dataTypeSize(k.type);
+  const auto* lo = static_cast<const char*>(a.dst);
+  bool aliased = false;
+  for (int i = 1; i < a.nSrc; ++i) {
+    const auto* s = static_cast<const char*>(a.src[i]);
+    aliased = aliased || (s < lo + bytes && lo < s + bytes);
+  }
+  std::vector<char> scratch(aliased ? bytes : 0);
+  void* dst = aliased ? scratch.data() : a.dst;
+  cfx::prims::prepareLocal(op, dst, a.src[0], a.count, post && a.nSrc == 1);
+  for (int i = 1; i < a.nSrc; ++i) cfx::prims::reduceLocal(op, dst, dst, a.src[i], a.count, post && i == a.nSrc - 1);
+  if (aliased) std::memcpy(a.dst, dst, bytes);
 }
 
 }  // namespace
@@ -99,7 +111,8 @@ CFX_EMU_API cuIpcGetMemHandle(void* handle, CUdeviceptr p) {
   if (handle == nullptr) return kInvalidValue;
   uintptr_t base = 0;
   Allocation a;
-  if (!findAllocation(static_cast<uintptr_t>(p), &base, &a) || !a.device || a.opened || base != p) {
+  // As in CUDA, cuMemCreate memory has no legacy IPC handle.
+  if (!findAllocation(static_cast<uintptr_t>(p), &base, &a) || !a.device || a.opened || a.vmm || base != p) {
     return kInvalidValue;
   }
   IpcHandle h{kIpcMagic, static_cast<int32_t>(::getpid()), a.fd, a.ordinal, a.bytes};
@@ -176,12 +189,19 @@ CFX_EMU_API cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsi
   std::memcpy(&args, params[0], sizeof(args));
   if (args.nSrc < 1 || args.nSrc > cfx::prims::device::kMaxReduceSources) return kInvalidValue;
   gCounters.kernelLaunches.fetch_add(1);
+  for (int i = 0; i < args.nSrc; ++i) {
+    if (isImportedVmm(args.src[i])) {
+      gCounters.vmmPeerKernelReads.fetch_add(1);
+      break;
+    }
+  }
   submit(streamOf(stream), [k, args] { runReduce(k, args); });
   return kSuccess;
 }
 
 // What the emulator did in this process, for tests that must tell a path taken from one fallen back from:
-// "ipc_opens", "peer_copies", "module_loads", "kernel_launches", "progress_thread_work". -1 for an unknown name.
+// "ipc_opens", "peer_copies", "module_loads", "kernel_launches", "progress_thread_work", "vmm_imports",
+// "vmm_peer_copies", "vmm_peer_kernel_reads". -1 for an unknown name.
 __attribute__((visibility("default"))) long long cfxCudaEmulatorCount(const char* what) {
   if (what == nullptr) return -1;
   const std::string w = what;
@@ -190,6 +210,9 @@ __attribute__((visibility("default"))) long long cfxCudaEmulatorCount(const char
   if (w == "module_loads") return static_cast<long long>(gCounters.moduleLoads.load());
   if (w == "kernel_launches") return static_cast<long long>(gCounters.kernelLaunches.load());
   if (w == "progress_thread_work") return static_cast<long long>(gCounters.progressThreadWork.load());
+  if (w == "vmm_imports") return static_cast<long long>(gCounters.vmmImports.load());
+  if (w == "vmm_peer_copies") return static_cast<long long>(gCounters.vmmPeerCopies.load());
+  if (w == "vmm_peer_kernel_reads") return static_cast<long long>(gCounters.vmmPeerKernelReads.load());
   return -1;
 }
 
