@@ -10,6 +10,7 @@
 #include "common/cuda_driver.h"
 #include "conflux.h"
 #include "core/group.h"
+#include "transport/cuda_ipc/vmm_memory.h"
 #include "transport/shm/shm_export.h"
 
 namespace cfx::api {
@@ -63,10 +64,20 @@ CFX_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     *ptr = nullptr;
     if (size == 0) return Status();
     // As in NCCL: memory of the calling thread's current device when it has one (a CUDA program), else host
-    // memory for host-only programs. cuMemAlloc memory can be exported to peers with CUDA IPC handles.
+    // memory for host-only programs. On a device, a block peers can map and read in place whenever the driver
+    // can export one (transport/cuda_ipc/vmm_memory.h), else plain cuMemAlloc memory.
     if (const cuda::Driver* d = cuda::driver()) {
       cuda::CUcontext ctx = nullptr;
       if (d->ctxGetCurrent(&ctx) == cuda::kSuccess && ctx != nullptr) {
+        Result<void*> shareable = transport::cuda_ipc::allocShareable(size);
+        if (shareable.ok()) {
+          *ptr = shareable.value();
+          CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (device, shareable with same-host peers)", *ptr, size);
+          return Status();
+        }
+        // Any failure (no virtual memory API, a driver or container that cannot export descriptors, no room)
+        // falls back to plain device memory, which only loses the zero-copy; cuMemAlloc reports real exhaustion.
+        CFX_INFO(log::Sys::Alloc, "ncclMemAlloc: %s; using cuMemAlloc", shareable.status().message().c_str());
         cuda::CUdeviceptr dp = 0;
         CFX_TRY(cuda::check(d->memAlloc(&dp, size), strprintf("ncclMemAlloc: cuMemAlloc(%zu bytes)", size).c_str()));
         *ptr = reinterpret_cast<void*>(dp);
@@ -88,6 +99,8 @@ CFX_API ncclResult_t pncclMemFree(void* ptr) {
   return api::call("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status();
     if (transport::shm::freeExported(ptr)) return Status();
+    CFX_TRY_ASSIGN(const bool shareable, transport::cuda_ipc::freeShareable(ptr));
+    if (shareable) return Status();
     if (cuda::classify(ptr).kind == cuda::MemKind::Device) {
       return cuda::check(cuda::driver()->memFree(reinterpret_cast<cuda::CUdeviceptr>(ptr)), "ncclMemFree: cuMemFree");
     }
@@ -111,16 +124,31 @@ CFX_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t
     if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC) {
       return Status::error(Errc::InvalidArgument, strprintf("invalid winFlags 0x%x", winFlags));
     }
+    if (win == nullptr) return Status::error(Errc::InvalidArgument, "win is NULL");
     void* handle = nullptr;
     CFX_TRY(api::registerBuffer(comm, buff, size, &handle, true));
     *win = static_cast<ncclWindow_t>(handle);
-    return Status();
+    // A symmetric window is mapped by every rank (zero-copy collectives; core::Communicator::registerWindow): a
+    // collective step, deferred to ncclGroupEnd inside a group like communicator creation. Other windows are
+    // registered here only: nothing promises their offsets match across ranks.
+    if (winFlags != NCCL_WIN_COLL_SYMMETRIC) return Status();
+    core::Communicator* c = api::checkComm(comm).value();
+    return core::submitInit(
+        [c, handle, buff, size] {
+          log::setThreadRank(c->rank());  // inside a group this runs on a thread of its own
+          return c->registerWindow(handle, buff, size);
+        },
+        c);
   });
 }
 CFX_NCCL_ALIAS(ncclCommWindowRegister)
 
 CFX_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  return api::call("ncclCommWindowDeregister", [&] { return api::deregisterBuffer(comm, win, true); });
+  return api::call("ncclCommWindowDeregister", [&]() -> Status {
+    CFX_TRY(api::deregisterBuffer(comm, win, true));
+    api::checkComm(comm).value()->deregisterWindow(win);
+    return Status();
+  });
 }
 CFX_NCCL_ALIAS(ncclCommWindowDeregister)
 

@@ -19,6 +19,7 @@
 #include "common/param.h"
 #include "topology/calibration.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
+#include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/ucx/ucx_transport.h"
@@ -235,6 +236,7 @@ Communicator::~Communicator() {
     handle_->comm = nullptr;
   }
   device_.reset();  // every device job has finished: release the streams and free the staging
+  windows_.clear();
   ipc_.reset();
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
   // Transports go before the bootstrap: their destructors may still flush to peers.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,7 @@ class UcxTransport;
 }
 namespace cfx::transport::cuda_ipc {
 class IpcScratch;
+class IpcWindow;
 }
 
 namespace cfx::core {
@@ -144,6 +146,17 @@ class Communicator {
   const transport::cuda_ipc::IpcScratch* ipcScratch() const { return ipc_.get(); }
   // The device-direct path takes ops of at least this many bytes (CFX_CUDA_IPC_MIN_BYTES); smaller ones stage.
   size_t ipcMinBytes() const { return ipcMinBytes_; }
+  // ncclCommWindowRegister's collective half: with the device-direct path on, every rank maps every rank's window
+  // (transport/cuda_ipc/ipc_window.h), on the calling thread. `key` is the window handle. A no-op with the path off.
+  Status registerWindow(const void* key, const void* buff, size_t bytes);
+  void deregisterWindow(const void* key);
+  // The zero-copy window holding all of [p, p + bytes) on this rank, and p's offset in it: the same offset reaches
+  // the op's buffer in every peer's window, as NCCL_WIN_COLL_SYMMETRIC promises. Null when there is none.
+  struct WindowSpan {
+    const transport::cuda_ipc::IpcWindow* window = nullptr;
+    size_t offset = 0;
+  };
+  WindowSpan findWindow(const void* p, size_t bytes);
   // Set by abort(): hooks of queued device jobs stop waiting.
   const std::atomic<bool>& abortFlag() const { return abortFlag_; }
   // Waits until every queued job has finished (ncclCommFinalize).
@@ -281,6 +294,8 @@ class Communicator {
   std::unique_ptr<DeviceState> device_;
   std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
   size_t ipcMinBytes_ = 0;
+  std::mutex windowsMutex_;
+  std::map<const void*, std::unique_ptr<transport::cuda_ipc::IpcWindow>> windows_;  // by window handle
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;

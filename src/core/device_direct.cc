@@ -6,11 +6,13 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "common/cuda_driver.h"
 #include "primitives/device/reduce_args.h"
 #include "primitives/device_kernels.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
+#include "transport/cuda_ipc/ipc_window.h"
 
 namespace cfx::core {
 
@@ -227,6 +229,121 @@ void scatterLikeDirect(const Direct& d, Builder& b) {
   }
 }
 
+// A zero-copy op's buffers as this rank addresses them: every rank's send buffer, and (all-reduce) every rank's
+// receive buffer, through the windows they lie in. `fingerprint` names the windows and offsets: the op's first
+// host step checks every rank computed the same one.
+struct ZeroCopy {
+  std::vector<cuda::CUdeviceptr> send;
+  std::vector<cuda::CUdeviceptr> recv;
+  uint64_t fingerprint = 0;
+};
+
+// Every rank's copy of [p, p + bytes), where p lies in a zero-copy window of this rank and the same offset fits in
+// every peer's window (NCCL_WIN_COLL_SYMMETRIC: the offset is the same on every rank). Empty where not.
+std::vector<cuda::CUdeviceptr> symmetricSpans(Communicator* comm, const void* p, size_t bytes, uint64_t* fingerprint) {
+  const Communicator::WindowSpan span = comm->findWindow(p, bytes);
+  if (span.window == nullptr) return {};
+  std::vector<cuda::CUdeviceptr> all(static_cast<size_t>(comm->nRanks()));
+  for (int r = 0; r < comm->nRanks(); ++r) {
+    if (span.offset + bytes > span.window->bytes(r)) return {};
+    all[static_cast<size_t>(r)] = span.window->base(r) + span.offset;
+  }
+  // Offsets and sizes, which every rank must share; not addresses, which differ between processes.
+  *fingerprint = (*fingerprint * 1000003u) ^ (span.offset * 31u + span.window->bytes(0));
+  return all;
+}
+
+std::optional<ZeroCopy> zeroCopyOf(Communicator* comm, const Op& op) {
+  const coll::CollArgs& a = op.args;
+  const size_t es = dataTypeSize(a.type);
+  const size_t n = static_cast<size_t>(comm->nRanks());
+  ZeroCopy z;
+  switch (a.coll) {
+    case coll::Collective::AllReduce:
+      z.send = symmetricSpans(comm, a.sendbuff, a.count * es, &z.fingerprint);
+      z.recv = symmetricSpans(comm, a.recvbuff, a.count * es, &z.fingerprint);
+      if (z.send.empty() || z.recv.empty()) return std::nullopt;
+      return z;
+    case coll::Collective::AllGather:
+      if (a.sendbuff == static_cast<const char*>(a.recvbuff) + static_cast<size_t>(comm->rank()) * a.count * es) {
+        // In place, each rank's input is its block of its output, at a different offset on every rank: found
+        // through the output's window. The mark makes a rank in place and one not fail the agreement.
+        z.send = symmetricSpans(comm, a.recvbuff, a.count * es * n, &z.fingerprint);
+        for (size_t p = 0; p < z.send.size(); ++p) z.send[p] += p * a.count * es;
+        z.fingerprint ^= 0x9e3779b97f4a7c15ull;
+      } else {
+        z.send = symmetricSpans(comm, a.sendbuff, a.count * es, &z.fingerprint);
+      }
+      break;
+    case coll::Collective::AlltoAll:
+      // In place, a rank would overwrite blocks of its buffer that peers are still reading: the scratch path.
+      if (a.sendbuff == a.recvbuff) return std::nullopt;
+      [[fallthrough]];
+    case coll::Collective::ReduceScatter:
+      z.send = symmetricSpans(comm, a.sendbuff, a.count * es * n, &z.fingerprint);
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (z.send.empty()) return std::nullopt;
+  return z;
+}
+
+// Zero-copy forms. Each starts with an agreeing barrier: every rank's stream has reached the op, so its inputs are
+// final and its outputs free, and every rank found the same windows and offsets. Each ends with a barrier, so that
+// no rank's stream goes on (and its user overwrites a buffer) while a peer still reads it. Nothing is windowed: one
+// pass whatever the size.
+//
+// All-reduce: rank r reduces its 1/n slice from every rank's send buffer, in rank order, into its own receive
+// buffer (one kernel); barrier; each rank copies every other owner's slice out of the owner's receive buffer;
+// barrier. In place is safe: a rank writes only its own slice in the first pass, which peers read only then, and
+// the kernel reads every source of an element before writing it. Cost: 3 host steps; per rank N bytes read by the
+// kernel (N/n from each rank), N/n written, N - N/n copied in from peers.
+void allReduceZeroCopy(const Direct& d, const ZeroCopy& z, const prims::DeviceKernels* kernels, Builder& b) {
+  const size_t lo = d.a.count * d.me / d.n;
+  const size_t hi = d.a.count * (d.me + 1) / d.n;
+  std::array<cuda::CUdeviceptr, prims::device::kMaxReduceSources> srcs{};
+  for (size_t p = 0; p < d.n; ++p) srcs[p] = z.send[p] + lo * d.es;
+  if (hi > lo) {
+    b.work([kernels, op = d.a.op, dst = z.recv[d.me] + lo * d.es, srcs, n = d.n, count = hi - lo](cuda::CUstream s) {
+      return kernels->reduceCopy(op, dst, srcs.data(), static_cast<int>(n), count, true, s);
+    });
+  }
+  b.host(d.barrier);
+  for (size_t p = 0; p < d.n; ++p) {
+    const size_t plo = d.a.count * p / d.n;
+    const size_t phi = d.a.count * (p + 1) / d.n;
+    if (p != d.me && phi > plo) b.copy(z.recv[d.me] + plo * d.es, z.recv[p] + plo * d.es, (phi - plo) * d.es);
+  }
+  b.host(d.barrier);
+}
+
+// Reduce-scatter: rank r reduces block r of every rank's send buffer, in rank order, into its output (one kernel);
+// barrier. Cost: 2 host steps; N/n read from each rank, N/n written.
+void reduceScatterZeroCopy(const Direct& d, const ZeroCopy& z, const prims::DeviceKernels* kernels, Builder& b) {
+  std::array<cuda::CUdeviceptr, prims::device::kMaxReduceSources> srcs{};
+  const size_t blockBytes = d.a.count * d.es;
+  for (size_t p = 0; p < d.n; ++p) srcs[p] = z.send[p] + d.me * blockBytes;
+  b.work([kernels, op = d.a.op, dst = d.recv(0), srcs, n = d.n, count = d.a.count](cuda::CUstream s) {
+    return kernels->reduceCopy(op, dst, srcs.data(), static_cast<int>(n), count, true, s);
+  });
+  b.host(d.barrier);
+}
+
+// All-gather: each rank copies every rank's send buffer into its block of the output (its own too, unless in
+// place); barrier. All-to-all: each rank copies block r of every rank's send buffer into block p of its output;
+// barrier. Cost: 2 host steps; the bytes cross once.
+void gatherZeroCopy(const Direct& d, const ZeroCopy& z, Builder& b) {
+  const size_t blockBytes = d.a.count * d.es;
+  const bool a2a = d.a.coll == coll::Collective::AlltoAll;
+  for (size_t p = 0; p < d.n; ++p) {
+    const cuda::CUdeviceptr src = z.send[p] + (a2a ? d.me * blockBytes : 0);
+    const cuda::CUdeviceptr dst = d.recv(p * blockBytes);
+    if (src != dst) b.copy(dst, src, blockBytes);
+  }
+  b.host(d.barrier);
+}
+
 // One chunk of a point-to-point message: what one round moves through one slot.
 struct P2pChunk {
   cuda::CUdeviceptr buffer;  // the message's device buffer, at the chunk's offset
@@ -363,6 +480,17 @@ Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx
                    dataTypeSize(a.type),
                    static_cast<size_t>(comm->nRanks()),
                    static_cast<size_t>(comm->rank())};
+    if (const std::optional<ZeroCopy> z = zeroCopyOf(comm, op)) {
+      b.host([agree = host.agree, v = z->fingerprint] { return agree(v); });
+      if (a.coll == coll::Collective::AllReduce) {
+        allReduceZeroCopy(d, *z, kernels, b);
+      } else if (a.coll == coll::Collective::ReduceScatter) {
+        reduceScatterZeroCopy(d, *z, kernels, b);
+      } else {
+        gatherZeroCopy(d, *z, b);
+      }
+      continue;
+    }
     switch (a.coll) {
       case coll::Collective::AllReduce:
         reduceDirect(d, kernels, -1, b);

@@ -24,6 +24,11 @@
 // H100, measured with the earlier progress-thread copies), which staging through host memory does not pay: ops
 // smaller than CFX_CUDA_IPC_MIN_BYTES (8 MiB there) stage instead. Ops captured into a CUDA graph stage.
 //
+// Zero-copy: all-reduce, all-gather, reduce-scatter and all-to-all whose buffers lie in a symmetric window that
+// every rank mapped (ncclMemAlloc memory registered with ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC;
+// transport/cuda_ipc/ipc_window.h) skip the scratch: ranks read each other's buffers where they lie, in one pass
+// of at most 3 host steps whatever the size, instead of copying every window into the scratch first.
+//
 #pragma once
 
 #include <functional>
@@ -54,6 +59,8 @@ const void* deviceBufferOf(const Op& op);
 struct DirectHost {
   std::function<Status()> barrier;
   std::function<Status(const std::vector<Op>&)> exchange;
+  // A barrier that also fails, on every rank, unless every rank passed the same value.
+  std::function<Status(uint64_t)> agree;
 };
 
 // One device-direct plan as alternating steps: segment i is device work the caller enqueues on the op's stream at

@@ -22,7 +22,7 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<Op> ops;
-  std::vector<std::function<Status()>> inits;
+  std::vector<DeferredSetup> inits;
   Status firstError;
 };
 thread_local GroupState tGroup;
@@ -322,12 +322,31 @@ Status launchCollective(const Op& op) {
   return st;
 }
 
-Status runInits(std::vector<std::function<Status()>>& inits) {
-  if (inits.size() == 1) return inits.front()();
-  // One thread creates several ranks: each creation blocks until all ranks joined, so run them side by side.
-  std::vector<Status> results(inits.size());
+Status runInits(std::vector<DeferredSetup>& inits) {
+  if (inits.size() == 1) return inits.front().run();
+  // One thread sets up several ranks: each setup blocks until all ranks joined, so run them side by side; the
+  // setups of one communicator (two window registrations) one after another, in call order, on one thread.
+  std::vector<std::vector<DeferredSetup*>> lanes;
+  std::map<const void*, size_t> laneOf;
+  for (DeferredSetup& d : inits) {
+    if (d.key == nullptr || !laneOf.contains(d.key)) {
+      if (d.key != nullptr) laneOf[d.key] = lanes.size();
+      lanes.emplace_back();
+      lanes.back().push_back(&d);
+    } else {
+      lanes[laneOf[d.key]].push_back(&d);
+    }
+  }
+  std::vector<Status> results(lanes.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < inits.size(); ++i) threads.emplace_back([&, i] { results[i] = inits[i](); });
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    threads.emplace_back([&, i] {
+      for (DeferredSetup* d : lanes[i]) {
+        results[i] = d->run();
+        if (!results[i].ok()) break;
+      }
+    });
+  }
   for (auto& t : threads) t.join();
   for (auto& st : results) {
     if (!st.ok()) return st;
@@ -394,7 +413,7 @@ Status groupEnd() {
   if (tGroup.depth == 0) return Status::error(Errc::InvalidUsage, "ncclGroupEnd: not in a group call.");
   if (--tGroup.depth > 0) return Status();
   std::vector<Op> ops = std::move(tGroup.ops);
-  std::vector<std::function<Status()>> inits = std::move(tGroup.inits);
+  std::vector<DeferredSetup> inits = std::move(tGroup.inits);
   Status recorded = std::move(tGroup.firstError);
   tGroup = GroupState{};
   // A group is atomic, as in NCCL: when one of its calls failed, none of its operations is launched (the others,
@@ -406,7 +425,8 @@ Status groupEnd() {
     return recorded;
   }
   if (!inits.empty() && !ops.empty()) {
-    return Status::error(Errc::InvalidUsage, "a group may not mix communicator creation with operations");
+    return Status::error(Errc::InvalidUsage,
+                         "a group may not mix communicator creation or window registration with operations");
   }
   if (!inits.empty()) CFX_TRY(runInits(inits));
   return launch(ops);
@@ -443,9 +463,9 @@ Status submit(const Op& op) {
   return launch({op});
 }
 
-Status submitInit(std::function<Status()> init) {
+Status submitInit(std::function<Status()> init, const void* key) {
   if (tGroup.depth > 0) {
-    tGroup.inits.push_back(std::move(init));
+    tGroup.inits.push_back(DeferredSetup{key, std::move(init)});
     return Status();
   }
   return init();

@@ -66,8 +66,13 @@ Status groupEnd();
 Status groupSimulateEnd(float* estimatedTimeUs);
 // Records (inside a group) or launches (outside) one op. The op must already be validated.
 Status submit(const Op& op);
-// Records or runs communicator creation; inside a group all creations run concurrently at groupEnd.
-Status submitInit(std::function<Status()> init);
+// Records or runs a collective setup call (communicator creation, window registration); inside a group they run
+// at groupEnd, concurrently, except that those with the same non-null `key` (a communicator) run in call order.
+struct DeferredSetup {
+  const void* key = nullptr;
+  std::function<Status()> run;
+};
+Status submitInit(std::function<Status()> init, const void* key = nullptr);
 // Remembers a validation failure inside a group: ncclGroupEnd then launches none of the group's operations and
 // reports it, as NCCL does.
 void noteGroupError(const Status& st);

@@ -9,6 +9,7 @@
 #include "common/cuda_driver.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "common/tsan.h"
 #include "core/device_direct.h"
 #include "core/device_stream.h"
 #include "core/group_launch.h"
@@ -308,9 +309,27 @@ Result<bool> launchSingleRank(const std::vector<const Op*>& ops) {
   return true;
 }
 
+// Ranks of one process pass a device-direct host step through shared memory that each maps at its own address, so a
+// thread sanitizer cannot see that a rank's device work before the step happens before a peer's after it, though
+// both touch one buffer at one address (a peer's scratch or window). The steps name the handoff: every rank releases
+// a word of its communicator before the step and acquires it after (common/tsan.h). Nothing outside TSan builds.
+class TsanStep {
+ public:
+  explicit TsanStep(const Communicator* comm) : key_(&keys_[comm->commHash() % kKeys]) { tsanRelease(key_); }
+  ~TsanStep() { tsanAcquire(key_); }
+  TsanStep(const TsanStep&) = delete;
+  TsanStep& operator=(const TsanStep&) = delete;
+
+ private:
+  static constexpr size_t kKeys = 64;
+  static inline char keys_[kKeys] = {};
+  const void* key_;
+};
+
 // A barrier among the communicator's ranks, on the progress thread: a 4-byte host all-reduce. Its tag also checks
 // that every rank is in the same operation.
 Status hostBarrier(Communicator* comm) {
+  const TsanStep handoff(comm);
   int32_t one = 1;
   int32_t sum = 0;
   Op op;
@@ -325,8 +344,33 @@ Status hostBarrier(Communicator* comm) {
   return runOnThisThread(comm, {&op});
 }
 
+// hostBarrier that also checks every rank passed the same `value`: one host all-reduce of (value, ~value) with
+// Max, whose results differ from the rank's own unless the minimum and maximum over the ranks are equal.
+Status hostAgree(Communicator* comm, uint64_t value) {
+  const TsanStep handoff(comm);
+  uint64_t mine[2] = {value, ~value};
+  uint64_t all[2] = {0, 0};
+  Op op;
+  op.kind = Op::Kind::Coll;
+  op.comm = comm;
+  op.args.coll = coll::Collective::AllReduce;
+  op.args.sendbuff = mine;
+  op.args.recvbuff = all;
+  op.args.count = 2;
+  op.args.type = DataType::Uint64;
+  op.args.op = ReduceOp::builtin(DataType::Uint64, RedOpKind::Max, comm->nRanks());
+  CFX_TRY(runOnThisThread(comm, {&op}));
+  if (all[0] != value || ~all[1] != value) {
+    return Status::error(Errc::InvalidUsage,
+                         "zero-copy collective: the ranks' buffers are not at the same offsets of their symmetric "
+                         "windows (NCCL_WIN_COLL_SYMMETRIC promises they are), or not in matching windows");
+  }
+  return Status();
+}
+
 // A group of small host sends and receives on the progress thread (the device-direct p2p tokens).
 Status hostP2p(Communicator* comm, const std::vector<Op>& ops) {
+  const TsanStep handoff(comm);
   std::vector<Op> own = ops;
   std::vector<const Op*> raw;
   for (Op& op : own) {
@@ -532,7 +576,8 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   if (st.ok() && !plan->onStream && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
   if (st.ok() && (plan->direct || !plan->directP2p.empty())) {
     const DirectHost host{[comm] { return hostBarrier(comm); },
-                          [comm](const std::vector<Op>& t) { return hostP2p(comm, t); }};
+                          [comm](const std::vector<Op>& t) { return hostP2p(comm, t); },
+                          [comm](uint64_t v) { return hostAgree(comm, v); }};
     Result<DirectProgram> built =
         buildDirectProgram(comm, plan->ctx, plan->direct ? plan->ops : std::vector<Op>{}, plan->directP2p, host);
     if (built.ok()) {

@@ -614,10 +614,17 @@ TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
     unsigned memType = 0;
     CU_OK(d.pointerGetAttribute(&memType, cuda::kPointerAttrMemoryType, reinterpret_cast<CUdeviceptr>(p)));
     EXPECT_EQ(memType, cuda::kMemoryTypeDevice);
-    cuda::CUipcMemHandle handle;
-    EXPECT_EQ(d.ipcGetMemHandle(&handle, reinterpret_cast<CUdeviceptr>(p)), cuda::kSuccess)
-        << "ncclMemAlloc memory must be exportable to peers";
+    // Every byte is usable (the block is rounded up to the granularity, not down); peers' access to it is what
+    // device_window_test.cc's zero-copy windows show.
+    const size_t bytes = 3 << 20;
+    std::vector<uint8_t> in(bytes), out(bytes);
+    for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 7 + 3);
+    CU_OK(d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(p), in.data(), bytes, nullptr));
+    CU_OK(d.memcpyDtoHAsync(out.data(), reinterpret_cast<CUdeviceptr>(p), bytes, nullptr));
+    CU_OK(d.streamSynchronize(nullptr));
+    EXPECT_EQ(out, in);
     NCCL_OK(ncclMemFree(p));
+    EXPECT_EQ(ncclMemFree(p), ncclInvalidArgument) << "a second free must be refused, not freed again";
   });
 }
 

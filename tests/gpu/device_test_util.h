@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/cuda_driver.h"
+#include "integration/multiproc.h"
 
 namespace cfx::itest {
 
@@ -86,6 +87,26 @@ struct StreamHold {
       release();
     });
   }
+};
+
+// One rank of a device test, in its child: device 0 current, a communicator, a non-blocking stream; the stream and
+// then the communicator are destroyed at the end (a test that aborts instead releases `comm` and sets it null).
+struct RankOnDevice {
+  const cuda::Driver& d;
+  ncclComm_t comm = nullptr;
+  cuda::CUstream stream = nullptr;
+  explicit RankOnDevice(RankContext& ctx) : d(useDevice0()), comm(ctx.initComm()) {
+    if (comm == nullptr) throw std::runtime_error("ncclCommInitRank failed");
+    if (d.streamCreate(&stream, cuda::kStreamNonBlocking) != cuda::kSuccess) throw std::runtime_error("no stream");
+  }
+  ~RankOnDevice() {
+    d.streamDestroy(stream);
+    if (comm != nullptr) {
+      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    }
+  }
+  RankOnDevice(const RankOnDevice&) = delete;
+  RankOnDevice& operator=(const RankOnDevice&) = delete;
 };
 
 // What the CPU emulation of the driver did in this process ("ipc_opens", "peer_copies", "module_loads",

@@ -7,16 +7,17 @@
 #   1. the gtest GPU tests (label gpu): every datatype and op on device buffers, stream semantics, several ranks
 #      on one GPU in one process and in many, ncclMemAlloc, collectives captured in CUDA graphs, the CUDA IPC path;
 #   2. all 11 nccl-tests binaries with -c 1 (results checked by nccl-tests itself), 4 ranks on ONE GPU
-#      (MPI build, NCCL_TESTS_DEVICE=0), staged and (all-reduce, all-gather, broadcast) over CUDA IPC: NVIDIA's NCCL
-#      stops these with "Duplicate GPU detected"; all-reduce and all-gather as two "hosts" of two ranks
+#      (MPI build, NCCL_TESTS_DEVICE=0), staged and over CUDA IPC, and the four with zero-copy forms over CUDA IPC
+#      on symmetric windows (-R 2): NVIDIA's NCCL stops these with "Duplicate GPU detected"; all-reduce and
+#      all-gather as two "hosts" of two ranks
 #      (as_hosts.sh: device buffers staged onto TCP, then UCX, between them), and with a rank on each GPU where
 #      there are several (both libraries); then six of them again with -G (every op captured into a CUDA graph by
 #      nccl-tests and replayed);
 #   3. a torch.distributed job with backend "nccl" and our library in LD_PRELOAD at 2 and 4 ranks on one GPU, and
 #      at 1 rank with each library (tests/gpu/torch_collectives.py: exact checks and a timed DDP step), and its
 #      --graph form (collectives captured with torch.cuda.graph and replayed) likewise;
-#   4. figures: all_reduce_perf and all_gather_perf 8 B - 1 GiB with 4 ranks on one GPU (CUDA IPC path and staged
-#      path), and 1 rank with both libraries side by side.
+#   4. figures: all_reduce_perf and all_gather_perf 8 B - 1 GiB with 4 ranks on one GPU (CUDA IPC path with and
+#      without symmetric windows, and staged path), and 1 rank with both libraries side by side.
 # Every step has a timeout, failures do not stop later steps, and the exit status is non-zero if any step failed.
 # Without a GPU it exits 77 (skip) with the reason. Ranks are processes started by cfxrun; nccl-tests is its MPI
 # build against minimpi (tests/gpu/minimpi), so the machine needs no MPI.
@@ -193,6 +194,11 @@ done
 for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
 done
+# Zero-copy: nccl-tests' buffers come from ncclMemAlloc; -R 2 registers them as symmetric windows, which every rank
+# maps, and the four collectives with a zero-copy form read peers' buffers in place (the others ignore the windows).
+for b in all_reduce all_gather reduce_scatter alltoall; do
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2 -R 2
+done
 # Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
 # pair and the network transport between, every op staged through pinned host memory.
 for net in tcp ucx; do
@@ -275,6 +281,7 @@ for b in all_reduce all_gather; do
   fi
 done
 for b in all_reduce all_gather; do
+  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-$b-4ranks-1gpu-conflux-ipc-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1 -R 2
   CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
   CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
 done

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+// A communicator's zero-copy windows (core layer): the collective half of ncclCommWindowRegister and the lookup the
+// device-direct path makes at each call (core/device_direct.cc).
+#include "core/communicator.h"
+#include "transport/cuda_ipc/ipc_scratch.h"
+#include "transport/cuda_ipc/ipc_window.h"
+
+namespace cfx::core {
+
+Status Communicator::registerWindow(const void* key, const void* buff, size_t bytes) {
+  if (ipc_ == nullptr) return Status();  // no rank maps anything: the same on every rank, so none takes part
+  CFX_TRY(checkUsable());
+  CFX_TRY_ASSIGN(auto window, transport::cuda_ipc::IpcWindow::create(*bootstrap_, rank_, nRanks_, ipc_->context(), buff,
+                                                                     bytes, options_.timeout));
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  windows_[key] = std::move(window);
+  return Status();
+}
+
+void Communicator::deregisterWindow(const void* key) {
+  bool mapped = false;
+  {
+    std::lock_guard<std::mutex> lock(windowsMutex_);
+    auto it = windows_.find(key);
+    if (it == windows_.end()) return;
+    mapped = it->second->zeroCopy();
+  }
+  // An op queued on a stream that has not reached it yet reads peers' blocks through this window's mappings: unmapped
+  // under it, the GPU would fault, and a GPU fault ends the context. Each op's last host step comes after its last
+  // read, so once the queued jobs are done the mappings are free. (A failed op releases its stream at once, which may
+  // then still run its remaining copies: the known gap of docs/gpu_proof.md, on a communicator broken anyway.)
+  if (mapped) (void)drain();
+  std::unique_ptr<transport::cuda_ipc::IpcWindow> gone;
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  auto it = windows_.find(key);
+  if (it == windows_.end()) return;
+  gone = std::move(it->second);  // unmapped after the lock is released
+  windows_.erase(it);
+}
+
+Communicator::WindowSpan Communicator::findWindow(const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<cuda::CUdeviceptr>(p);
+  std::lock_guard<std::mutex> lock(windowsMutex_);
+  for (const auto& [key, w] : windows_) {
+    if (!w->zeroCopy()) continue;
+    const cuda::CUdeviceptr base = w->base(rank_);
+    if (a >= base && a + bytes <= base + w->bytes(rank_)) return WindowSpan{w.get(), static_cast<size_t>(a - base)};
+  }
+  return WindowSpan{};
+}
+
+}  // namespace cfx::core

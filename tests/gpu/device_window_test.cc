@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: Apache-2.0
+// Zero-copy collectives on symmetric windows: ncclMemAlloc memory (exported as a file descriptor) registered with
+// ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), which every rank maps, so the device-direct path reads peers'
+// buffers where they lie instead of copying them through its scratch. Label gpu; every test skips with a reason where
+// no CUDA device exists. On the emulator, its counters tell which path ran; on the HIP stand-in, which has no virtual
+// memory management, ncclMemAlloc is plain device memory and the same ops must be right over the scratch.
+#include <conflux.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/cuda_driver.h"
+#include "gpu/device_test_util.h"
+#include "integration/multiproc.h"
+#include "integration/nccl_checks.h"
+
+namespace cfx::itest {
+namespace {
+
+// A buffer from ncclMemAlloc, freed with ncclMemFree.
+struct NcclBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit NcclBuf(size_t n) : bytes(n) {
+    if (ncclMemAlloc(&p, n) != ncclSuccess) throw std::runtime_error("ncclMemAlloc failed");
+  }
+  ~NcclBuf() { ncclMemFree(p); }
+  NcclBuf(const NcclBuf&) = delete;
+  NcclBuf& operator=(const NcclBuf&) = delete;
+  CUdeviceptr ptr(size_t byteOffset = 0) const { return reinterpret_cast<CUdeviceptr>(p) + byteOffset; }
+  void* at(size_t byteOffset) const { return static_cast<char*>(p) + byteOffset; }
+};
+
+// Whether this run's ncclMemAlloc gives memory peers map in place: the CUDA stand-in (or a GPU) has the virtual
+// memory API, the HIP stand-in does not.
+bool zeroCopyExpected() { return cuda::backend() == cuda::Backend::Cuda; }
+
+// The emulator's counters across one op: which path it took.
+struct PathCounts {
+  long long peerCopies = 0;
+  long long vmmCopies = 0;
+  long long vmmKernelReads = 0;
+  static PathCounts now() {
+    return {emulatorCount("peer_copies"), emulatorCount("vmm_peer_copies"), emulatorCount("vmm_peer_kernel_reads")};
+  }
+  PathCounts since(const PathCounts& before) const {
+    return {peerCopies - before.peerCopies, vmmCopies - before.vmmCopies, vmmKernelReads - before.vmmKernelReads};
+  }
+};
+
+// Every collective with a zero-copy form, in and out of place where it has one, on int32 values whose sums are
+// exact, over 2 and 3 processes with 1 MiB of scratch each (every op is several scratch windows on the other path).
+// The windows are registered inside a group, as a program driving several ranks from one thread must. On the
+// emulator, every copy through a peer went through its window (none through its scratch), and reductions read peers'
+// windows from the kernel.
+TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3}) {
+    RunOptions opts;
+    opts.env = ipcInSmallWindows();
+    runRanks(n, opts, [&](RankContext& ctx) {
+      RankOnDevice self(ctx);
+      const cuda::Driver& d = self.d;
+      ncclComm_t comm = self.comm;
+      cuda::CUstream stream = self.stream;
+      const int r = ctx.rank();
+      const size_t count = 300001;  // int32 per block: ~1.2 MB, more than the scratch
+      const size_t total = count * static_cast<size_t>(n);
+      auto in = [](int rank, size_t i) {
+        return static_cast<int32_t>((i % 9973) * 5 + static_cast<size_t>(rank) * 11);
+      };
+      NcclBuf send(total * 4), recv(total * 4);
+      ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+      const long long importsBefore = emulatorCount("vmm_imports");
+      NCCL_OK(ncclGroupStart());
+      NCCL_OK(ncclCommWindowRegister(comm, send.p, send.bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC));
+      NCCL_OK(ncclCommWindowRegister(comm, recv.p, recv.bytes, &recvWin, NCCL_WIN_COLL_SYMMETRIC));
+      NCCL_OK(ncclGroupEnd());
+      ASSERT_NE(sendWin, nullptr);
+      ASSERT_NE(recvWin, nullptr);
+      if (importsBefore >= 0 && zeroCopyExpected()) {
+        EXPECT_EQ(emulatorCount("vmm_imports") - importsBefore, 2 * (n - 1)) << "each window maps every peer's block";
+      }
+      auto upload = [&](const NcclBuf& b, size_t elems, size_t offset) {
+        std::vector<int32_t> h(elems);
+        for (size_t i = 0; i < elems; ++i) h[i] = in(r, offset + i);
+        CU_OK(d.memcpyHtoDAsync(b.ptr(), h.data(), elems * 4, stream));
+      };
+      auto check = [&](const NcclBuf& b, size_t elems, const std::function<int32_t(size_t)>& want,
+                       const std::string& what) {
+        std::vector<int32_t> h(elems);
+        CU_OK(d.memcpyDtoHAsync(h.data(), b.ptr(), elems * 4, stream));
+        CU_OK(d.streamSynchronize(stream));
+        size_t bad = 0;
+        for (size_t i = 0; i < elems; ++i) bad += h[i] != want(i);
+        EXPECT_EQ(bad, 0u) << what << " on " << n << " ranks, rank " << r;
+      };
+      auto sumOver = [&](size_t i) {
+        int32_t s = 0;
+        for (int p = 0; p < n; ++p) s += in(p, i);
+        return s;
+      };
+      // Runs `op` and checks on the emulator which path it took.
+      auto run = [&](const std::string& what, bool reduces, const std::function<void()>& op) {
+        const PathCounts before = PathCounts::now();
+        op();
+        CU_OK(d.streamSynchronize(stream));
+        if (before.peerCopies < 0) return;  // a real driver does not say
+        const PathCounts did = PathCounts::now().since(before);
+        if (!zeroCopyExpected()) {
+          EXPECT_EQ(did.vmmCopies, 0) << what;
+          return;
+        }
+        EXPECT_EQ(did.peerCopies, did.vmmCopies) << what << ": copied through a peer's scratch, not its window";
+        if (reduces && reduceKernelsBuilt()) {
+          EXPECT_GT(did.vmmKernelReads, 0) << what << ": the reduce kernel read no peer's window";
+        } else if (!reduces) {
+          EXPECT_GT(did.vmmCopies, 0) << what << ": nothing was read from a peer's window";
+        }
+      };
+
+      upload(send, total, 0);
+      run("all-reduce", true, [&] { NCCL_OK(ncclAllReduce(send.p, recv.p, count, ncclInt32, ncclSum, comm, stream)); });
+      check(recv, count, sumOver, "all-reduce");
+      upload(recv, count, 0);
+      run("all-reduce in place", true,
+          [&] { NCCL_OK(ncclAllReduce(recv.p, recv.p, count, ncclInt32, ncclSum, comm, stream)); });
+      check(recv, count, sumOver, "all-reduce in place");
+      run("reduce-scatter", true,
+          [&] { NCCL_OK(ncclReduceScatter(send.p, recv.p, count, ncclInt32, ncclSum, comm, stream)); });
+      check(
+          recv, count, [&](size_t i) { return sumOver(static_cast<size_t>(r) * count + i); }, "reduce-scatter");
+      run("all-gather", false, [&] { NCCL_OK(ncclAllGather(send.p, recv.p, count, ncclInt32, comm, stream)); });
+      check(
+          recv, total, [&](size_t i) { return in(static_cast<int>(i / count), i % count); }, "all-gather");
+      run("all-to-all", false, [&] { NCCL_OK(ncclAlltoAll(send.p, recv.p, count, ncclInt32, comm, stream)); });
+      check(
+          recv, total,
+          [&](size_t i) { return in(static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count); },
+          "all-to-all");
+      // In place: this rank's block of the output is its input.
+      upload(recv, count, 0);
+      CU_OK(d.memcpyDtoDAsync(recv.ptr(static_cast<size_t>(r) * count * 4), recv.ptr(), count * 4, stream));
+      run("all-gather in place", false, [&] {
+        NCCL_OK(ncclAllGather(recv.at(static_cast<size_t>(r) * count * 4), recv.p, count, ncclInt32, comm, stream));
+      });
+      check(
+          recv, total, [&](size_t i) { return in(static_cast<int>(i / count), i % count); }, "all-gather in place");
+      run("reduce-scatter in place", true, [&] {
+        NCCL_OK(ncclReduceScatter(send.p, send.at(static_cast<size_t>(r) * count * 4), count, ncclInt32, ncclSum, comm,
+                                  stream));
+      });
+      CU_OK(d.streamSynchronize(stream));
+      std::vector<int32_t> h(count);
+      CU_OK(d.memcpyDtoHAsync(h.data(), send.ptr(static_cast<size_t>(r) * count * 4), count * 4, stream));
+      CU_OK(d.streamSynchronize(stream));
+      size_t bad = 0;
+      for (size_t i = 0; i < count; ++i) bad += h[i] != sumOver(static_cast<size_t>(r) * count + i);
+      EXPECT_EQ(bad, 0u) << "reduce-scatter in place on " << n << " ranks, rank " << r;
+      if (emulatorCount("progress_thread_work") >= 0) {
+        EXPECT_EQ(emulatorCount("progress_thread_work"), 0) << "device work was enqueued from the progress thread";
+      }
+      NCCL_OK(ncclCommWindowDeregister(comm, sendWin));
+      NCCL_OK(ncclCommWindowDeregister(comm, recvWin));
+    });
+  }
+}
+
+// Three ranks of one process on one GPU, driven from one thread: their windows are registered in one group (each
+// communicator's registrations run in order, the communicators side by side) and map nothing (a peer in the same
+// process is read at its own address); a group of in-place all-reduces and then all-gathers is right.
+TEST(GpuCollectives, ZeroCopyWindowsOfRanksInOneProcess) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  runRanks(1, opts, [&](RankContext&) {
+    const cuda::Driver& d = useDevice0();
+    constexpr int n = 3;
+    ncclComm_t comms[n];
+    int devs[n] = {0, 0, 0};
+    NCCL_OK(ncclCommInitAll(comms, n, devs));
+    const size_t count = 200003;
+    std::vector<std::unique_ptr<NcclBuf>> bufs, gathered;
+    std::vector<ncclWindow_t> wins(2 * n);
+    std::vector<cuda::CUstream> streams(n);
+    const long long importsBefore = emulatorCount("vmm_imports");
+    for (int r = 0; r < n; ++r) {
+      bufs.push_back(std::make_unique<NcclBuf>(count * 4));
+      gathered.push_back(std::make_unique<NcclBuf>(count * 4 * n));
+    }
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclCommWindowRegister(comms[r], bufs[r]->p, count * 4, &wins[2 * r], NCCL_WIN_COLL_SYMMETRIC));
+      NCCL_OK(
+          ncclCommWindowRegister(comms[r], gathered[r]->p, count * 4 * n, &wins[2 * r + 1], NCCL_WIN_COLL_SYMMETRIC));
+    }
+    NCCL_OK(ncclGroupEnd());
+    if (importsBefore >= 0) {
+      EXPECT_EQ(emulatorCount("vmm_imports"), importsBefore) << "ranks of one process imported each other's memory";
+    }
+    for (int r = 0; r < n; ++r) {
+      CU_OK(d.streamCreate(&streams[r], cuda::kStreamNonBlocking));
+      std::vector<int32_t> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1);
+      CU_OK(d.memcpyHtoDAsync(bufs[r]->ptr(), in.data(), count * 4, streams[r]));
+    }
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclAllReduce(bufs[r]->p, bufs[r]->p, count, ncclInt32, ncclSum, comms[r], streams[r]));
+    }
+    NCCL_OK(ncclGroupEnd());
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclAllGather(bufs[r]->p, gathered[r]->p, count, ncclInt32, comms[r], streams[r]));
+    }
+    NCCL_OK(ncclGroupEnd());
+    for (int r = 0; r < n; ++r) {
+      std::vector<int32_t> out(count * n);
+      CU_OK(d.memcpyDtoHAsync(out.data(), gathered[r]->ptr(), out.size() * 4, streams[r]));
+      CU_OK(d.streamSynchronize(streams[r]));
+      size_t bad = 0;
+      for (size_t i = 0; i < out.size(); ++i) bad += out[i] != static_cast<int32_t>((i % count) % 1000) * 6;
+      EXPECT_EQ(bad, 0u) << "rank " << r;
+    }
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclCommWindowDeregister(comms[r], wins[2 * r]));
+      NCCL_OK(ncclCommWindowDeregister(comms[r], wins[2 * r + 1]));
+      d.streamDestroy(streams[r]);
+    }
+    for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  });
+}
+
+// Windows that cannot be zero-copy stay on the scratch path, on every rank alike, with right results: a symmetric
+// window over plain cuMemAlloc memory on one rank, and default (not symmetric) windows over ncclMemAlloc memory on
+// all. Freeing a buffer before the peers deregister is allowed (a peer's mapping keeps the pages).
+TEST(GpuCollectives, WindowsThatCannotBeZeroCopyStayOnTheScratchPath) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  runRanks(2, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
+    const int r = ctx.rank();
+    const size_t count = 200003;
+    std::vector<uint8_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<uint8_t>(i * 13 + static_cast<size_t>(r) * 7);
+    // All-gathers `in` from `sendbuff` and checks every byte.
+    auto gatherAndCheck = [&](void* sendbuff, const std::string& what) {
+      DevBuf recv(d, 2 * count);
+      CU_OK(d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(sendbuff), in.data(), count, stream));
+      NCCL_OK(ncclAllGather(sendbuff, recv.p(), count, ncclUint8, comm, stream));
+      std::vector<uint8_t> out(2 * count);
+      CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, out.size(), stream));
+      CU_OK(d.streamSynchronize(stream));
+      size_t bad = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        bad += out[i] != static_cast<uint8_t>((i % count) * 13 + (i / count) * 7);
+      }
+      EXPECT_EQ(bad, 0u) << what << ", rank " << r;
+    };
+    // The same, and on the emulator it went through peers' scratch, not their windows.
+    auto allGather = [&](void* sendbuff, const std::string& what) {
+      const long long before = emulatorCount("peer_copies");
+      const long long vmmBefore = emulatorCount("vmm_peer_copies");
+      gatherAndCheck(sendbuff, what);
+      if (before < 0) return;
+      EXPECT_GT(emulatorCount("peer_copies"), before) << what << ": the scratch path was not taken";
+      EXPECT_EQ(emulatorCount("vmm_peer_copies"), vmmBefore) << what << ": a peer's window was read";
+    };
+    {
+      // Rank 1's buffer is cuMemAlloc memory, which no peer can map: no rank uses the window.
+      NcclBuf shareable(count);
+      DevBuf plain(d, count);
+      void* mine = r == 0 ? shareable.p : plain.p();
+      ncclWindow_t win = nullptr;
+      NCCL_OK(ncclCommWindowRegister(comm, mine, count, &win, NCCL_WIN_COLL_SYMMETRIC));
+      allGather(mine, "a symmetric window of plain device memory on rank 1");
+      NCCL_OK(ncclCommWindowDeregister(comm, win));
+    }
+    {
+      NcclBuf buf(count);
+      const long long importsBefore = emulatorCount("vmm_imports");
+      ncclWindow_t win = nullptr;
+      NCCL_OK(ncclCommWindowRegister(comm, buf.p, count, &win, NCCL_WIN_DEFAULT));
+      allGather(buf.p, "a default window");
+      if (importsBefore >= 0) {
+        EXPECT_EQ(emulatorCount("vmm_imports"), importsBefore) << "a default window was mapped";
+      }
+      NCCL_OK(ncclCommWindowDeregister(comm, win));
+    }
+    {
+      // Rank 0 frees its buffer at once after the op; rank 1 deregisters a moment later. Then both register anew.
+      auto buf = std::make_unique<NcclBuf>(count);
+      ncclWindow_t win = nullptr;
+      NCCL_OK(ncclCommWindowRegister(comm, buf->p, count, &win, NCCL_WIN_COLL_SYMMETRIC));
+      gatherAndCheck(buf->p, "all-gather in a symmetric window");
+      if (r == 0) {
+        NCCL_OK(ncclMemFree(buf->p));
+        buf->p = nullptr;  // ncclMemFree(NULL) in its destructor is a no-op
+        NCCL_OK(ncclCommWindowDeregister(comm, win));
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        NCCL_OK(ncclCommWindowDeregister(comm, win));
+      }
+      NcclBuf again(count);
+      NCCL_OK(ncclCommWindowRegister(comm, again.p, count, &win, NCCL_WIN_COLL_SYMMETRIC));
+      gatherAndCheck(again.p, "all-gather in a window registered after a peer freed its last one");
+      NCCL_OK(ncclCommWindowDeregister(comm, win));
+    }
+  });
+}
+
+// NCCL_WIN_COLL_SYMMETRIC promises a collective's buffers sit at the same offset of every rank's window. Ranks that
+// break it (rank 1 one page further in) get a named error on every rank instead of each other's wrong bytes, and
+// their streams go on.
+TEST(GpuCollectives, BuffersAtDifferentWindowOffsetsFailNamingTheCause) {
+  SKIP_WITHOUT_GPU();
+  if (!zeroCopyExpected()) GTEST_SKIP() << "no zero-copy windows without CUDA's virtual memory management";
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  opts.failOnChildError = false;
+  const RunResult result = runRanks(2, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
+    const size_t count = 65536;
+    NcclBuf buf(count + 4096);
+    ncclWindow_t win = nullptr;
+    NCCL_OK(ncclCommWindowRegister(comm, buf.p, buf.bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    DevBuf recv(d, 2 * count);
+    NCCL_OK(ncclAllGather(buf.at(ctx.rank() == 0 ? 0 : 4096), recv.p(), count, ncclUint8, comm, stream));
+    EXPECT_EQ(waitForAsyncError(comm, std::chrono::seconds(60)), ncclInvalidUsage);
+    const std::string text = ncclGetLastError(comm);
+    EXPECT_NE(text.find("same offsets"), std::string::npos) << text;
+    CU_OK(d.streamSynchronize(stream));  // released, not left waiting
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    self.comm = nullptr;
+  });
+  for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+}  // namespace
+}  // namespace cfx::itest
