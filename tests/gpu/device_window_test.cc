@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cuda_driver.h"
@@ -170,6 +171,53 @@ TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
       NCCL_OK(ncclCommWindowDeregister(comm, recvWin));
     });
   }
+}
+
+// A zero-copy op reads peers' buffers in place, so it must hold every rank at both ends: no peer reads a rank's input
+// before that rank's stream reached the op, and no rank's stream goes on (to overwrite its input) while a peer still
+// reads it. Rank 0's stream is held before it writes its input, and its copies are slow (the emulator's
+// CFX_EMU_COPY_DELAY_US); rank 1 writes its input, runs the all-gather and at once overwrites its input on its
+// stream. Both must still gather the inputs as they were at the op.
+TEST(GpuCollectives, ZeroCopyOpsWaitForEveryRanksStreamAtBothEnds) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  runRanks(2, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const int r = ctx.rank();
+    const size_t count = 1 << 20;
+    NcclBuf send(count);
+    DevBuf recv(d, 2 * count);
+    ncclWindow_t win = nullptr;
+    NCCL_OK(ncclCommWindowRegister(self.comm, send.p, count, &win, NCCL_WIN_COLL_SYMMETRIC));
+    CU_OK(d.memsetD8Async(send.ptr(), 0x11, count, self.stream));  // stale: no peer may read this
+    CU_OK(d.streamSynchronize(self.stream));
+    const StreamHold hold(d);
+    if (r == 0) {
+      CU_OK(hold.hold(self.stream));
+      setenv("CFX_EMU_COPY_DELAY_US", "100000", 1);
+    }
+    CU_OK(d.memsetD8Async(send.ptr(), static_cast<unsigned char>(0xA0 + r), count, self.stream));
+    NCCL_OK(ncclAllGather(send.p, recv.p(), count, ncclUint8, self.comm, self.stream));
+    CU_OK(d.memsetD8Async(send.ptr(), 0xEE, count, self.stream));  // the user reuses its input at once
+    std::thread release;
+    if (r == 0) release = hold.releaseAfter(std::chrono::milliseconds(300));
+    std::vector<uint8_t> out(2 * count);
+    CU_OK(d.memcpyDtoHAsync(out.data(), recv.ptr, out.size(), self.stream));
+    CU_OK(d.streamSynchronize(self.stream));
+    if (release.joinable()) release.join();
+    size_t stale = 0, overwritten = 0, bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      stale += out[i] == 0x11;
+      overwritten += out[i] == 0xEE;
+      bad += out[i] != static_cast<uint8_t>(0xA0 + i / count);
+    }
+    EXPECT_EQ(stale, 0u) << "rank " << r << " read a peer's input before the peer's stream reached the op";
+    EXPECT_EQ(overwritten, 0u) << "rank " << r << " read a peer's input after the peer's stream went past the op";
+    EXPECT_EQ(bad, 0u) << "rank " << r;
+    NCCL_OK(ncclCommWindowDeregister(self.comm, win));
+  });
 }
 
 // Three ranks of one process on one GPU, driven from one thread: their windows are registered in one group (each

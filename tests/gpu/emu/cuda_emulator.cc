@@ -344,7 +344,14 @@ CUresult copyAsync(void* dst, const void* src, size_t bytes, void* stream, bool 
   if (onProgressThread()) gCounters.progressThreadWork.fetch_add(1);
   Stream* s = streamOf(stream);
   if (!hostSideTracked && capturing(s)) return kCaptureUnsupported;
-  const uint64_t ticket = submit(s, [=] { std::memmove(dst, src, bytes); });
+  // CFX_EMU_COPY_DELAY_US: every copy takes that much longer on the stream, as on a busy GPU (tests set it in one
+  // rank to make it the slow one).
+  const char* delay = std::getenv("CFX_EMU_COPY_DELAY_US");
+  const auto extra = std::chrono::microseconds(delay != nullptr ? std::atoll(delay) : 0);
+  const uint64_t ticket = submit(s, [=] {
+    if (extra.count() > 0) std::this_thread::sleep_for(extra);
+    std::memmove(dst, src, bytes);
+  });
   if (!hostSideTracked) s->waitFor(ticket);
   return kSuccess;
 }
