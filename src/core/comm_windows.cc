@@ -7,13 +7,42 @@
 
 namespace cfx::core {
 
+namespace {
+
+// The ranks the health monitor knows to have failed, as an error naming each and its cause; Ok when none.
+Status failedRanks(const ft::HealthMonitor* health) {
+  if (health == nullptr || health->failedCount() == 0) return Status();
+  std::string ranks;
+  std::string causes;
+  for (const ft::Failure& f : health->failures()) {
+    ranks += strprintf("%s%d", ranks.empty() ? "" : ", ", f.rank);
+    causes += (causes.empty() ? "" : "; ") + f.describe();
+  }
+  return Status::error(Errc::RemoteError, strprintf("failed rank(s) %s: %s", ranks.c_str(), causes.c_str()));
+}
+
+}  // namespace
+
 Status Communicator::registerWindow(const void* key, const void* buff, size_t bytes) {
   if (ipc_ == nullptr) return Status();  // no rank maps anything: the same on every rank, so none takes part
   CFX_TRY(checkUsable());
-  CFX_TRY_ASSIGN(auto window, transport::cuda_ipc::IpcWindow::create(*bootstrap_, rank_, nRanks_, ipc_->context(), buff,
-                                                                     bytes, options_.timeout));
+  const ft::HealthMonitor* health = health_.get();
+  auto window = transport::cuda_ipc::IpcWindow::create(*bootstrap_, rank_, nRanks_, ipc_->context(), buff, bytes,
+                                                       options_.timeout, [health] { return failedRanks(health); });
+  if (!window.ok()) {
+    // A peer that died makes the bootstrap fail on whichever neighbour noticed first (on its ring, the dead rank's
+    // neighbour, which then gave up too). The health monitor names the rank that failed: wait for its verdict, as
+    // long as it takes to declare a silent peer hung.
+    Status st = window.status();
+    if (st.code() == Errc::RemoteError && health_ != nullptr &&
+        health_->awaitFailure(options_.health.hungAfter() + options_.health.period)) {
+      st = Status::error(Errc::RemoteError, failedRanks(health).message() + " (" + st.message() + ")");
+    }
+    setAsyncError(st);
+    return st;
+  }
   std::lock_guard<std::mutex> lock(windowsMutex_);
-  windows_[key] = std::move(window);
+  windows_[key] = std::move(window.value());
   return Status();
 }
 

@@ -7,6 +7,7 @@
 #include <conflux.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdint>
@@ -37,6 +38,18 @@ struct NcclBuf {
   CUdeviceptr ptr(size_t byteOffset = 0) const { return reinterpret_cast<CUdeviceptr>(p) + byteOffset; }
   void* at(size_t byteOffset) const { return static_cast<char*>(p) + byteOffset; }
 };
+
+// The IPC path with failure detection in about a second (heartbeats of 200 ms, 5 missed), for the fault tests.
+RunOptions ipcFaultOptions() {
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  opts.env.emplace_back("CFX_TIMEOUT_MS", "30000");
+  opts.env.emplace_back("CFX_HEARTBEAT_MS", "200");
+  opts.env.emplace_back("CFX_HEARTBEAT_MISSES", "5");
+  opts.timeout = std::chrono::seconds(120);
+  opts.failOnChildError = false;
+  return opts;
+}
 
 // Whether this run's ncclMemAlloc gives memory peers map in place: the CUDA stand-in (or a GPU) has the virtual
 // memory API, the HIP stand-in does not.
@@ -218,6 +231,35 @@ TEST(GpuCollectives, ZeroCopyOpsWaitForEveryRanksStreamAtBothEnds) {
     EXPECT_EQ(bad, 0u) << "rank " << r;
     NCCL_OK(ncclCommWindowDeregister(self.comm, win));
   });
+}
+
+// Registering a symmetric window is a collective step that waits for every rank: a rank that dies instead (killed
+// before its call) fails the survivors' registration within the failure-detection time, naming it on every
+// survivor (the bootstrap alone blamed whichever neighbour closed first), instead of leaving them waiting.
+TEST(GpuCollectives, APeerKilledBeforeRegisteringFailsTheRegistrationNamingIt) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kVictim = 2;
+  RunOptions opts = ipcFaultOptions();
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult result = runRanks(3, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    NcclBuf buf(1 << 20);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kVictim) ctx.killSelf(SIGKILL);
+    ncclWindow_t win = nullptr;
+    const ncclResult_t rc = ncclCommWindowRegister(self.comm, buf.p, buf.bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+    EXPECT_NE(rc, ncclSuccess);
+    const std::string text = ncclGetLastError(self.comm);
+    EXPECT_TRUE(namesRank(text, kVictim)) << text;
+    EXPECT_EQ(ncclCommAbort(self.comm), ncclSuccess);
+    self.comm = nullptr;
+  });
+  for (int r = 0; r < 3; ++r) {
+    if (r != kVictim) {
+      EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].describe();
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "the survivors waited too long";
 }
 
 // Three ranks of one process on one GPU, driven from one thread: their windows are registered in one group (each

@@ -26,8 +26,8 @@ struct Export {
 }  // namespace
 
 Result<std::unique_ptr<IpcWindow>> IpcWindow::create(Bootstrap& bootstrap, int rank, int nRanks, cuda::CUcontext ctx,
-                                                     const void* buff, size_t bytes,
-                                                     std::chrono::milliseconds timeout) {
+                                                     const void* buff, size_t bytes, std::chrono::milliseconds timeout,
+                                                     const std::function<Status()>& alive) {
   const size_t n = static_cast<size_t>(nRanks);
   const size_t me = static_cast<size_t>(rank);
   std::unique_ptr<IpcWindow> w(new IpcWindow());
@@ -86,7 +86,7 @@ Result<std::unique_ptr<IpcWindow>> IpcWindow::create(Bootstrap& bootstrap, int r
     }
   }
   // Served even after a failed connect, so the peers waiting on this rank are not left to time out.
-  const Status served = server->serve(servedClients, block->fd, block->id, deadline);
+  const Status served = server->serve(servedClients, block->fd, block->id, deadline, alive);
   if (local.ok()) local = served;
   w->mapped_.resize(n);
   for (size_t p = 0; p < n && local.ok(); ++p) {
@@ -95,7 +95,7 @@ Result<std::unique_ptr<IpcWindow>> IpcWindow::create(Bootstrap& bootstrap, int r
     } else if (exports[p].pid == mine.pid) {
       w->bases_[p] = exports[p].address;
     } else {
-      Result<int> fd = clients[p]->receive(exports[p].blockId, deadline);
+      Result<int> fd = clients[p]->receive(exports[p].blockId, deadline, alive);
       if (!fd.ok()) {
         local = Status::error(fd.status().code(), strprintf("rank %zu: %s", p, fd.status().message().c_str()));
         break;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,9 +27,11 @@ namespace cfx::transport::cuda_ipc {
 class IpcWindow {
  public:
   // Collective. `ctx` is this rank's device context; [buff, buff + bytes) this rank's window. Errors only when the
-  // bootstrap fails; a window that cannot be shared comes back with zeroCopy() false on every rank.
+  // bootstrap fails; a window that cannot be shared comes back with zeroCopy() false on every rank. Waits for
+  // peers' descriptors end after `timeout`, or as soon as `alive` reports an error (a peer known to be dead).
   static Result<std::unique_ptr<IpcWindow>> create(Bootstrap& bootstrap, int rank, int nRanks, cuda::CUcontext ctx,
-                                                   const void* buff, size_t bytes, std::chrono::milliseconds timeout);
+                                                   const void* buff, size_t bytes, std::chrono::milliseconds timeout,
+                                                   const std::function<Status()>& alive);
   ~IpcWindow();
   IpcWindow(const IpcWindow&) = delete;
   IpcWindow& operator=(const IpcWindow&) = delete;

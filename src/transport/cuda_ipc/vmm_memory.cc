@@ -64,14 +64,18 @@ void unmapAndFree(const cuda::Driver& d, cuda::CUdeviceptr va, size_t bytes) {
   d.memAddressFree(va, bytes);
 }
 
-// Waits until `fd` is ready for `events`; a timeout or poll failure as a Status naming `what`.
-Status waitFor(int fd, short events, std::chrono::steady_clock::time_point deadline, const std::string& what) {
+// Waits until `fd` is ready for `events`; a timeout or poll failure as a Status naming `what`, or `alive`'s error.
+Status waitFor(int fd, short events, std::chrono::steady_clock::time_point deadline, const std::string& what,
+               const std::function<Status()>& alive) {
   for (;;) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return Status::error(Errc::Timeout, "timed out " + what);
+    if (alive) {
+      if (Status st = alive(); !st.ok()) return Status::error(st.code(), what + ": " + st.message());
+    }
     pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
     if (rc > 0) return Status();
     if (rc < 0 && errno != EINTR) return Status::error(Errc::SystemError, what + ": poll: " + strerror(errno));
   }
@@ -212,10 +216,12 @@ FdServer::~FdServer() {
   if (sock_ >= 0) ::close(sock_);
 }
 
-Status FdServer::serve(int clients, int fd, uint64_t tag, std::chrono::steady_clock::time_point deadline) {
+Status FdServer::serve(int clients, int fd, uint64_t tag, std::chrono::steady_clock::time_point deadline,
+                       const std::function<Status()>& alive) {
   for (int served = 0; served < clients;) {
     CFX_TRY(waitFor(sock_, POLLIN, deadline,
-                    strprintf("waiting for %d peer(s) to fetch this rank's ncclMemAlloc block", clients - served)));
+                    strprintf("waiting for %d peer(s) to fetch this rank's ncclMemAlloc block", clients - served),
+                    alive));
     const int c = ::accept4(sock_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) {
       if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
@@ -264,8 +270,9 @@ FdClient::~FdClient() {
   if (sock_ >= 0) ::close(sock_);
 }
 
-Result<int> FdClient::receive(uint64_t tag, std::chrono::steady_clock::time_point deadline) {
-  CFX_TRY(waitFor(sock_, POLLIN, deadline, "waiting for a peer's ncclMemAlloc block descriptor"));
+Result<int> FdClient::receive(uint64_t tag, std::chrono::steady_clock::time_point deadline,
+                              const std::function<Status()>& alive) {
+  CFX_TRY(waitFor(sock_, POLLIN, deadline, "waiting for a peer's ncclMemAlloc block descriptor", alive));
   FdMessage m;
   const ssize_t n = ::recvmsg(sock_, &m.msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   const uint64_t got = m.word;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,8 +71,10 @@ class FdServer {
   // The name peers connect to (without the leading NUL of the abstract namespace).
   const std::string& name() const { return name_; }
   // Accepts `clients` connections and sends `fd` on each, with `tag` as the payload. Each client is checked to run
-  // as this process's user. Fails naming the cause once `deadline` passes.
-  Status serve(int clients, int fd, uint64_t tag, std::chrono::steady_clock::time_point deadline);
+  // as this process's user. Fails naming the cause once `deadline` passes, or with `alive`'s error as soon as it
+  // reports one (checked every 100 ms: a peer known to have died will never come).
+  Status serve(int clients, int fd, uint64_t tag, std::chrono::steady_clock::time_point deadline,
+               const std::function<Status()>& alive);
 
  private:
   FdServer() = default;
@@ -88,7 +91,8 @@ class FdClient {
   ~FdClient();
   FdClient(const FdClient&) = delete;
   FdClient& operator=(const FdClient&) = delete;
-  Result<int> receive(uint64_t tag, std::chrono::steady_clock::time_point deadline);
+  Result<int> receive(uint64_t tag, std::chrono::steady_clock::time_point deadline,
+                      const std::function<Status()>& alive);
 
  private:
   FdClient() = default;

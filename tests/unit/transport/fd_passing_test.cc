@@ -31,7 +31,7 @@ int memfdWith(const char* text) {
 int fetchAndReply(const std::string& server, uint64_t tag, int childIndex) {
   auto client = FdClient::connect(server);
   if (!client.ok()) return 10;
-  Result<int> fd = client.value()->receive(tag, Clock::now() + std::chrono::seconds(20));
+  Result<int> fd = client.value()->receive(tag, Clock::now() + std::chrono::seconds(20), nullptr);
   if (!fd.ok()) return 11;
   void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd.value(), 0);
   if (m == MAP_FAILED) return 12;
@@ -54,7 +54,7 @@ TEST(FdPassing, PeersReceiveTheSameFile) {
     ASSERT_GE(pids[c], 0);
     if (pids[c] == 0) _exit(fetchAndReply(server.value()->name(), tag, c));
   }
-  const Status served = server.value()->serve(kChildren, fd, tag, Clock::now() + std::chrono::seconds(20));
+  const Status served = server.value()->serve(kChildren, fd, tag, Clock::now() + std::chrono::seconds(20), nullptr);
   EXPECT_TRUE(served.ok()) << served.message();
   for (int c = 0; c < kChildren; ++c) {
     int status = 0;
@@ -73,10 +73,23 @@ TEST(FdPassing, AWrongTagIsRefusedAndNoDescriptorLeaks) {
   ASSERT_TRUE(server.ok());
   auto client = FdClient::connect(server.value()->name());
   ASSERT_TRUE(client.ok());
-  ASSERT_TRUE(server.value()->serve(1, fd, 7, Clock::now() + std::chrono::seconds(5)).ok());
-  Result<int> got = client.value()->receive(8, Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(server.value()->serve(1, fd, 7, Clock::now() + std::chrono::seconds(5), nullptr).ok());
+  Result<int> got = client.value()->receive(8, Clock::now() + std::chrono::seconds(5), nullptr);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("expected 8"), std::string::npos) << got.status().message();
+  close(fd);
+}
+
+TEST(FdPassing, APeerKnownDeadEndsTheWaitAtOnceWithItsError) {
+  const int fd = memfdWith("from the exporter");
+  auto server = FdServer::listen();
+  ASSERT_TRUE(server.ok());
+  const auto start = Clock::now();
+  const Status st = server.value()->serve(1, fd, 7, Clock::now() + std::chrono::seconds(30),
+                                          [] { return Status::error(Errc::RemoteError, "rank 3 exited"); });
+  EXPECT_EQ(st.code(), Errc::RemoteError);
+  EXPECT_NE(st.message().find("rank 3 exited"), std::string::npos) << st.message();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10)) << "waited for a peer known to be dead";
   close(fd);
 }
 
@@ -84,7 +97,7 @@ TEST(FdPassing, APeerThatNeverComesTimesTheServerOut) {
   const int fd = memfdWith("from the exporter");
   auto server = FdServer::listen();
   ASSERT_TRUE(server.ok());
-  const Status st = server.value()->serve(1, fd, 7, Clock::now() + std::chrono::milliseconds(200));
+  const Status st = server.value()->serve(1, fd, 7, Clock::now() + std::chrono::milliseconds(200), nullptr);
   EXPECT_EQ(st.code(), Errc::Timeout);
   EXPECT_NE(st.message().find("1 peer(s)"), std::string::npos) << st.message();
   auto nobody = FdClient::connect("cfx-vmm-no-such-listener");
