@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A communicator's zero-copy windows (core layer): the collective half of ncclCommWindowRegister and the lookup the
 // device-direct path makes at each call (core/device_direct.cc).
+#include <algorithm>
+
 #include "core/communicator.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"
@@ -42,7 +44,7 @@ Status Communicator::registerWindow(const void* key, const void* buff, size_t by
     return st;
   }
   std::lock_guard<std::mutex> lock(windowsMutex_);
-  windows_[key] = std::move(window.value());
+  windows_.emplace_back(key, std::move(window.value()));
   return Status();
 }
 
@@ -50,7 +52,7 @@ void Communicator::deregisterWindow(const void* key) {
   bool mapped = false;
   {
     std::lock_guard<std::mutex> lock(windowsMutex_);
-    auto it = windows_.find(key);
+    auto it = std::find_if(windows_.begin(), windows_.end(), [key](const auto& e) { return e.first == key; });
     if (it == windows_.end()) return;
     mapped = it->second->zeroCopy();
   }
@@ -61,7 +63,7 @@ void Communicator::deregisterWindow(const void* key) {
   if (mapped) (void)drain();
   std::unique_ptr<transport::cuda_ipc::IpcWindow> gone;
   std::lock_guard<std::mutex> lock(windowsMutex_);
-  auto it = windows_.find(key);
+  auto it = std::find_if(windows_.begin(), windows_.end(), [key](const auto& e) { return e.first == key; });
   if (it == windows_.end()) return;
   gone = std::move(it->second);  // unmapped after the lock is released
   windows_.erase(it);

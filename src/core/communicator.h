@@ -150,8 +150,8 @@ class Communicator {
   // (transport/cuda_ipc/ipc_window.h), on the calling thread. `key` is the window handle. A no-op with the path off.
   Status registerWindow(const void* key, const void* buff, size_t bytes);
   void deregisterWindow(const void* key);
-  // The zero-copy window holding all of [p, p + bytes) on this rank, and p's offset in it: the same offset reaches
-  // the op's buffer in every peer's window, as NCCL_WIN_COLL_SYMMETRIC promises. Null when there is none.
+  // The first registered zero-copy window holding all of [p, p + bytes) on this rank, and p's offset in it: the same
+  // offset reaches the op's buffer in every peer's window, as NCCL_WIN_COLL_SYMMETRIC promises. Null when none.
   struct WindowSpan {
     const transport::cuda_ipc::IpcWindow* window = nullptr;
     size_t offset = 0;
@@ -295,7 +295,9 @@ class Communicator {
   std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
   size_t ipcMinBytes_ = 0;
   std::mutex windowsMutex_;
-  std::map<const void*, std::unique_ptr<transport::cuda_ipc::IpcWindow>> windows_;  // by window handle
+  // In registration order, which is every rank's (registration is collective): where windows overlap, every rank
+  // finds an op's buffer in the same one. Each with its window handle.
+  std::vector<std::pair<const void*, std::unique_ptr<transport::cuda_ipc::IpcWindow>>> windows_;
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;

@@ -91,6 +91,9 @@ TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
       };
       NcclBuf send(total * 4), recv(total * 4);
       ncclWindow_t sendWin = nullptr, recvWin = nullptr;
+      // On rank 1 only, a hole in the heap that the next small allocation (the third window's record) reuses, so
+      // that the window records lie in a different address order on different ranks.
+      std::unique_ptr<char[]> hole(r == 1 ? new char[32] : nullptr);
       const long long importsBefore = emulatorCount("vmm_imports");
       NCCL_OK(ncclGroupStart());
       NCCL_OK(ncclCommWindowRegister(comm, send.p, send.bytes, &sendWin, NCCL_WIN_COLL_SYMMETRIC));
@@ -100,6 +103,14 @@ TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
       ASSERT_NE(recvWin, nullptr);
       if (importsBefore >= 0 && zeroCopyExpected()) {
         EXPECT_EQ(emulatorCount("vmm_imports") - importsBefore, 2 * (n - 1)) << "each window maps every peer's block";
+      }
+      // A second window over a block already mapped maps nothing more; the ops below find their buffers in two
+      // overlapping windows, and every rank must pick the same one.
+      ncclWindow_t half = nullptr;
+      hole.reset();
+      NCCL_OK(ncclCommWindowRegister(comm, send.at(count * 4), (total - count) * 4, &half, NCCL_WIN_COLL_SYMMETRIC));
+      if (importsBefore >= 0 && zeroCopyExpected()) {
+        EXPECT_EQ(emulatorCount("vmm_imports") - importsBefore, 2 * (n - 1)) << "a block was imported twice";
       }
       auto upload = [&](const NcclBuf& b, size_t elems, size_t offset) {
         std::vector<int32_t> h(elems);
@@ -142,6 +153,10 @@ TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
       upload(send, total, 0);
       run("all-reduce", true, [&] { NCCL_OK(ncclAllReduce(send.p, recv.p, count, ncclInt32, ncclSum, comm, stream)); });
       check(recv, count, sumOver, "all-reduce");
+      run("all-reduce of a buffer in two windows", true,
+          [&] { NCCL_OK(ncclAllReduce(send.at(count * 4), recv.p, count, ncclInt32, ncclSum, comm, stream)); });
+      check(
+          recv, count, [&](size_t i) { return sumOver(count + i); }, "all-reduce of a buffer in two windows");
       upload(recv, count, 0);
       run("all-reduce in place", true,
           [&] { NCCL_OK(ncclAllReduce(recv.p, recv.p, count, ncclInt32, ncclSum, comm, stream)); });
@@ -180,6 +195,7 @@ TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
       if (emulatorCount("progress_thread_work") >= 0) {
         EXPECT_EQ(emulatorCount("progress_thread_work"), 0) << "device work was enqueued from the progress thread";
       }
+      NCCL_OK(ncclCommWindowDeregister(comm, half));
       NCCL_OK(ncclCommWindowDeregister(comm, sendWin));
       NCCL_OK(ncclCommWindowDeregister(comm, recvWin));
     });

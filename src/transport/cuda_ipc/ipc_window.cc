@@ -18,6 +18,7 @@ struct Export {
   uint64_t blockOffset;  // the window's offset in its ncclMemAlloc block
   uint64_t blockBytes;   // the block's mapped size
   uint64_t blockId;      // checked when the descriptor arrives
+  uint64_t token;        // the exporter's processToken(): with pid and blockId, names the block for the mapping cache
   int32_t pid;
   int32_t ok;
   char server[56];  // this rank's FdServer name, NUL-terminated
@@ -40,6 +41,7 @@ Result<std::unique_ptr<IpcWindow>> IpcWindow::create(Bootstrap& bootstrap, int r
   mine.address = reinterpret_cast<uint64_t>(buff);
   mine.bytes = bytes;
   mine.pid = static_cast<int32_t>(::getpid());
+  mine.token = processToken();
   const std::optional<ShareableBlock> block = findShareable(buff, bytes);
   std::unique_ptr<FdServer> server;
   if (ctx != nullptr && block && bytes > 0) {
@@ -101,7 +103,8 @@ Result<std::unique_ptr<IpcWindow>> IpcWindow::create(Bootstrap& bootstrap, int r
         break;
       }
       cuda::ScopedContext scope(ctx);
-      Result<std::unique_ptr<PeerBlock>> m = PeerBlock::map(fd.value(), exports[p].blockBytes);
+      Result<std::shared_ptr<PeerBlock>> m =
+          mapPeerBlockOnce(exports[p].pid, exports[p].token, exports[p].blockId, fd.value(), exports[p].blockBytes);
       ::close(fd.value());
       if (!m.ok()) {
         local = Status::error(m.status().code(), strprintf("rank %zu: %s", p, m.status().message().c_str()));

@@ -46,7 +46,7 @@ class IpcWindow {
   bool zeroCopy_ = false;
   std::vector<cuda::CUdeviceptr> bases_;
   std::vector<size_t> sizes_;
-  std::vector<std::unique_ptr<PeerBlock>> mapped_;  // peers' blocks this process imported
+  std::vector<std::shared_ptr<PeerBlock>> mapped_;  // peers' blocks this process imported (mapPeerBlockOnce)
   cuda::CUcontext ctx_ = nullptr;
 };
 

@@ -198,6 +198,40 @@ PeerBlock::~PeerBlock() {
   if (const cuda::Driver* d = cuda::driver(); d != nullptr && base_ != 0) unmapAndFree(*d, base_, bytes_);
 }
 
+uint64_t processToken() {
+  static const uint64_t token = [] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd();
+  }();
+  return token;
+}
+
+Result<std::shared_ptr<PeerBlock>> mapPeerBlockOnce(int pid, uint64_t token, uint64_t blockId, int fd, size_t bytes) {
+  const cuda::Driver* d = cuda::driver();
+  if (d == nullptr) return Status::error(Errc::InvalidUsage, "no GPU runtime");
+  CFX_TRY_ASSIGN(const int device, currentDevice(*d));
+  struct Key {
+    int pid;
+    uint64_t token;
+    uint64_t blockId;
+    int device;
+    auto operator<=>(const Key&) const = default;
+  };
+  // Leaked on purpose, as blocks() is; the weak entries of unmapped blocks are dropped on the next miss.
+  static auto* cache = new std::map<Key, std::weak_ptr<PeerBlock>>();
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  const Key key{pid, token, blockId, device};
+  if (auto it = cache->find(key); it != cache->end()) {
+    if (std::shared_ptr<PeerBlock> live = it->second.lock()) return live;
+  }
+  std::erase_if(*cache, [](const auto& entry) { return entry.second.expired(); });
+  CFX_TRY_ASSIGN(std::unique_ptr<PeerBlock> mapped, PeerBlock::map(fd, bytes));
+  std::shared_ptr<PeerBlock> shared = std::move(mapped);
+  (*cache)[key] = shared;
+  return shared;
+}
+
 Result<std::unique_ptr<FdServer>> FdServer::listen() {
   std::unique_ptr<FdServer> s(new FdServer());
   std::random_device rd;

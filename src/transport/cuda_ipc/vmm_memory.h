@@ -61,6 +61,14 @@ class PeerBlock {
   size_t bytes_ = 0;
 };
 
+// A peer's block mapped for the current context's device, shared by every window over it: a block registered in
+// several windows, or by several communicators, is imported and mapped once per device. Keyed by the exporter's pid
+// and processToken() and the block's id, which no process reuses. `fd` is the block's descriptor (the caller keeps
+// and closes it; unused when the mapping exists already).
+Result<std::shared_ptr<PeerBlock>> mapPeerBlockOnce(int pid, uint64_t token, uint64_t blockId, int fd, size_t bytes);
+// Random per process, fixed for its lifetime: tells a process from an earlier one with the same pid.
+uint64_t processToken();
+
 // A listening Unix socket (abstract namespace, private to this process's user) from which peers fetch descriptors.
 class FdServer {
  public:
