@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "common/hip_driver.h"
@@ -233,10 +234,21 @@ PointerInfo classify(const void* p) {
   CUcontext ctx = nullptr;
   d->pointerGetAttribute(&ctx, kPointerAttrContext, ptr);
   if (ctx == nullptr && ordinal >= 0) {
-    // cuMemCreate/cuMemMap allocations belong to no context: use the device's primary one. The retain is
-    // balanced once, at exit, by never releasing it; primary contexts live as long as the process anyway.
+    // cuMemCreate/cuMemMap allocations (ncclMemAlloc's, PyTorch's expandable segments) belong to no context: use
+    // the device's primary one, retained once per device and never released (primary contexts live as long as the
+    // process anyway), not once per buffer of every op.
+    constexpr int kCached = 64;
+    static std::atomic<CUcontext> primary[kCached] = {};
+    if (ordinal < kCached) ctx = primary[ordinal].load(std::memory_order_acquire);
     CUdevice dev = 0;
-    if (d->deviceGet(&dev, ordinal) == kSuccess) d->primaryCtxRetain(&ctx, dev);
+    if (ctx == nullptr && d->deviceGet(&dev, ordinal) == kSuccess && d->primaryCtxRetain(&ctx, dev) == kSuccess &&
+        ordinal < kCached) {
+      CUcontext expected = nullptr;
+      if (!primary[ordinal].compare_exchange_strong(expected, ctx, std::memory_order_acq_rel)) {
+        d->primaryCtxRelease(dev);  // another thread cached it first
+        ctx = expected;
+      }
+    }
   }
   info.context = ctx;
   return info;
