@@ -448,8 +448,9 @@ Status Communicator::setupDeviceDirect() {
   cuda::CUcontext ctx = nullptr;
   const cuda::Driver* d = cuda::driver();
   if (d->deviceGet(&dev, cudaDev_) != cuda::kSuccess || d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess) ctx = nullptr;
-  CFX_TRY_ASSIGN(ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
-                                                               static_cast<size_t>(cudaIpcBytesParam.get())));
+  CFX_TRY_ASSIGN(
+      ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
+                                                    static_cast<size_t>(cudaIpcBytesParam.get()), options_.timeout));
   // Measured on an H100 with 4 processes on it (docs/gpu_proof.md, run 6): the staged path beat this one up to
   // 4 MiB (all-reduce 1.4 ms against 1.9 ms) and lost from 16 MiB (6.9 ms against 2.0 ms).
   constexpr size_t kSharedGpuMinBytes = size_t{8} << 20;

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "common/log.h"
+#include "transport/cuda_ipc/block_exchange.h"
 
 namespace cfx::transport::cuda_ipc {
 
@@ -17,7 +19,6 @@ struct Export {
   uint64_t address;  // for peers in this process
   int32_t pid;
   int32_t ok;
-  int64_t pciAddress;  // domain, bus and device of this rank's GPU; -1 when unknown
 };
 
 // The device's PCI address as one number (CUDA_VISIBLE_DEVICES may give one GPU different ordinals in different
@@ -37,8 +38,8 @@ int64_t pciAddressOf(const cuda::Driver& d) {
 }  // namespace
 
 Result<std::unique_ptr<IpcScratch>> IpcScratch::create(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
-                                                       int rank, cuda::CUcontext ctx, size_t bytes) {
-  const cuda::Driver* d = cuda::driver();
+                                                       int rank, cuda::CUcontext ctx, size_t bytes,
+                                                       std::chrono::milliseconds timeout) {
   const size_t n = peers.size();
   std::unique_ptr<IpcScratch> s(new IpcScratch());
   s->ctx_ = ctx;
@@ -47,79 +48,162 @@ Result<std::unique_ptr<IpcScratch>> IpcScratch::create(Bootstrap& bootstrap, con
   s->blocks_.assign(n, 0);
   s->opened_.assign(n, false);
 
+  // Every rank's GPU, to tell whether ranks share one.
+  std::vector<int64_t> pci(n, -1);
+  if (const cuda::Driver* d = cuda::driver(); d != nullptr && ctx != nullptr) {
+    cuda::ScopedContext scope(ctx);
+    pci[static_cast<size_t>(rank)] = pciAddressOf(*d);
+  }
+  CFX_TRY(bootstrap.allGather(pci.data(), sizeof(int64_t)));
+  CFX_TRY_ASSIGN(const bool shareable, s->setupShareable(bootstrap, timeout));
+  if (!shareable) CFX_TRY(s->setupLegacy(bootstrap));
+  if (s->blocks_[static_cast<size_t>(rank)] == 0) return std::unique_ptr<IpcScratch>();  // not every rank could
+  s->decideSharing(pci);
+  CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path on: %zu ranks%s, %zu B of scratch each (%s)", rank,
+           n, s->ranksShareDevice_ ? " (some share a GPU)" : " on their own GPUs", bytes,
+           shareable ? "shared as file descriptors" : "legacy IPC handles");
+  return s;
+}
+
+Result<bool> IpcScratch::setupShareable(Bootstrap& bootstrap, std::chrono::milliseconds timeout) {
+  const size_t n = blocks_.size();
+  const size_t me = static_cast<size_t>(rank_);
+  void* mine = nullptr;
+  std::optional<ShareableBlock> block;
+  if (ctx_ != nullptr) {
+    cuda::ScopedContext scope(ctx_);
+    Result<void*> p = allocShareable(bytes_);
+    if (p.ok()) {
+      mine = p.value();
+      block = findShareable(mine, bytes_);
+    } else {
+      CFX_INFO(log::Sys::Init, "rank %d: IPC scratch as a shareable block: %s", rank_, p.status().message().c_str());
+    }
+  }
+  auto release = [&] {
+    if (mine == nullptr) return;
+    cuda::ScopedContext scope(ctx_);
+    (void)freeShareable(mine);
+    mine = nullptr;
+  };
+  std::unique_ptr<FdServer> server;
+  std::vector<BlockOffer> offers(n);
+  offers[me] = offerBlock(block ? &*block : nullptr, &server);
+  CFX_TRY(bootstrap.allGather(offers.data(), sizeof(BlockOffer)));
+  bool all = true;
+  for (const BlockOffer& o : offers) all = all && o.ok;
+  if (!all) {
+    release();
+    return false;
+  }
+  std::vector<cuda::CUdeviceptr> bases;
+  const Status local = mapPeerBlocks(rank_, offers, *server, *block, ctx_, std::chrono::steady_clock::now() + timeout,
+                                     nullptr, &mapped_, &bases);
+  server.reset();
+  if (!local.ok())
+    CFX_INFO(log::Sys::Init, "rank %d: cannot map the IPC scratch of %s", rank_, local.message().c_str());
+  std::vector<int32_t> mapped(n);
+  mapped[me] = local.ok() ? 1 : 0;
+  CFX_TRY(bootstrap.allGather(mapped.data(), sizeof(int32_t)));
+  for (int32_t m : mapped) all = all && m;
+  if (!all) {
+    mapped_.clear();
+    release();
+    return false;
+  }
+  blocks_ = bases;
+  shareable_ = true;
+  return true;
+}
+
+Status IpcScratch::setupLegacy(Bootstrap& bootstrap) {
+  const cuda::Driver* d = cuda::driver();
+  const size_t n = blocks_.size();
+  const size_t me = static_cast<size_t>(rank_);
   std::vector<Export> exports(n);
-  Export& mine = exports[static_cast<size_t>(rank)];
+  Export& mine = exports[me];
   std::memset(&mine, 0, sizeof(mine));
   mine.pid = static_cast<int32_t>(getpid());
-  mine.pciAddress = -1;
   Status local;
-  if (d == nullptr || ctx == nullptr) {
+  if (d == nullptr || ctx_ == nullptr) {
     local = Status::error(Errc::UnhandledCudaError, "no CUDA device context on this rank");
   } else {
-    cuda::ScopedContext scope(ctx);
-    mine.pciAddress = pciAddressOf(*d);
-    local = cuda::check(d->memAlloc(&s->blocks_[static_cast<size_t>(rank)], bytes), "cuMemAlloc (IPC scratch)");
-    if (local.ok()) local = cuda::check(d->ipcGetMemHandle(&mine.handle, s->blocks_[static_cast<size_t>(rank)]),
-                                        "cuIpcGetMemHandle (IPC scratch)");
+    cuda::ScopedContext scope(ctx_);
+    local = cuda::check(d->memAlloc(&blocks_[me], bytes_), "cuMemAlloc (IPC scratch)");
+    if (local.ok())
+      local = cuda::check(d->ipcGetMemHandle(&mine.handle, blocks_[me]), "cuIpcGetMemHandle (IPC scratch)");
   }
-  mine.address = s->blocks_[static_cast<size_t>(rank)];
+  mine.address = blocks_[me];
   mine.ok = local.ok() ? 1 : 0;
   CFX_TRY(bootstrap.allGather(exports.data(), sizeof(Export)));
 
   int32_t mapped = mine.ok;
   for (size_t p = 0; p < n && mapped; ++p) {
-    if (static_cast<int>(p) == rank) continue;
+    if (p == me) continue;
     if (!exports[p].ok) {
       mapped = 0;
       break;
     }
     if (exports[p].pid == mine.pid) {
-      s->blocks_[p] = exports[p].address;
+      blocks_[p] = exports[p].address;
       continue;
     }
-    cuda::ScopedContext scope(ctx);
-    local = cuda::check(d->ipcOpenMemHandle(&s->blocks_[p], exports[p].handle, cuda::kIpcLazyEnablePeerAccess),
+    cuda::ScopedContext scope(ctx_);
+    local = cuda::check(d->ipcOpenMemHandle(&blocks_[p], exports[p].handle, cuda::kIpcLazyEnablePeerAccess),
                         "cuIpcOpenMemHandle (IPC scratch)");
     if (!local.ok()) {
-      CFX_INFO(log::Sys::Init, "rank %d: cannot map rank %d's device memory: %s", rank, static_cast<int>(p),
-               local.message().c_str());
+      CFX_INFO(log::Sys::Init, "rank %d: cannot map rank %zu's device memory: %s", rank_, p, local.message().c_str());
       mapped = 0;
       break;
     }
-    s->opened_[p] = true;
+    opened_[p] = true;
   }
   std::vector<int32_t> all(n);
-  all[static_cast<size_t>(rank)] = mapped;
+  all[me] = mapped;
   CFX_TRY(bootstrap.allGather(all.data(), sizeof(int32_t)));
   for (size_t p = 0; p < n; ++p) {
     if (!all[p]) {
-      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %d could not share device memory",
-               rank, static_cast<int>(p));
-      return std::unique_ptr<IpcScratch>();  // the destructor unmaps and frees what this rank set up
+      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %zu could not share device memory",
+               rank_, p);
+      releaseLegacy();
+      return Status();
     }
   }
-  for (size_t p = 0; p < n; ++p) {
-    // An unknown address counts as shared: the costly case is the shared GPU's, so it is assumed.
-    if (exports[p].pciAddress < 0) s->ranksShareDevice_ = true;
-    for (size_t q = p + 1; q < n; ++q) {
-      if (exports[p].pciAddress == exports[q].pciAddress) s->ranksShareDevice_ = true;
-    }
-  }
-  CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path on: %zu ranks%s, %zu B of scratch each", rank, n,
-           s->ranksShareDevice_ ? " (some share a GPU)" : " on their own GPUs", bytes);
-  return s;
+  return Status();
 }
 
-IpcScratch::~IpcScratch() {
+void IpcScratch::decideSharing(const std::vector<int64_t>& pci) {
+  for (size_t p = 0; p < pci.size(); ++p) {
+    // An unknown address counts as shared: the costly case is the shared GPU's, so it is assumed.
+    if (pci[p] < 0) ranksShareDevice_ = true;
+    for (size_t q = p + 1; q < pci.size(); ++q) {
+      if (pci[p] == pci[q]) ranksShareDevice_ = true;
+    }
+  }
+}
+
+void IpcScratch::releaseLegacy() {
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr) return;
   cuda::ScopedContext scope(ctx_);
   for (size_t p = 0; p < blocks_.size(); ++p) {
     if (opened_[p]) d->ipcCloseMemHandle(blocks_[p]);
+    opened_[p] = false;
   }
   if (rank_ >= 0 && rank_ < static_cast<int>(blocks_.size()) && blocks_[static_cast<size_t>(rank_)] != 0) {
     d->memFree(blocks_[static_cast<size_t>(rank_)]);
   }
+  blocks_.assign(blocks_.size(), 0);
+}
+
+IpcScratch::~IpcScratch() {
+  if (!shareable_) {
+    releaseLegacy();
+    return;
+  }
+  cuda::ScopedContext scope(ctx_);
+  mapped_.clear();  // peers' blocks: unmapped here; each lives on while its owner or another rank maps it
+  (void)freeShareable(reinterpret_cast<void*>(blocks_[static_cast<size_t>(rank_)]));
 }
 
 }  // namespace cfx::transport::cuda_ipc
