@@ -348,11 +348,10 @@ void hostOpBehindADeviceOp(bool onHostStream) {
   RunOptions opts;
   opts.env = {{"CFX_CUDA_IPC", "0"}, {"CFX_TIMEOUT_MS", "20000"}};
   runRanks(2, opts, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const int r = ctx.rank();
     const size_t count = 4099;
     const StreamHold hold(d);
@@ -391,8 +390,6 @@ void hostOpBehindADeviceOp(bool onHostStream) {
     ncclResult_t async = ncclInProgress;
     EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     EXPECT_EQ(async, ncclSuccess) << ncclGetLastError(comm);
-    d.streamDestroy(stream);
-    NCCL_OK(ncclCommDestroy(comm));
   });
 }
 
@@ -411,11 +408,10 @@ TEST(GpuCollectives, AHostStreamOpQueuedBehindADeviceOpKeepsTheOrderAcrossRanks)
 TEST(GpuCollectives, StreamOrderingLikeNccl) {
   SKIP_WITHOUT_GPU();
   runRanks(2, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const StreamHold gate(d);
     const size_t count = 1 << 20;
     // Pinned: a copy from pageable memory would block this thread until the (held) stream reached it.
@@ -444,8 +440,6 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
     EXPECT_EQ(bad, 0u) << "elements differ from " << want;
     d.memFreeHost(outPinned);
     d.memFreeHost(inPinned);
-    d.streamDestroy(stream);
-    NCCL_OK(ncclCommDestroy(comm));
   });
 }
 

@@ -38,11 +38,10 @@ TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
                 {"NCCL_DEBUG", "INFO"},
                 {"NCCL_DEBUG_SUBSYS", "INIT"}};
     runRanks(n, opts, [&](RankContext& ctx) {
-      const cuda::Driver& d = useDevice0();
-      ncclComm_t comm = ctx.initComm();
-      ASSERT_NE(comm, nullptr);
-      cuda::CUstream stream = nullptr;
-      CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+      RankOnDevice self(ctx);
+      const cuda::Driver& d = self.d;
+      ncclComm_t comm = self.comm;
+      cuda::CUstream stream = self.stream;
       const int r = ctx.rank();
       const size_t count = 3 * (1 << 20) + 7;  // bytes (uint8): three full windows and a ragged tail
       auto value = [](int rank, size_t i) { return static_cast<uint8_t>((i * 131 + static_cast<size_t>(rank) * 17) >> 3); };
@@ -71,8 +70,6 @@ TEST(GpuCollectives, DeviceDirectAllGatherAndBroadcastOverIpc) {
       for (size_t i = 0; i < count; ++i) bad += out[i] != value(root, i);
       EXPECT_EQ(bad, 0u) << "broadcast on " << n << " ranks, rank " << r;
       expectIpcPathTaken(IpcOps::Copies);
-      d.streamDestroy(stream);
-      NCCL_OK(ncclCommDestroy(comm));
     });
   }
 }
@@ -257,11 +254,10 @@ TEST(GpuCollectives, IpcPathTakesOnlyLargeOpsWhereRanksShareAGpu) {
   RunOptions opts;
   opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_CUDA_IPC_BYTES", "4194304"}};
   runRanks(2, opts, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const int r = ctx.rank();
     auto value = [](int rank, size_t i) { return static_cast<uint8_t>(i * 7 + static_cast<size_t>(rank) * 101); };
     // Per rank: 4 MiB - 1 (output 8 MiB - 2, below the threshold), then 4 MiB (output 8 MiB).
@@ -285,8 +281,6 @@ TEST(GpuCollectives, IpcPathTakesOnlyLargeOpsWhereRanksShareAGpu) {
       else
         EXPECT_EQ(emulatorCount("peer_copies"), before) << "an all-gather below 8 MiB took the IPC path";
     }
-    d.streamDestroy(stream);
-    NCCL_OK(ncclCommDestroy(comm));
   });
 }
 

@@ -418,11 +418,10 @@ TEST(GpuCollectives, PerThreadAndLegacyStreamHandles) {
 TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
   SKIP_WITHOUT_GPU();
   runRanks(2, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const size_t count = size_t{1} << 16;
     DevBuf src(d, count * 4);
     const std::vector<float> mine(count, static_cast<float>(ctx.rank() + 1));
@@ -443,8 +442,6 @@ TEST(GpuCollectives, PinnedHostBuffersWaitForTheStreamsEarlierWork) {
     EXPECT_EQ(values[0], 3.0f) << "the op ran before the stream's copy into its buffer";
     EXPECT_EQ(values[count - 1], 3.0f);
     d.memFreeHost(pinned);
-    d.streamDestroy(stream);
-    NCCL_OK(ncclCommDestroy(comm));
   });
 }
 
@@ -497,11 +494,10 @@ TEST(GpuCollectives, RevokeStopsRunningAndQueuedDeviceOpsAndTheSplitWorks) {
   opts.env = {{"CFX_TIMEOUT_MS", "60000"}};  // only the revoke can end rank 1's wait
   runRanks(kRanks, opts, [&](RankContext& ctx) {
     const int me = ctx.rank();
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const size_t count = kFaultCount / 4;
     DevBuf send(d, count * 4), recv(d, count * 4);
     const std::vector<float> mine(count, static_cast<float>(me + 1));
@@ -539,8 +535,6 @@ TEST(GpuCollectives, RevokeStopsRunningAndQueuedDeviceOpsAndTheSplitWorks) {
     EXPECT_EQ(out[0], 1.0f + 2.0f + 3.0f) << "the split's all-reduce";
     EXPECT_EQ(out[count - 1], 1.0f + 2.0f + 3.0f);
     NCCL_OK(ncclCommDestroy(child));
-    NCCL_OK(ncclCommDestroy(comm));
-    d.streamDestroy(stream);
   });
 }
 
@@ -612,11 +606,10 @@ void expectNextAllReduceRight(const cuda::Driver& d, ncclComm_t comm, cuda::CUst
 TEST(GpuCollectives, AnInvalidOpFailsItsWholeGroupAndTheCommunicatorGoesOn) {
   SKIP_WITHOUT_GPU();
   runRanks(2, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const size_t count = 4097;
     DevBuf a(d, count * 4), b(d, count * 4);
     std::vector<int32_t> in(count, ctx.rank() + 1), out(count, -1);
@@ -634,8 +627,6 @@ TEST(GpuCollectives, AnInvalidOpFailsItsWholeGroupAndTheCommunicatorGoesOn) {
     CU_OK(d.streamSynchronize(stream));
     EXPECT_EQ(out, marker) << "an op of the failed group ran";
     expectNextAllReduceRight(d, comm, stream, a, b, count, 1 + 2);
-    NCCL_OK(ncclCommDestroy(comm));
-    d.streamDestroy(stream);
   });
 }
 
@@ -645,11 +636,10 @@ TEST(GpuCollectives, AnInvalidOpFailsItsWholeGroupAndTheCommunicatorGoesOn) {
 TEST(GpuCollectives, ZeroElementOpsOnAStreamCompleteAndTheNextOpIsRight) {
   SKIP_WITHOUT_GPU();
   runRanks(2, [&](RankContext& ctx) {
-    const cuda::Driver& d = useDevice0();
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    cuda::CUstream stream = nullptr;
-    CU_OK(d.streamCreate(&stream, cuda::kStreamNonBlocking));
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    ncclComm_t comm = self.comm;
+    cuda::CUstream stream = self.stream;
     const int peer = 1 - ctx.rank();
     const size_t count = 1000;
     DevBuf a(d, count * 4), b(d, count * 4);
@@ -663,8 +653,6 @@ TEST(GpuCollectives, ZeroElementOpsOnAStreamCompleteAndTheNextOpIsRight) {
     NCCL_OK(ncclAllGather(a.p(), b.p(), 0, ncclInt32, comm, stream));
     NCCL_OK(ncclBroadcast(a.p(), b.p(), 0, ncclInt32, 1, comm, stream));
     expectNextAllReduceRight(d, comm, stream, a, b, count, 10 + 20);
-    NCCL_OK(ncclCommDestroy(comm));
-    d.streamDestroy(stream);
   });
 }
 
