@@ -158,6 +158,11 @@ TEST(GpuCollectives, ZeroCopyCollectivesInSymmetricWindows) {
       const long long others = n - 1;
 
       upload(send, total, 0);
+      // Fewer elements than ranks: some ranks own an empty slice of the reduction.
+      for (size_t few : {size_t{1}, size_t{2}}) {
+        NCCL_OK(ncclAllReduce(send.p, recv.p, few, ncclInt32, ncclSum, comm, stream));
+        check(recv, few, sumOver, "all-reduce of " + std::to_string(few) + " element(s)");
+      }
       run("all-reduce", others, 1,
           [&] { NCCL_OK(ncclAllReduce(send.p, recv.p, count, ncclInt32, ncclSum, comm, stream)); });
       check(recv, count, sumOver, "all-reduce");
