@@ -175,13 +175,21 @@ nct() {
   limit=$(budget "$STEP_TIMEOUT")
   if [ "$limit" = 0 ]; then record "nccl-tests $name" 77 "skipped: time budget spent"; return; fi
   echo "# library folder: $libpath" > "$log"
-  LD_LIBRARY_PATH="$libpath:$RT" timeout "$limit" "$CFXRUN" -n "$np" --timeout $((limit - 5)) "$@" >> "$log" 2>&1
+  # Over CUDA IPC, the library's INIT lines say which form the scratch took and which windows went zero-copy.
+  local debug=$NCCL_DEBUG subsys=${NCCL_DEBUG_SUBSYS:-}
+  if [ "${CFX_CUDA_IPC:-0}" = 1 ]; then debug=INFO; subsys=INIT; fi
+  NCCL_DEBUG=$debug NCCL_DEBUG_SUBSYS=$subsys LD_LIBRARY_PATH="$libpath:$RT" timeout "$limit" "$CFXRUN" -n "$np" \
+    --timeout $((limit - 5)) "$@" >> "$log" 2>&1
   local rc=$?
+  local ipc=""
+  if [ "${CFX_CUDA_IPC:-0}" = 1 ]; then
+    ipc="IPC scratch per rank: $(grep -c 'shared as file descriptors' "$log") shareable, $(grep -c 'legacy IPC handles' "$log") legacy, $(grep -c 'path off' "$log") off; zero-copy windows: $(grep -c 'mapped by all .*: zero-copy' "$log")"
+  fi
   if [ $rc -eq 124 ] && [ "$FIRST_NCT" = 1 ]; then NCT_GAVE_UP=1; fi
   case "$name" in *-graph*) if [ $rc -eq 124 ]; then GRAPH_GAVE_UP=1; fi ;; esac
   FIRST_NCT=0
   if [ $rc -eq 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$log"; then rc=1; fi
-  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')"
+  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')$ipc"
 }
 FIRST_NCT=1
 if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); fi
