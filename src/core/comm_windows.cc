@@ -14,13 +14,7 @@ namespace {
 // The ranks the health monitor knows to have failed, as an error naming each and its cause; Ok when none.
 Status failedRanks(const ft::HealthMonitor* health) {
   if (health == nullptr || health->failedCount() == 0) return Status();
-  std::string ranks;
-  std::string causes;
-  for (const ft::Failure& f : health->failures()) {
-    ranks += strprintf("%s%d", ranks.empty() ? "" : ", ", f.rank);
-    causes += (causes.empty() ? "" : "; ") + f.describe();
-  }
-  return Status::error(Errc::RemoteError, strprintf("failed rank(s) %s: %s", ranks.c_str(), causes.c_str()));
+  return Status::error(Errc::RemoteError, health->describeFailures());
 }
 
 }  // namespace

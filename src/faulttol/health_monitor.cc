@@ -181,6 +181,16 @@ std::vector<Failure> HealthMonitor::failures() const {
   return failures_;
 }
 
+std::string HealthMonitor::describeFailures() const {
+  std::string ranks;
+  std::string causes;
+  for (const Failure& f : failures()) {
+    ranks += strprintf("%s%d", ranks.empty() ? "" : ", ", f.rank);
+    causes += (causes.empty() ? "" : "; ") + f.describe();
+  }
+  return ranks.empty() ? std::string() : strprintf("failed rank(s) %s: %s", ranks.c_str(), causes.c_str());
+}
+
 bool HealthMonitor::departed(int rank) const {
   std::lock_guard lk(mu_);
   return rank >= 0 && rank < static_cast<int>(peers_.size()) &&

@@ -118,6 +118,8 @@ class HealthMonitor {
   // finds the records under the lock. Cheap enough for an executor's wait loop.
   int failedCount() const { return failedCount_.load(std::memory_order_acquire); }
   std::vector<Failure> failures() const;
+  // "failed rank(s) 2, 5: <each failure's describe()>", the failures in the order learned; empty when none.
+  std::string describeFailures() const;
   bool departed(int rank) const;
 
   // First-hand evidence from the data path: `rank` broke a transfer of `op`/`opSeq`. Records and floods it unless

@@ -80,12 +80,6 @@ Status checkPeers(const std::vector<Work*>& works, Culprit* culprit) {
 // The error every survivor returns once the monitor knows of failed ranks: it names all of them (rank, host, pid,
 // cause, who saw it and during which operation) and this rank's own unfinished operation and sequence number.
 Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor& health) {
-  std::string ranks;
-  std::string causes;
-  for (const ft::Failure& f : health.failures()) {
-    ranks += strprintf("%s%d", ranks.empty() ? "" : ", ", f.rank);
-    causes += (causes.empty() ? "" : "; ") + f.describe();
-  }
   std::string here;
   for (const Work* w : works) {
     if (w->finished()) continue;
@@ -96,9 +90,9 @@ Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor
     if (!verbs.empty()) here += " (" + verbs + ")";
   }
   return Status::error(Errc::RemoteError,
-                       strprintf("failed rank(s) %s: %s. Unfinished here: %s. Abort the communicator, or shrink it "
-                                 "without the failed rank(s)",
-                                 ranks.c_str(), causes.c_str(), here.c_str()));
+                       strprintf("%s. Unfinished here: %s. Abort the communicator, or shrink it without the failed "
+                                 "rank(s)",
+                                 health.describeFailures().c_str(), here.c_str()));
 }
 
 // How long a data-path error waits for a failure notice that may explain it. A peer that saw another rank fail
