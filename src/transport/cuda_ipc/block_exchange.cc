@@ -81,4 +81,14 @@ Status mapPeerBlocks(int rank, const std::vector<BlockOffer>& offers, FdServer& 
   return local;
 }
 
+Result<int> firstRankNotOk(Bootstrap& bootstrap, int rank, int nRanks, bool ok) {
+  std::vector<int32_t> all(static_cast<size_t>(nRanks));
+  all[static_cast<size_t>(rank)] = ok ? 1 : 0;
+  CFX_TRY(bootstrap.allGather(all.data(), sizeof(int32_t)));
+  for (int p = 0; p < nRanks; ++p) {
+    if (!all[static_cast<size_t>(p)]) return p;
+  }
+  return -1;
+}
+
 }  // namespace cfx::transport::cuda_ipc

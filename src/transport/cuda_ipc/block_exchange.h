@@ -6,7 +6,7 @@
 // rank connects to every peer process first, then serves its own connections, then reads and maps: connections land
 // in the listeners' backlogs, so no rank waits for one that is itself waiting. Ranks of one process are read at
 // their own addresses. Nothing here is collective: the caller's bootstrap exchanges the offers, and agrees on the
-// outcome afterwards.
+// outcome afterwards (firstRankNotOk).
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,7 @@
 
 #include "common/cuda_driver.h"
 #include "common/status.h"
+#include "transport/bootstrap/bootstrap.h"
 #include "transport/cuda_ipc/vmm_memory.h"
 
 namespace cfx::transport::cuda_ipc {
@@ -43,5 +44,8 @@ Status mapPeerBlocks(int rank, const std::vector<BlockOffer>& offers, FdServer& 
                      cuda::CUcontext ctx, std::chrono::steady_clock::time_point deadline,
                      const std::function<Status()>& alive, std::vector<std::shared_ptr<PeerBlock>>* mapped,
                      std::vector<cuda::CUdeviceptr>* bases);
+
+// Collective: whether every rank's `ok` holds. The first rank (lowest) whose does not, or -1 when all hold.
+Result<int> firstRankNotOk(Bootstrap& bootstrap, int rank, int nRanks, bool ok);
 
 }  // namespace cfx::transport::cuda_ipc

@@ -80,39 +80,38 @@ Result<bool> IpcScratch::setupShareable(Bootstrap& bootstrap, std::chrono::milli
       CFX_INFO(log::Sys::Init, "rank %d: IPC scratch as a shareable block: %s", rank_, p.status().message().c_str());
     }
   }
-  auto release = [&] {
-    if (mine == nullptr) return;
-    cuda::ScopedContext scope(ctx_);
-    (void)freeShareable(mine);
-    mine = nullptr;
-  };
+  // Freed on every way out but success, a failed bootstrap exchange included.
+  struct Release {
+    void*& block;
+    cuda::CUcontext ctx;
+    ~Release() {
+      if (block == nullptr) return;
+      cuda::ScopedContext scope(ctx);
+      (void)freeShareable(block);
+    }
+  } release{mine, ctx_};
   std::unique_ptr<FdServer> server;
   std::vector<BlockOffer> offers(n);
   offers[me] = offerBlock(block ? &*block : nullptr, &server);
   CFX_TRY(bootstrap.allGather(offers.data(), sizeof(BlockOffer)));
   bool all = true;
   for (const BlockOffer& o : offers) all = all && o.ok;
-  if (!all) {
-    release();
-    return false;
-  }
+  if (!all) return false;
   std::vector<cuda::CUdeviceptr> bases;
   const Status local = mapPeerBlocks(rank_, offers, *server, *block, ctx_, std::chrono::steady_clock::now() + timeout,
                                      nullptr, &mapped_, &bases);
   server.reset();
-  if (!local.ok())
+  if (!local.ok()) {
     CFX_INFO(log::Sys::Init, "rank %d: cannot map the IPC scratch of %s", rank_, local.message().c_str());
-  std::vector<int32_t> mapped(n);
-  mapped[me] = local.ok() ? 1 : 0;
-  CFX_TRY(bootstrap.allGather(mapped.data(), sizeof(int32_t)));
-  for (int32_t m : mapped) all = all && m;
-  if (!all) {
+  }
+  CFX_TRY_ASSIGN(const int notMapped, firstRankNotOk(bootstrap, rank_, static_cast<int>(n), local.ok()));
+  if (notMapped >= 0) {
     mapped_.clear();
-    release();
     return false;
   }
   blocks_ = bases;
   shareable_ = true;
+  mine = nullptr;  // the scratch's own block from here on, freed by the destructor
   return true;
 }
 
@@ -158,16 +157,11 @@ Status IpcScratch::setupLegacy(Bootstrap& bootstrap) {
     }
     opened_[p] = true;
   }
-  std::vector<int32_t> all(n);
-  all[me] = mapped;
-  CFX_TRY(bootstrap.allGather(all.data(), sizeof(int32_t)));
-  for (size_t p = 0; p < n; ++p) {
-    if (!all[p]) {
-      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %zu could not share device memory",
-               rank_, p);
-      releaseLegacy();
-      return Status();
-    }
+  CFX_TRY_ASSIGN(const int notMapped, firstRankNotOk(bootstrap, rank_, static_cast<int>(n), mapped != 0));
+  if (notMapped >= 0) {
+    CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %d could not share device memory", rank_,
+             notMapped);
+    releaseLegacy();
   }
   return Status();
 }

@@ -62,16 +62,12 @@ Result<std::unique_ptr<IpcWindow>> IpcWindow::create(Bootstrap& bootstrap, int r
     CFX_WARN("rank %d: cannot map the window of %s; the window is registered without zero-copy", rank,
              local.message().c_str());
   }
-  std::vector<int32_t> all(n);
-  all[me] = local.ok() ? 1 : 0;
-  CFX_TRY(bootstrap.allGather(all.data(), sizeof(int32_t)));
-  for (size_t p = 0; p < n; ++p) {
-    if (!all[p]) {
-      CFX_INFO(log::Sys::Init, "rank %d: window %p registered without zero-copy: rank %zu could not map it", rank, buff,
-               p);
-      w->mapped_.clear();
-      return w;
-    }
+  CFX_TRY_ASSIGN(const int notMapped, firstRankNotOk(bootstrap, rank, nRanks, local.ok()));
+  if (notMapped >= 0) {
+    CFX_INFO(log::Sys::Init, "rank %d: window %p registered without zero-copy: rank %d could not map it", rank, buff,
+             notMapped);
+    w->mapped_.clear();
+    return w;
   }
   for (size_t p = 0; p < n; ++p) w->bases_[p] = blockBases[p] + exports[p].blockOffset;
   w->zeroCopy_ = true;
