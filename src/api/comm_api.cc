@@ -192,8 +192,9 @@ CFX_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
       return Status::error(Errc::InvalidArgument, strprintf("invalid color %d (must be >= 0 or NCCL_SPLIT_NOCOLOR)", color));
     }
-    if (parent->asyncError() == Errc::InProgress || parent->finalized()) {
-      return Status::error(Errc::InvalidUsage, "parent communicator is initializing or finalized");
+    if (parent->asyncError() == Errc::InProgress || parent->windowSetupPending() || parent->finalized()) {
+      return Status::error(Errc::InvalidUsage,
+                           "parent communicator is initializing, registering a window (non-blocking) or finalized");
     }
     *newcomm = nullptr;
     CFX_TRY_ASSIGN(core::CommConfig cfg, api::parseConfig(config, &parent->config()));
@@ -214,8 +215,11 @@ CFX_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueI
   return api::call("ncclCommGetUniqueId", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
     if (uniqueId == nullptr) return Status::error(Errc::InvalidArgument, "uniqueId is NULL");
-    if (c->asyncError() == Errc::InProgress || c->finalized() || c->revoked()) {
-      return Status::error(Errc::InvalidUsage, "communicator is initializing, finalized or revoked: it cannot grow");
+    if (c->asyncError() == Errc::InProgress || c->windowSetupPending() || c->finalized() || c->revoked()) {
+      return Status::error(
+          Errc::InvalidUsage,
+          "communicator is initializing, registering a window (non-blocking), finalized or revoked: it "
+          "cannot grow");
     }
     CFX_TRY_ASSIGN(transport::UniqueId id, c->newGrowId(core::CommOptions::fromParams().bootstrap.options));
     std::memset(uniqueId, 0, sizeof(*uniqueId));
@@ -237,8 +241,9 @@ CFX_API ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUnique
       return api::initRank(newcomm, nRanks, *uniqueId, rank, config);
     }
     CFX_TRY_ASSIGN(core::Communicator * parent, api::checkComm(comm));
-    if (parent->asyncError() == Errc::InProgress || parent->finalized()) {
-      return Status::error(Errc::InvalidUsage, "parent communicator is initializing or finalized");
+    if (parent->asyncError() == Errc::InProgress || parent->windowSetupPending() || parent->finalized()) {
+      return Status::error(Errc::InvalidUsage,
+                           "parent communicator is initializing, registering a window (non-blocking) or finalized");
     }
     if (nRanks <= parent->nRanks()) {
       return Status::error(Errc::InvalidArgument, strprintf("ncclCommGrow: nRanks %d must exceed the parent's %d ranks",
@@ -295,6 +300,7 @@ CFX_API ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int
     if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
       return Status::error(Errc::InvalidArgument, strprintf("invalid shrinkFlags %d", shrinkFlags));
     }
+    CFX_TRY(parent->checkNoWindowSetup());  // the registration holds the parent's bootstrap until it ends
     if (shrinkFlags == NCCL_SHRINK_ABORT) (void)parent->revoke();
     *newcomm = nullptr;
     CFX_TRY_ASSIGN(core::CommConfig cfg, api::parseConfig(config, &parent->config()));
@@ -312,6 +318,7 @@ CFX_API ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   return api::call("ncclCommFinalize", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
     if (c->revoked()) return Status::error(Errc::InvalidArgument, "ncclCommFinalize after ncclCommRevoke is not allowed");
+    CFX_TRY(c->checkNoWindowSetup());
     return c->finalize();
   });
 }
@@ -365,7 +372,7 @@ CFX_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
   return api::call("ncclCommGetAsyncError", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
     if (asyncError == nullptr) return Status::error(Errc::InvalidArgument, "asyncError is NULL");
-    *asyncError = api::toResult(c->asyncError());
+    *asyncError = api::toResult(c->userAsyncError());
     return Status();
   });
 }

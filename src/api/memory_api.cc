@@ -130,13 +130,16 @@ CFX_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t
     *win = static_cast<ncclWindow_t>(handle);
     // A symmetric window is mapped by every rank (zero-copy collectives; core::Communicator::registerWindow): a
     // collective step, deferred to ncclGroupEnd inside a group like communicator creation. Other windows are
-    // registered here only: nothing promises their offsets match across ranks.
+    // registered here only: nothing promises their offsets match across ranks. On a non-blocking communicator the
+    // step runs in the background and the call (or ncclGroupEnd) returns ncclInProgress, as NCCL's does: one thread
+    // can then register on several such communicators in turn, which a blocking registration would deadlock.
     if (winFlags != NCCL_WIN_COLL_SYMMETRIC) return Status();
     core::Communicator* c = api::checkComm(comm).value();
     return core::submitInit(
         [c, handle, buff, size] {
           log::setThreadRank(c->rank());  // inside a group this runs on a thread of its own
-          return c->registerWindow(handle, buff, size);
+          return c->config().blocking ? c->registerWindow(handle, buff, size)
+                                      : c->registerWindowAsync(handle, buff, size);
         },
         c);
   });
@@ -145,8 +148,10 @@ CFX_NCCL_ALIAS(ncclCommWindowRegister)
 
 CFX_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return api::call("ncclCommWindowDeregister", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
+    CFX_TRY(c->checkNoWindowSetup());  // the window may be the one being mapped, which would then outlive this
     CFX_TRY(api::deregisterBuffer(comm, win, true));
-    api::checkComm(comm).value()->deregisterWindow(win);
+    c->deregisterWindow(win);
     return Status();
   });
 }

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // A communicator's zero-copy windows (core layer): the collective half of ncclCommWindowRegister and the lookup the
 // device-direct path makes at each call (core/device_direct.cc).
+#include <pthread.h>
+
 #include <algorithm>
 
+#include "common/log.h"
 #include "core/communicator.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"
@@ -22,15 +25,25 @@ Status failedRanks(const ft::HealthMonitor* health) {
 Status Communicator::registerWindow(const void* key, const void* buff, size_t bytes) {
   if (ipc_ == nullptr) return Status();  // no rank maps anything: the same on every rank, so none takes part
   CFX_TRY(checkUsable());
+  return mapWindow(key, buff, bytes);
+}
+
+Status Communicator::mapWindow(const void* key, const void* buff, size_t bytes) {
   const ft::HealthMonitor* health = health_.get();
+  // An abort (a watchdog's, while a non-blocking registration waits for a peer that never registers) ends the wait
+  // at the next poll; the bootstrap's own waits end on abort() as well.
+  auto alive = [this, health]() -> Status {
+    if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::RemoteError, stopCause());
+    return failedRanks(health);
+  };
   auto window = transport::cuda_ipc::IpcWindow::create(*bootstrap_, rank_, nRanks_, ipc_->context(), buff, bytes,
-                                                       options_.timeout, [health] { return failedRanks(health); });
+                                                       options_.timeout, alive);
   if (!window.ok()) {
     // A peer that died makes the bootstrap fail on whichever neighbour noticed first (on its ring, the dead rank's
     // neighbour, which then gave up too). The health monitor names the rank that failed: wait for its verdict, as
     // long as it takes to declare a silent peer hung.
     Status st = window.status();
-    if (st.code() == Errc::RemoteError && health_ != nullptr &&
+    if (st.code() == Errc::RemoteError && health_ != nullptr && !abortFlag_.load(std::memory_order_acquire) &&
         health_->awaitFailure(options_.health.hungAfter() + options_.health.period)) {
       st = Status::error(Errc::RemoteError, failedRanks(health).message() + " (" + st.message() + ")");
     }
@@ -40,6 +53,58 @@ Status Communicator::registerWindow(const void* key, const void* buff, size_t by
   std::lock_guard<std::mutex> lock(windowsMutex_);
   windows_.emplace_back(key, std::move(window.value()));
   return Status();
+}
+
+Status Communicator::registerWindowAsync(const void* key, const void* buff, size_t bytes) {
+  if (ipc_ == nullptr) return Status();
+  std::lock_guard<std::mutex> lock(windowSetupMutex_);
+  if (windowSetups_.empty()) {
+    // Nothing queued: the worker, if there was one, has left its last critical section and is returning.
+    CFX_TRY(checkUsable());
+    if (windowSetupThread_.joinable()) windowSetupThread_.join();
+    windowSetups_.push_back(WindowSetup{key, buff, bytes});
+    windowSetupPending_.store(true, std::memory_order_release);
+    windowSetupThread_ = std::thread([this] { runWindowSetups(); });
+  } else {
+    // A second registration before the first finished (two in one group): the same communicator's registrations
+    // are collective steps every rank takes in the same order, so they queue behind each other.
+    windowSetups_.push_back(WindowSetup{key, buff, bytes});
+  }
+  return Status::error(Errc::InProgress, "non-blocking window registration started");
+}
+
+void Communicator::runWindowSetups() {
+  pthread_setname_np(pthread_self(), "cfx-window");
+  log::setThreadRank(rank_);
+  for (;;) {
+    WindowSetup next{};
+    {
+      std::lock_guard<std::mutex> lock(windowSetupMutex_);
+      next = windowSetups_.front();
+    }
+    const Status st = mapWindow(next.key, next.buff, next.bytes);  // a failure is the async error already
+    std::lock_guard<std::mutex> lock(windowSetupMutex_);
+    windowSetups_.pop_front();
+    if (!st.ok()) windowSetups_.clear();  // the communicator is broken: the rest would only fail too
+    if (windowSetups_.empty()) {
+      // Release pairs with userAsyncError()'s acquire: whoever sees the queue done sees its outcome.
+      windowSetupPending_.store(false, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+Status Communicator::checkNoWindowSetup() const {
+  if (!windowSetupPending()) return Status();
+  return Status::error(Errc::InvalidUsage,
+                       "a non-blocking ncclCommWindowRegister is still in progress: poll "
+                       "ncclCommGetAsyncError until it returns ncclSuccess first");
+}
+
+Errc Communicator::userAsyncError() const {
+  // The pending flag first: a failed registration sets the error before it clears the flag.
+  if (windowSetupPending()) return asyncError() == Errc::Ok ? Errc::InProgress : asyncError();
+  return asyncError();
 }
 
 void Communicator::deregisterWindow(const void* key) {

@@ -229,6 +229,8 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
 
 Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
+  // A registration still running waits on its peers at most the timeout (ncclCommAbort ends it at once).
+  if (windowSetupThread_.joinable()) windowSetupThread_.join();
   stopProgressThread();
   {
     // CUDA host functions that run from now on (a graph replayed after destroy) find no communicator.
@@ -724,6 +726,7 @@ Status Communicator::checkUsable() const {
     return Status::error(Errc::InvalidUsage, "communicator is still initializing: poll ncclCommGetAsyncError until it "
                                              "returns ncclSuccess before issuing operations");
   }
+  CFX_TRY(checkNoWindowSetup());
   if (revoked()) {
     return Status::error(Errc::InvalidUsage, stopCause() + ": only destroy, split or shrink are allowed");
   }

@@ -149,6 +149,17 @@ class Communicator {
   // ncclCommWindowRegister's collective half: with the device-direct path on, every rank maps every rank's window
   // (transport/cuda_ipc/ipc_window.h), on the calling thread. `key` is the window handle. A no-op with the path off.
   Status registerWindow(const void* key, const void* buff, size_t bytes);
+  // The same for a non-blocking communicator: queued to a thread of this communicator's, in call order, and
+  // InProgress (what ncclCommWindowRegister returns) unless there is nothing to map. Until the queue has run,
+  // ncclCommGetAsyncError says ncclInProgress and operations are refused, as NCCL's contract has it; a failure
+  // becomes the communicator's async error. Aborting ends it within a poll.
+  Status registerWindowAsync(const void* key, const void* buff, size_t bytes);
+  // True while a non-blocking registration is queued or running.
+  bool windowSetupPending() const { return windowSetupPending_.load(std::memory_order_acquire); }
+  // InvalidUsage naming the pending registration while there is one, else Ok: calls that must wait for it.
+  Status checkNoWindowSetup() const;
+  // What ncclCommGetAsyncError reports: asyncError(), or InProgress while a non-blocking registration runs.
+  Errc userAsyncError() const;
   void deregisterWindow(const void* key);
   // The first registered zero-copy window holding all of [p, p + bytes) on this rank, and p's offset in it: the same
   // offset reaches the op's buffer in every peer's window, as NCCL_WIN_COLL_SYMMETRIC promises. Null when none.
@@ -220,6 +231,9 @@ class Communicator {
   void learnTopology();
   Result<topo::TopologyView> planningView() const;
   Status setupDeviceDirect();
+  // registerWindow's collective part, on whichever thread runs it; stops early on abort or a failed peer.
+  Status mapWindow(const void* key, const void* buff, size_t bytes);
+  void runWindowSetups();            // windowSetupThread_'s body: the queue, in order, until empty or a failure
   void revokedRemotely(int byRank);  // from the health monitor: another rank revoked this communicator
   void progressLoop();
   void stopProgressThread();
@@ -298,6 +312,16 @@ class Communicator {
   // In registration order, which is every rank's (registration is collective): where windows overlap, every rank
   // finds an op's buffer in the same one. Each with its window handle.
   std::vector<std::pair<const void*, std::unique_ptr<transport::cuda_ipc::IpcWindow>>> windows_;
+  // Non-blocking registrations (registerWindowAsync): the front one is running on windowSetupThread_.
+  struct WindowSetup {
+    const void* key;
+    const void* buff;
+    size_t bytes;
+  };
+  std::mutex windowSetupMutex_;
+  std::deque<WindowSetup> windowSetups_;
+  std::atomic<bool> windowSetupPending_{false};
+  std::thread windowSetupThread_;
   std::mutex queueMutex_;
   std::condition_variable queueCv_;
   std::deque<Job> queue_;

@@ -337,21 +337,32 @@ Status runInits(std::vector<DeferredSetup>& inits) {
       lanes[laneOf[d.key]].push_back(&d);
     }
   }
+  // A non-blocking communicator's setup only starts (InProgress) and its next one queues behind it; any other
+  // failure ends its lane. The group reports the first failure, else InProgress when anything is still running, as
+  // ncclGroupEnd does with non-blocking communicators.
+  auto started = [](const Status& st) { return st.code() == Errc::InProgress; };
   std::vector<Status> results(lanes.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < lanes.size(); ++i) {
     threads.emplace_back([&, i] {
       for (DeferredSetup* d : lanes[i]) {
-        results[i] = d->run();
-        if (!results[i].ok()) break;
+        Status st = d->run();
+        if (st.ok()) continue;
+        if (!started(st)) {
+          results[i] = std::move(st);
+          break;
+        }
+        if (results[i].ok()) results[i] = std::move(st);
       }
     });
   }
   for (auto& t : threads) t.join();
+  Status outcome;
   for (auto& st : results) {
-    if (!st.ok()) return st;
+    if (!st.ok() && !started(st)) return st;
+    if (started(st)) outcome = st;
   }
-  return Status();
+  return outcome;
 }
 
 }  // namespace

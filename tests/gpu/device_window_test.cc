@@ -291,6 +291,42 @@ TEST(GpuCollectives, APeerKilledBeforeRegisteringFailsTheRegistrationNamingIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "the survivors waited too long";
 }
 
+// Ranks 0..n-1 of this process on one GPU, each with `count` int32 in bufs[r] and room for n times that in
+// gathered[r]: rank r uploads (i % 1000) * (r + 1), then one group of in-place all-reduces and one of all-gathers
+// into gathered[r] run on a stream per rank, and every element is checked. `endGroup` ends each group.
+void allReduceThenAllGather(const cuda::Driver& d, const ncclComm_t* comms, int n,
+                            const std::vector<std::unique_ptr<NcclBuf>>& bufs,
+                            const std::vector<std::unique_ptr<NcclBuf>>& gathered, size_t count,
+                            const std::function<void()>& endGroup) {
+  std::vector<cuda::CUstream> streams(n);
+  for (int r = 0; r < n; ++r) {
+    CU_OK(d.streamCreate(&streams[r], cuda::kStreamNonBlocking));
+    std::vector<int32_t> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1);
+    CU_OK(d.memcpyHtoDAsync(bufs[r]->ptr(), in.data(), count * 4, streams[r]));
+  }
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    NCCL_OK(ncclAllReduce(bufs[r]->p, bufs[r]->p, count, ncclInt32, ncclSum, comms[r], streams[r]));
+  }
+  endGroup();
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    NCCL_OK(ncclAllGather(bufs[r]->p, gathered[r]->p, count, ncclInt32, comms[r], streams[r]));
+  }
+  endGroup();
+  const int32_t ranksSum = n * (n + 1) / 2;
+  for (int r = 0; r < n; ++r) {
+    std::vector<int32_t> out(count * n);
+    CU_OK(d.memcpyDtoHAsync(out.data(), gathered[r]->ptr(), out.size() * 4, streams[r]));
+    CU_OK(d.streamSynchronize(streams[r]));
+    size_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) bad += out[i] != static_cast<int32_t>((i % count) % 1000) * ranksSum;
+    EXPECT_EQ(bad, 0u) << "rank " << r;
+    d.streamDestroy(streams[r]);
+  }
+}
+
 // Three ranks of one process on one GPU, driven from one thread: their windows are registered in one group (each
 // communicator's registrations run in order, the communicators side by side) and map nothing (a peer in the same
 // process is read at its own address); a group of in-place all-reduces and then all-gathers is right.
@@ -307,7 +343,6 @@ TEST(GpuCollectives, ZeroCopyWindowsOfRanksInOneProcess) {
     const size_t count = 200003;
     std::vector<std::unique_ptr<NcclBuf>> bufs, gathered;
     std::vector<ncclWindow_t> wins(2 * n);
-    std::vector<cuda::CUstream> streams(n);
     const long long importsBefore = emulatorCount("vmm_imports");
     for (int r = 0; r < n; ++r) {
       bufs.push_back(std::make_unique<NcclBuf>(count * 4));
@@ -323,36 +358,113 @@ TEST(GpuCollectives, ZeroCopyWindowsOfRanksInOneProcess) {
     if (importsBefore >= 0) {
       EXPECT_EQ(emulatorCount("vmm_imports"), importsBefore) << "ranks of one process imported each other's memory";
     }
-    for (int r = 0; r < n; ++r) {
-      CU_OK(d.streamCreate(&streams[r], cuda::kStreamNonBlocking));
-      std::vector<int32_t> in(count);
-      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1);
-      CU_OK(d.memcpyHtoDAsync(bufs[r]->ptr(), in.data(), count * 4, streams[r]));
-    }
-    NCCL_OK(ncclGroupStart());
-    for (int r = 0; r < n; ++r) {
-      NCCL_OK(ncclAllReduce(bufs[r]->p, bufs[r]->p, count, ncclInt32, ncclSum, comms[r], streams[r]));
-    }
-    NCCL_OK(ncclGroupEnd());
-    NCCL_OK(ncclGroupStart());
-    for (int r = 0; r < n; ++r) {
-      NCCL_OK(ncclAllGather(bufs[r]->p, gathered[r]->p, count, ncclInt32, comms[r], streams[r]));
-    }
-    NCCL_OK(ncclGroupEnd());
-    for (int r = 0; r < n; ++r) {
-      std::vector<int32_t> out(count * n);
-      CU_OK(d.memcpyDtoHAsync(out.data(), gathered[r]->ptr(), out.size() * 4, streams[r]));
-      CU_OK(d.streamSynchronize(streams[r]));
-      size_t bad = 0;
-      for (size_t i = 0; i < out.size(); ++i) bad += out[i] != static_cast<int32_t>((i % count) % 1000) * 6;
-      EXPECT_EQ(bad, 0u) << "rank " << r;
-    }
+    allReduceThenAllGather(d, comms, n, bufs, gathered, count, [] { NCCL_OK(ncclGroupEnd()); });
     for (int r = 0; r < n; ++r) {
       NCCL_OK(ncclCommWindowDeregister(comms[r], wins[2 * r]));
       NCCL_OK(ncclCommWindowDeregister(comms[r], wins[2 * r + 1]));
-      d.streamDestroy(streams[r]);
     }
     for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  });
+}
+
+// `n` non-blocking communicators (config.blocking = 0, as PyTorch's TORCH_NCCL_USE_COMM_NONBLOCKING makes) of one
+// clique, all ranks in this process, created from this thread and polled until ready.
+void initNonBlocking(ncclComm_t* comms, int n) {
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  for (int r = 0; r < n; ++r) {
+    const ncclResult_t rc = ncclCommInitRankConfig(&comms[r], n, id, r, &config);
+    ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+  }
+  for (int r = 0; r < n; ++r) ASSERT_EQ(waitWhileInProgress(comms[r]), ncclSuccess) << "init of rank " << r;
+}
+
+// Non-blocking communicators (config.blocking = 0) of three ranks in one process, driven from one thread: each
+// registration returns ncclInProgress and completes in the background as NCCL's does, so registering on each
+// communicator in turn works (a blocking registration would wait for peers this thread has not reached yet). While
+// one is pending, ncclCommGetAsyncError says ncclInProgress and operations, deregistration and finalize are refused
+// by name; two registrations on each communicator inside one group end in ncclInProgress from ncclGroupEnd; then
+// in-place all-reduces and all-gathers in the windows are right.
+TEST(GpuCollectives, NonBlockingWindowRegistrationFromOneThread) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  opts.env.emplace_back("CFX_TIMEOUT_MS", "20000");  // a registration that blocks fails, rather than hangs
+  runRanks(1, opts, [&](RankContext&) {
+    const cuda::Driver& d = useDevice0();
+    constexpr int n = 3;
+    ncclComm_t comms[n] = {};
+    ASSERT_NO_FATAL_FAILURE(initNonBlocking(comms, n));
+    const size_t count = 200003;
+    std::vector<std::unique_ptr<NcclBuf>> bufs, gathered;
+    for (int r = 0; r < n; ++r) {
+      bufs.push_back(std::make_unique<NcclBuf>(count * 4));
+      gathered.push_back(std::make_unique<NcclBuf>(count * 4 * n));
+    }
+    std::vector<ncclWindow_t> wins(3 * n);
+    // Rank 0 first, alone: its registration cannot finish before the others join.
+    ASSERT_EQ(ncclCommWindowRegister(comms[0], bufs[0]->p, count * 4, &wins[0], NCCL_WIN_COLL_SYMMETRIC),
+              ncclInProgress);
+    ncclResult_t state = ncclSuccess;
+    NCCL_OK(ncclCommGetAsyncError(comms[0], &state));
+    EXPECT_EQ(state, ncclInProgress);
+    EXPECT_EQ(ncclAllReduce(bufs[0]->p, bufs[0]->p, count, ncclInt32, ncclSum, comms[0], nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("ncclCommWindowRegister is still in progress"),
+              std::string::npos)
+        << ncclGetLastError(comms[0]);
+    EXPECT_EQ(ncclCommWindowDeregister(comms[0], wins[0]), ncclInvalidUsage);
+    EXPECT_EQ(ncclCommFinalize(comms[0]), ncclInvalidUsage);
+    for (int r = 1; r < n; ++r) {
+      const ncclResult_t rc =
+          ncclCommWindowRegister(comms[r], bufs[r]->p, count * 4, &wins[r], NCCL_WIN_COLL_SYMMETRIC);
+      EXPECT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+    }
+    for (int r = 0; r < n; ++r) ASSERT_EQ(waitWhileInProgress(comms[r]), ncclSuccess) << "first window, rank " << r;
+    NCCL_OK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      NCCL_OK(ncclCommWindowRegister(comms[r], gathered[r]->p, count * 4 * n, &wins[n + r], NCCL_WIN_COLL_SYMMETRIC));
+      NCCL_OK(ncclCommWindowRegister(comms[r], bufs[r]->p, count * 2, &wins[2 * n + r], NCCL_WIN_COLL_SYMMETRIC));
+    }
+    EXPECT_EQ(ncclGroupEnd(), ncclInProgress);
+    for (int r = 0; r < n; ++r) ASSERT_EQ(waitWhileInProgress(comms[r]), ncclSuccess) << "grouped windows, rank " << r;
+    // A non-blocking communicator's group may report ncclInProgress while it is enqueued.
+    allReduceThenAllGather(d, comms, n, bufs, gathered, count, [&] {
+      const ncclResult_t rc = ncclGroupEnd();
+      ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+      for (int r = 0; r < n; ++r) ASSERT_EQ(waitWhileInProgress(comms[r]), ncclSuccess);
+    });
+    for (int r = 0; r < n; ++r) {
+      for (int w = 0; w < 3; ++w) NCCL_OK(ncclCommWindowDeregister(comms[r], wins[w * n + r]));
+    }
+    for (int r = 0; r < n; ++r) NCCL_OK(ncclCommDestroy(comms[r]));
+  });
+}
+
+// ncclCommAbort never hangs, also while a non-blocking registration waits for a peer that never registers: the
+// registration ends at once and the communicator goes, long before the registration's own timeout.
+TEST(GpuCollectives, AbortEndsAPendingNonBlockingRegistration) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  opts.env.emplace_back("CFX_TIMEOUT_MS", "600000");
+  runRanks(1, opts, [&](RankContext&) {
+    useDevice0();
+    constexpr int n = 2;
+    ncclComm_t comms[n] = {};
+    ASSERT_NO_FATAL_FAILURE(initNonBlocking(comms, n));
+    NcclBuf buf(1 << 20);
+    ncclWindow_t win = nullptr;
+    ASSERT_EQ(ncclCommWindowRegister(comms[0], buf.p, buf.bytes, &win, NCCL_WIN_COLL_SYMMETRIC), ncclInProgress);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ncclResult_t state = ncclSuccess;
+    NCCL_OK(ncclCommGetAsyncError(comms[0], &state));
+    EXPECT_EQ(state, ncclInProgress) << "rank 1 never registered";
+    const auto started = std::chrono::steady_clock::now();
+    NCCL_OK(ncclCommAbort(comms[0]));
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "abort waited on the peer";
+    NCCL_OK(ncclCommAbort(comms[1]));
   });
 }
 
