@@ -46,6 +46,8 @@ const char* gpuMissingReason() {
   return probeDevice() == Device::None ? "no CUDA driver or no CUDA device on this machine" : nullptr;
 }
 
+bool onEmulator() { return probeDevice() == Device::Emulated; }
+
 const cuda::Driver& useDevice(int ordinal) {
   const cuda::Driver* d = cuda::driver();
   if (d == nullptr) throw std::runtime_error("no CUDA driver in the rank process");

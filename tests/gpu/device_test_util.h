@@ -30,6 +30,8 @@ void* loadedEmulator();
 // Null when a throwaway child process finds a CUDA device (a real one, or a stand-in), else a reason. The parent
 // never initialises CUDA: a process that forks after cuInit leaves its children unable to use the GPU.
 const char* gpuMissingReason();
+// True when that device is a stand-in (tests/gpu/emu), which tests can make fail or die where a GPU cannot.
+bool onEmulator();
 
 #define SKIP_WITHOUT_GPU()                                         \
   do {                                                             \

@@ -262,11 +262,12 @@ TEST(GpuCollectives, ZeroCopyOpsWaitForEveryRanksStreamAtBothEnds) {
   });
 }
 
-// Registering a symmetric window is a collective step that waits for every rank: a rank that dies instead (killed
-// before its call) fails the survivors' registration within the failure-detection time, naming it on every
-// survivor (the bootstrap alone blamed whichever neighbour closed first), instead of leaving them waiting.
-TEST(GpuCollectives, APeerKilledBeforeRegisteringFailsTheRegistrationNamingIt) {
-  SKIP_WITHOUT_GPU();
+// Registering a symmetric window is a collective step that waits for every rank. A rank that dies during it fails
+// the survivors' registration within the failure-detection time, naming it on every survivor (the bootstrap alone
+// blamed whichever neighbour closed first), instead of leaving them waiting: killed before its call, or (on the
+// emulator, which can stop it there) after it handed its own block's descriptor to its peers, while mapping theirs,
+// when the survivors may have mapped its block and sent it theirs into a closed socket.
+void expectAPeerDyingInRegistrationNamed(bool afterHandingOut) {
   constexpr int kVictim = 2;
   RunOptions opts = ipcFaultOptions();
   const auto started = std::chrono::steady_clock::now();
@@ -274,7 +275,10 @@ TEST(GpuCollectives, APeerKilledBeforeRegisteringFailsTheRegistrationNamingIt) {
     RankOnDevice self(ctx);
     NcclBuf buf(1 << 20);
     ASSERT_TRUE(ctx.barrier());
-    if (ctx.rank() == kVictim) ctx.killSelf(SIGKILL);
+    if (ctx.rank() == kVictim) {
+      if (!afterHandingOut) ctx.killSelf(SIGKILL);
+      ::setenv("CFX_EMU_DIE_AT_IMPORT", "1", 1);
+    }
     ncclWindow_t win = nullptr;
     const ncclResult_t rc = ncclCommWindowRegister(self.comm, buf.p, buf.bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
     EXPECT_NE(rc, ncclSuccess);
@@ -288,7 +292,21 @@ TEST(GpuCollectives, APeerKilledBeforeRegisteringFailsTheRegistrationNamingIt) {
       EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].describe();
     }
   }
+  EXPECT_EQ(result.ranks[kVictim].termSignal, SIGKILL)
+      << "the victim did not die where meant: " << result.ranks[kVictim].describe();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "the survivors waited too long";
+}
+
+TEST(GpuCollectives, APeerKilledBeforeRegisteringFailsTheRegistrationNamingIt) {
+  SKIP_WITHOUT_GPU();
+  expectAPeerDyingInRegistrationNamed(false);
+}
+
+TEST(GpuCollectives, APeerDyingWhileMappingItsPeersBlocksFailsTheRegistrationNamingIt) {
+  SKIP_WITHOUT_GPU();
+  if (!onEmulator()) GTEST_SKIP() << "a real driver cannot be made to die inside an import";
+  if (!zeroCopyExpected()) GTEST_SKIP() << "no block exchange without CUDA's virtual memory management";
+  expectAPeerDyingInRegistrationNamed(true);
 }
 
 // Ranks 0..n-1 of this process on one GPU, each with `count` int32 in bufs[r] and room for n times that in

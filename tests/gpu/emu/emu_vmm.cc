@@ -9,13 +9,16 @@
 // it faults here as it would on a GPU. As in CUDA, a mapping keeps its pages alive after cuMemRelease and after the
 // exporter freed its side, a mapping belongs to no context, and legacy IPC handles refuse this memory.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "emu_internal.h"
 
@@ -199,6 +202,11 @@ CFX_EMU_API cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocation
 CFX_EMU_API cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle, int type) {
   if (refusedOnProgressThread("cuMemImportFromShareableHandle")) return kNotSupported;
   if (handle == nullptr || type != cfx::cuda::kMemHandleTypePosixFd) return kInvalidValue;
+  // CFX_EMU_DIE_AT_IMPORT=1: the process dies here, SIGKILLed as by the OOM killer, for the tests of a peer that
+  // dies after handing out its own block and while mapping its peers'.
+  if (const char* die = std::getenv("CFX_EMU_DIE_AT_IMPORT"); die != nullptr && std::string(die) == "1") {
+    ::raise(SIGKILL);
+  }
   const int given = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
   struct stat st {};
   if (given < 0 || ::fstat(given, &st) != 0 || st.st_size <= 0) return kInvalidValue;
