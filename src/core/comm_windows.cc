@@ -23,8 +23,9 @@ Status failedRanks(const ft::HealthMonitor* health) {
 }  // namespace
 
 Status Communicator::registerWindow(const void* key, const void* buff, size_t bytes) {
-  if (ipc_ == nullptr) return Status();  // no rank maps anything: the same on every rank, so none takes part
+  // Usable first: while a non-blocking init still runs, ipc_ is being set on its thread.
   CFX_TRY(checkUsable());
+  if (ipc_ == nullptr) return Status();  // no rank maps anything: the same on every rank, so none takes part
   return mapWindow(key, buff, bytes);
 }
 
@@ -56,11 +57,11 @@ Status Communicator::mapWindow(const void* key, const void* buff, size_t bytes) 
 }
 
 Status Communicator::registerWindowAsync(const void* key, const void* buff, size_t bytes) {
-  if (ipc_ == nullptr) return Status();
   std::lock_guard<std::mutex> lock(windowSetupMutex_);
   if (windowSetups_.empty()) {
     // Nothing queued: the worker, if there was one, has left its last critical section and is returning.
     CFX_TRY(checkUsable());
+    if (ipc_ == nullptr) return Status();
     if (windowSetupThread_.joinable()) windowSetupThread_.join();
     windowSetups_.push_back(WindowSetup{key, buff, bytes});
     windowSetupPending_.store(true, std::memory_order_release);

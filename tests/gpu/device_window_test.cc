@@ -460,6 +460,33 @@ TEST(GpuCollectives, NonBlockingWindowRegistrationFromOneThread) {
   });
 }
 
+// A window registered on a non-blocking communicator whose init has not finished (its peer has not joined yet) is
+// refused by name, not silently left unmapped on this rank while the peers wait for it.
+TEST(GpuCollectives, AWindowOnACommunicatorStillInitializingIsRefused) {
+  SKIP_WITHOUT_GPU();
+  RunOptions opts;
+  opts.env = ipcInSmallWindows();
+  runRanks(1, opts, [&](RankContext&) {
+    useDevice0();
+    ncclUniqueId id;
+    NCCL_OK(ncclGetUniqueId(&id));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comms[2] = {};
+    const ncclResult_t rc = ncclCommInitRankConfig(&comms[0], 2, id, 0, &config);
+    ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << resultName(rc);
+    NcclBuf buf(1 << 20);
+    ncclWindow_t win = nullptr;
+    EXPECT_EQ(ncclCommWindowRegister(comms[0], buf.p, buf.bytes, &win, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("still initializing"), std::string::npos)
+        << ncclGetLastError(comms[0]);
+    const ncclResult_t rc1 = ncclCommInitRankConfig(&comms[1], 2, id, 1, &config);
+    ASSERT_TRUE(rc1 == ncclSuccess || rc1 == ncclInProgress) << resultName(rc1);
+    for (ncclComm_t c : comms) ASSERT_EQ(waitWhileInProgress(c), ncclSuccess);
+    for (ncclComm_t c : comms) NCCL_OK(ncclCommDestroy(c));
+  });
+}
+
 // ncclCommAbort never hangs, also while a non-blocking registration waits for a peer that never registers: the
 // registration ends at once and the communicator goes, long before the registration's own timeout.
 TEST(GpuCollectives, AbortEndsAPendingNonBlockingRegistration) {
