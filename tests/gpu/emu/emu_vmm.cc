@@ -137,7 +137,10 @@ CFX_EMU_API cuMemAddressFree(CUdeviceptr p, size_t bytes) {
 CFX_EMU_API cuMemMap(CUdeviceptr p, size_t bytes, size_t offset, CUmemGenericAllocationHandle handle,
                      unsigned long long flags) {
   if (refusedOnProgressThread("cuMemMap")) return kNotSupported;
-  if (flags != 0 || bytes == 0) return kInvalidValue;
+  // As CUDA: the address, size and offset are multiples of the granularity.
+  if (flags != 0 || bytes == 0 || bytes % kGranularity != 0 || offset % kGranularity != 0 || p % kGranularity != 0) {
+    return kInvalidValue;
+  }
   std::lock_guard lk(gVmmMutex);
   auto it = gHandles.find(handle);
   if (it == gHandles.end() || offset + bytes > it->second.bytes || !reserved(static_cast<uintptr_t>(p), bytes) ||
