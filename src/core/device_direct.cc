@@ -229,6 +229,9 @@ void scatterLikeDirect(const Direct& d, Builder& b) {
   }
 }
 
+// What the scratch forms' first barrier agrees on: a value no zero-copy op's fingerprint is expected to take.
+constexpr uint64_t kScratchForm = 0x5c7a7c4f00000001ull;
+
 // A zero-copy op's buffers as this rank addresses them: every rank's send buffer, and (all-reduce) every rank's
 // receive buffer, through the windows they lie in. `fingerprint` names the windows and offsets: the op's first
 // host step checks every rank computed the same one.
@@ -474,13 +477,24 @@ Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx
       // A module: loaded here, on the caller's thread, like every CUDA object (see DeviceState::prepare).
       CFX_TRY_ASSIGN(kernels, prims::DeviceKernels::get(ctx));
     }
+    const std::optional<ZeroCopy> z = zeroCopyOf(comm, op);
+    // Each rank picks the form from its own buffers, so a rank whose buffer is outside every window while a peer's
+    // is inside one takes the scratch form where the peer takes the zero-copy one: the scratch form's first barrier
+    // agrees too, on a value no zero-copy op has, so that shows on every rank as the broken symmetric promise it is
+    // rather than as two different operations.
+    std::function<Status()> scratchBarrier = [agreed = std::make_shared<bool>(false), agree = host.agree,
+                                              barrier = host.barrier]() -> Status {
+      if (*agreed) return barrier();
+      *agreed = true;  // the op's host steps run one after another on the progress thread
+      return agree(kScratchForm);
+    };
     const Direct d{*comm->ipcScratch(),
                    a,
-                   host.barrier,
+                   z ? host.barrier : scratchBarrier,
                    dataTypeSize(a.type),
                    static_cast<size_t>(comm->nRanks()),
                    static_cast<size_t>(comm->rank())};
-    if (const std::optional<ZeroCopy> z = zeroCopyOf(comm, op)) {
+    if (z) {
       b.host([agree = host.agree, v = z->fingerprint] { return agree(v); });
       if (a.coll == coll::Collective::AllReduce) {
         allReduceZeroCopy(d, *z, kernels, b);

@@ -594,12 +594,8 @@ TEST(GpuCollectives, WindowsThatCannotBeZeroCopyStayOnTheScratchPath) {
   });
 }
 
-// NCCL_WIN_COLL_SYMMETRIC promises a collective's buffers sit at the same offset of every rank's window. Ranks that
-// break it (rank 1 one page further in) get a named error on every rank instead of each other's wrong bytes, and
-// their streams go on.
-TEST(GpuCollectives, BuffersAtDifferentWindowOffsetsFailNamingTheCause) {
-  SKIP_WITHOUT_GPU();
-  if (!zeroCopyExpected()) GTEST_SKIP() << "no zero-copy windows without CUDA's virtual memory management";
+// One all-gather whose buffers break the symmetric promise on rank 1 (see the test below).
+void expectAsymmetricBuffersNamed(bool outside) {
   RunOptions opts;
   opts.env = ipcInSmallWindows();
   opts.failOnChildError = false;
@@ -613,7 +609,9 @@ TEST(GpuCollectives, BuffersAtDifferentWindowOffsetsFailNamingTheCause) {
     ncclWindow_t win = nullptr;
     NCCL_OK(ncclCommWindowRegister(comm, buf.p, buf.bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
     DevBuf recv(d, 2 * count);
-    NCCL_OK(ncclAllGather(buf.at(ctx.rank() == 0 ? 0 : 4096), recv.p(), count, ncclUint8, comm, stream));
+    DevBuf elsewhere(d, count);
+    void* send = ctx.rank() == 0 ? buf.at(0) : outside ? elsewhere.p() : buf.at(4096);
+    NCCL_OK(ncclAllGather(send, recv.p(), count, ncclUint8, comm, stream));
     EXPECT_EQ(waitForAsyncError(comm, std::chrono::seconds(60)), ncclInvalidUsage);
     const std::string text = ncclGetLastError(comm);
     EXPECT_NE(text.find("same offsets"), std::string::npos) << text;
@@ -622,6 +620,18 @@ TEST(GpuCollectives, BuffersAtDifferentWindowOffsetsFailNamingTheCause) {
     self.comm = nullptr;
   });
   for (const RankOutcome& r : result.ranks) EXPECT_TRUE(r.ok()) << r.describe();
+}
+
+// NCCL_WIN_COLL_SYMMETRIC promises a collective's buffers sit at the same offset of every rank's window. Ranks that
+// break it get a named error on every rank instead of each other's wrong bytes, and their streams go on: rank 1's
+// buffer one page further in, or outside every window (so rank 1 takes the scratch form, rank 0 the zero-copy one).
+TEST(GpuCollectives, BuffersAtDifferentWindowOffsetsFailNamingTheCause) {
+  SKIP_WITHOUT_GPU();
+  if (!zeroCopyExpected()) GTEST_SKIP() << "no zero-copy windows without CUDA's virtual memory management";
+  for (const bool outside : {false, true}) {
+    SCOPED_TRACE(outside ? "rank 1's buffer outside every window" : "rank 1's buffer a page further in");
+    expectAsymmetricBuffersNamed(outside);
+  }
 }
 
 }  // namespace
