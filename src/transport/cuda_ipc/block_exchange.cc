@@ -36,14 +36,13 @@ Status mapPeerBlocks(int rank, const std::vector<BlockOffer>& offers, FdServer& 
                      std::vector<cuda::CUdeviceptr>* bases) {
   const size_t n = offers.size();
   const size_t me = static_cast<size_t>(rank);
-  const int32_t pid = offers[me].pid;
   mapped->assign(n, nullptr);
   bases->assign(n, 0);
   Status local;
   std::vector<std::unique_ptr<FdClient>> clients(n);
   int servedClients = 0;
   for (size_t p = 0; p < n; ++p) {
-    if (p == me || offers[p].pid == pid) continue;
+    if (p == me || sameProcess(offers[p], offers[me])) continue;
     ++servedClients;
     if (!local.ok()) continue;
     Result<std::unique_ptr<FdClient>> c = FdClient::connect(offers[p].server);
@@ -57,7 +56,7 @@ Status mapPeerBlocks(int rank, const std::vector<BlockOffer>& offers, FdServer& 
   const Status served = server.serve(servedClients, mine.fd, mine.id, deadline, alive);
   if (local.ok()) local = served;
   for (size_t p = 0; p < n && local.ok(); ++p) {
-    if (p == me || offers[p].pid == pid) {
+    if (p == me || sameProcess(offers[p], offers[me])) {
       (*bases)[p] = offers[p].address;
       continue;
     }

@@ -45,6 +45,11 @@ Status mapPeerBlocks(int rank, const std::vector<BlockOffer>& offers, FdServer& 
                      const std::function<Status()>& alive, std::vector<std::shared_ptr<PeerBlock>>* mapped,
                      std::vector<cuda::CUdeviceptr>* bases);
 
+// Whether two offers come from one process. A pid alone does not say it: ranks in different pid namespaces (a
+// container each, sharing the host's network and GPU) can have the same pid, and one would read the other's address
+// as its own.
+inline bool sameProcess(const BlockOffer& a, const BlockOffer& b) { return a.pid == b.pid && a.token == b.token; }
+
 // Collective: whether every rank's `ok` holds. The first rank (lowest) whose does not, or -1 when all hold.
 Result<int> firstRankNotOk(Bootstrap& bootstrap, int rank, int nRanks, bool ok);
 

@@ -17,6 +17,7 @@ namespace {
 struct Export {
   cuda::CUipcMemHandle handle;
   uint64_t address;  // for peers in this process
+  uint64_t token;    // processToken(): with the pid, tells this process from one of the same pid in another namespace
   int32_t pid;
   int32_t ok;
 };
@@ -123,6 +124,7 @@ Status IpcScratch::setupLegacy(Bootstrap& bootstrap) {
   Export& mine = exports[me];
   std::memset(&mine, 0, sizeof(mine));
   mine.pid = static_cast<int32_t>(getpid());
+  mine.token = processToken();
   Status local;
   if (d == nullptr || ctx_ == nullptr) {
     local = Status::error(Errc::UnhandledCudaError, "no CUDA device context on this rank");
@@ -143,7 +145,7 @@ Status IpcScratch::setupLegacy(Bootstrap& bootstrap) {
       mapped = 0;
       break;
     }
-    if (exports[p].pid == mine.pid) {
+    if (exports[p].pid == mine.pid && exports[p].token == mine.token) {
       blocks_[p] = exports[p].address;
       continue;
     }
