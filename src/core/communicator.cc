@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -324,6 +325,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   self.hostHash = computeHostHash(options_.hostId);
   self.cudaDev = cudaDev_;
   gethostname(self.hostName, sizeof(self.hostName) - 1);
+  if (struct stat ns{}; ::stat("/proc/self/ns/pid", &ns) == 0) self.pidNamespace = static_cast<uint64_t>(ns.st_ino);
   peers_.assign(static_cast<size_t>(nRanks_), transport::PeerInfo{});
   peers_[static_cast<size_t>(rank_)] = self;
   CFX_TRY(bootstrap_->allGather(peers_.data(), sizeof(transport::PeerInfo)));
@@ -463,7 +465,8 @@ Status Communicator::setupDeviceDirect() {
 }
 
 // Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched
-// only where shm reached it: that proved the same host and pid namespace.
+// only where shm reached it (the same host) and it shares this rank's pid namespace (else its pid names another
+// process here, or none, and a healthy peer would be declared gone).
 Status Communicator::startHealth() {
   CFX_TRY_ASSIGN(health_, ft::HealthMonitor::open(rank_, nRanks_, options_.health, bootstrap_->secret(), commHash_,
                                                   bootstrap_->localAddress()));
@@ -476,7 +479,8 @@ Status Communicator::startHealth() {
     const transport::PeerInfo& info = peers_[static_cast<size_t>(p)];
     id.pid = info.pid;
     id.host.assign(info.hostName, strnlen(info.hostName, sizeof(info.hostName)));
-    id.watchPid = p != rank_ && shm_->connects(rank_, p);
+    id.watchPid =
+        p != rank_ && shm_->connects(rank_, p) && transport::pidVisible(peers_[static_cast<size_t>(rank_)], info);
     id.address = addrs[static_cast<size_t>(p)];
   }
   // A revoke by any rank stops this rank's work too (NCCL: ncclCommRevoke stops all in-flight operations).

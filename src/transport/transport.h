@@ -40,7 +40,15 @@ struct PeerInfo {
   uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id, or NCCL_HOSTID)
   int cudaDev = -1;
   char hostName[64] = {};
+  uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid; 0 when unknown
 };
+
+// Whether b's pid names b's process in a's pid namespace too (same host, same known pid namespace). Ranks in
+// containers on one host can share its network and /dev/shm but not their pid namespaces; a peer's pid then names
+// another process of this namespace, or none, so probing it would declare a healthy peer gone.
+inline bool pidVisible(const PeerInfo& a, const PeerInfo& b) {
+  return a.hostHash == b.hostHash && a.pidNamespace != 0 && a.pidNamespace == b.pidNamespace;
+}
 
 // Inline polling (tcp owner-driven I/O, ucx inline progress): an owner whose recv ring is empty drives its transport
 // itself on every this many empty polls. A system call or a worker progress that finds nothing costs about as much

@@ -624,6 +624,100 @@ TEST_P(PeerFailureTest, RevokeOnOneRankStopsEveryRank) {
   expectNoLeftovers(kRanks);
 }
 
+// ---- ranks in pid namespaces of their own ---------------------------------------------------------------------
+
+// One rank of the test below, process `pid` of its own pid namespace; rank 0 hands the id to the others through
+// `idPipe`. Exit status 0 when its checks held, else which failed.
+int namespacedRank(int rank, int nRanks, pid_t pid, int victim, const int idPipe[2]) {
+  if (::getpid() != pid) return 2;
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 3;
+    for (int r = 1; r < nRanks; ++r) {
+      if (::write(idPipe[1], &id, sizeof(id)) != sizeof(id)) return 3;
+    }
+  } else if (::read(idPipe[0], &id, sizeof(id)) != sizeof(id)) {
+    return 3;
+  }
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, nRanks, id, rank) != ncclSuccess) return 4;
+  std::vector<float> send(4099, static_cast<float>(rank + 1));
+  std::vector<float> recv(send.size());
+  // Several heartbeat periods of healthy work: a rank that watched its peers' pids here would declare them gone.
+  // Each round one rank comes late, so the others wait in the op and ask their links whether its peers live.
+  for (int round = 0; round < 6; ++round) {
+    if (rank == round % nRanks) std::this_thread::sleep_for(std::chrono::milliseconds(2 * kHeartbeatMs));
+    if (ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) {
+      std::fprintf(stderr, "rank %d, round %d: %s\n", rank, round, ncclGetLastError(comm));
+      return 5;
+    }
+    const float want = static_cast<float>(nRanks * (nRanks + 1) / 2);
+    if (std::count(recv.begin(), recv.end(), want) != static_cast<long>(recv.size())) return 6;
+  }
+  ncclResult_t state = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, ncclGetLastError(comm));
+    return 7;
+  }
+  // Then a peer dies: without its pid to watch, the survivors still learn it, from its heartbeats and connections.
+  if (rank == victim) ::raise(SIGKILL);
+  const ncclResult_t rc = ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat, ncclSum, comm, nullptr);
+  const ncclResult_t seen = rc != ncclSuccess ? rc : waitForAsyncError(comm, std::chrono::seconds(20));
+  if (seen != ncclRemoteError) {
+    std::fprintf(stderr, "rank %d after the victim died: %s\n", rank, resultName(seen));
+    return 8;
+  }
+  return ncclCommAbort(comm) == ncclSuccess ? 0 : 9;
+}
+
+// Ranks in pid namespaces of their own that share the host's network and /dev/shm, as containers with --net=host
+// and --ipc=host are: shm connects them, but a peer's pid names another process here, or none (ranks 0 and 1 are
+// both pid 1, ranks 2 and 3 both pid 2). Rounds of all-reduces over several heartbeat periods must succeed with no
+// async error (a rank that watched its peers' pids declared them gone at once), and a SIGKILLed rank must still fail
+// the survivors' next all-reduce with ncclRemoteError. Needs CAP_SYS_ADMIN for the namespaces; skipped without.
+// Over shm (the health monitor's pid watch) and over UCX without shm (its links' process probe).
+void expectNamespacedRanksWatchedByHeartbeat(const std::vector<std::pair<std::string, std::string>>& transportEnv) {
+  RunOptions opts;
+  opts.env = {{"CFX_HEARTBEAT_MS", std::to_string(kHeartbeatMs)},
+              {"CFX_HEARTBEAT_MISSES", std::to_string(kHeartbeatMisses)},
+              {"CFX_TIMEOUT_MS", "20000"}};
+  opts.env.insert(opts.env.end(), transportEnv.begin(), transportEnv.end());
+  runRanks(1, opts, [&](RankContext&) {
+    constexpr int n = 4;
+    constexpr int kVictim = 3;
+    const pid_t pids[n] = {1, 1, 2, 2};
+    int idPipe[2];
+    ASSERT_EQ(::pipe(idPipe), 0);
+    pid_t children[n];
+    for (int r = 0; r < n; ++r) {
+      children[r] = startInNewPidNamespace(pids[r], [&] { return namespacedRank(r, n, pids[r], kVictim, idPipe); });
+    }
+    int codes[n];
+    for (int r = 0; r < n; ++r) codes[r] = waitForPidNamespace(children[r]);
+    if (std::count(codes, codes + n, kNoPidNamespace) > 0) GTEST_SKIP() << "no permission to make pid namespaces";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(codes[r], r == kVictim ? 128 + SIGKILL : 0)
+          << "rank " << r << " (5-7: healthy work failed; 8: the dead peer went unnoticed)";
+    }
+  });
+}
+
+TEST(PeerFailureNamespaces, RanksInPidNamespacesOfTheirOwnAreWatchedByHeartbeatNotPid) {
+  expectNamespacedRanksWatchedByHeartbeat({});
+}
+
+TEST(PeerFailureNamespaces, RanksInPidNamespacesOfTheirOwnOverUcxAreNotProbedByPid) {
+#if !CFX_TEST_HAVE_UCX
+  GTEST_SKIP() << "built without UCX";
+#else
+#if defined(__SANITIZE_THREAD__)
+  const char* memEvents = std::getenv("UCX_MEM_EVENTS");
+  if (memEvents == nullptr || std::string(memEvents) != "no") GTEST_SKIP() << "UCX under TSan needs UCX_MEM_EVENTS=no";
+#endif
+  expectNamespacedRanksWatchedByHeartbeat({{"NCCL_NET", "UCX"}, {"NCCL_SHM_DISABLE", "1"}, {"UCX_TLS", "tcp"}});
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, PeerFailureTest,
                          ::testing::Values(Transport{"shm", false}, Transport{"tcp", true},
                                            Transport{"tcp4socks", true, 4}),

@@ -7,11 +7,10 @@
 #include <conflux.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -517,20 +516,24 @@ TEST(GpuCollectives, AbortEndsAPendingNonBlockingRegistration) {
   });
 }
 
-// One rank of RanksOfTheSamePidInTwoPidNamespacesMapEachOther, in its own pid namespace: rank 0 makes the id and
-// hands it to rank 1 through `idPipe`. An all-reduce in symmetric windows (zero-copy) and one in plain device memory
-// (through the scratch), checked. The exit status: 0 when right, else which step failed.
-int sameNumberedRank(int rank, const int idPipe[2]) {
-  if (::getpid() != 1) return 2;  // the test is about two processes that are both pid 1
+// One rank of RanksInPidNamespacesOfTheirOwnWorkTogether, `pid` in a pid namespace of its own: rank 0 makes the id
+// and hands it to the others through `idPipe`. After a few heartbeats, an all-reduce in symmetric windows
+// (zero-copy) and one in plain device memory (through the scratch), checked. The exit status: 0 when right, else
+// which step failed.
+int rankInOwnPidNamespace(int rank, int nRanks, pid_t pid, const int idPipe[2]) {
+  if (::getpid() != pid) return 2;
   ncclUniqueId id;
   if (rank == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess || ::write(idPipe[1], &id, sizeof(id)) != sizeof(id)) return 3;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 3;
+    for (int r = 1; r < nRanks; ++r) {
+      if (::write(idPipe[1], &id, sizeof(id)) != sizeof(id)) return 3;
+    }
   } else if (::read(idPipe[0], &id, sizeof(id)) != sizeof(id)) {
     return 3;
   }
   const cuda::Driver& d = useDevice0();
   ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 4;
+  if (ncclCommInitRank(&comm, nRanks, id, rank) != ncclSuccess) return 4;
   cuda::CUstream stream = nullptr;
   if (d.streamCreate(&stream, cuda::kStreamNonBlocking) != cuda::kSuccess) return 5;
   const size_t count = 300001;  // more than the 1 MiB scratch: several windows on that path
@@ -538,24 +541,34 @@ int sameNumberedRank(int rank, const int idPipe[2]) {
   DevBuf plain(d, count * 4);
   ncclWindow_t win = nullptr;
   if (ncclCommWindowRegister(comm, inWindow.p, inWindow.bytes, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) return 6;
-  // On the stand-in: the peer's scratch and window block were imported, not taken for this process's.
-  if (const long long imports = emulatorCount("vmm_imports"); imports >= 0 && imports != 2) {
-    std::fprintf(stderr, "rank %d: %lld peer blocks imported, expected 2 (scratch and window)\n", rank, imports);
+  // On the stand-in: every peer's scratch and window block were imported, none taken for this process's.
+  if (const long long imports = emulatorCount("vmm_imports"); imports >= 0 && imports != 2 * (nRanks - 1)) {
+    std::fprintf(stderr, "rank %d: %lld peer blocks imported, expected %d\n", rank, imports, 2 * (nRanks - 1));
     return 11;
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // heartbeats of 100 ms: time to misjudge a peer
   int failed = 0;
   for (void* buf : {inWindow.p, plain.p()}) {
     std::vector<int32_t> h(count);
     for (size_t i = 0; i < count; ++i) h[i] = static_cast<int32_t>(i % 1009) * (rank + 1);
     const auto dp = reinterpret_cast<CUdeviceptr>(buf);
     if (d.memcpyHtoDAsync(dp, h.data(), count * 4, stream) != cuda::kSuccess) return 7;
-    if (ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, stream) != ncclSuccess) return 8;
+    if (ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, stream) != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, ncclGetLastError(comm));
+      return 8;
+    }
     if (d.memcpyDtoHAsync(h.data(), dp, count * 4, stream) != cuda::kSuccess ||
         d.streamSynchronize(stream) != cuda::kSuccess) {
       return 9;
     }
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, ncclGetLastError(comm));
+      return 12;
+    }
     size_t bad = 0;
-    for (size_t i = 0; i < count; ++i) bad += h[i] != static_cast<int32_t>(i % 1009) * 3;
+    const int32_t ranksSum = nRanks * (nRanks + 1) / 2;
+    for (size_t i = 0; i < count; ++i) bad += h[i] != static_cast<int32_t>(i % 1009) * ranksSum;
     if (bad != 0) {
       std::fprintf(stderr, "rank %d: %zu of %zu elements wrong (%s)\n", rank, bad, count,
                    buf == inWindow.p ? "zero-copy window" : "scratch");
@@ -568,48 +581,35 @@ int sameNumberedRank(int rank, const int idPipe[2]) {
   return failed;
 }
 
-// Two ranks that are each pid 1 of a pid namespace of their own, as one container per GPU on a host gives them
-// (sharing its network, IPC and GPU). A pid does not name a process then: taking the peer for a rank of this process
-// would read its addresses as this process's. Both the scratch and a zero-copy window must map the peer's memory,
-// and both all-reduces be right. Needs CAP_SYS_ADMIN for the namespaces; skipped without.
-TEST(GpuCollectives, RanksOfTheSamePidInTwoPidNamespacesMapEachOther) {
+// Ranks that each have a pid namespace of their own, as one container per GPU on a host gives them (sharing its
+// network, /dev/shm and GPU): ranks 0 and 1 are both pid 1, rank 2 is pid 2. A pid does not name a process then.
+// Taking a peer of the same pid for a rank of this process would read its addresses as this process's (both
+// all-reduces wrong); watching a peer's pid here would watch another process or none (a healthy peer declared gone).
+// Every rank must map every peer's memory and the all-reduces be right with no async error. Needs CAP_SYS_ADMIN for
+// the namespaces; skipped without.
+TEST(GpuCollectives, RanksInPidNamespacesOfTheirOwnWorkTogether) {
   SKIP_WITHOUT_GPU();
   if (!zeroCopyExpected()) GTEST_SKIP() << "the HIP stand-in's legacy handles name a process by its pid";
   RunOptions opts;
   opts.env = ipcInSmallWindows();
+  opts.env.emplace_back("CFX_HEARTBEAT_MS", "100");
   runRanks(1, opts, [&](RankContext&) {
+    constexpr int n = 3;
+    const pid_t pids[n] = {1, 1, 2};
     int idPipe[2];
     ASSERT_EQ(::pipe(idPipe), 0);
-    pid_t children[2];
-    for (int r = 0; r < 2; ++r) {
-      children[r] = ::fork();
-      ASSERT_GE(children[r], 0);
-      if (children[r] == 0) {
-        if (::unshare(CLONE_NEWPID) != 0) ::_exit(77);
-        const pid_t rank = ::fork();  // pid 1 of the new namespace
-        if (rank == 0) {
-          int rc = 1;
-          try {
-            rc = sameNumberedRank(r, idPipe);
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-          }
-          ::_exit(rc);
-        }
-        int status = 0;
-        if (rank < 0 || ::waitpid(rank, &status, 0) != rank) ::_exit(1);
-        ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-      }
+    pid_t children[n];
+    for (int r = 0; r < n; ++r) {
+      children[r] = startInNewPidNamespace(pids[r], [&] { return rankInOwnPidNamespace(r, n, pids[r], idPipe); });
     }
-    int codes[2];
-    for (int r = 0; r < 2; ++r) {
-      int status = 0;
-      ASSERT_EQ(::waitpid(children[r], &status, 0), children[r]);
-      codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int codes[n];
+    for (int r = 0; r < n; ++r) codes[r] = waitForPidNamespace(children[r]);
+    if (std::count(codes, codes + n, kNoPidNamespace) > 0) GTEST_SKIP() << "no permission to make pid namespaces";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(codes[r], 0) << "rank " << r
+                             << " (8 or 12: the op or the communicator failed; 10: wrong results; 11: a peer's memory "
+                                "was not imported)";
     }
-    if (codes[0] == 77 || codes[1] == 77) GTEST_SKIP() << "no permission to make pid namespaces";
-    EXPECT_EQ(codes[0], 0) << "rank 0 (10: wrong results; 11: the peer's memory was not imported)";
-    EXPECT_EQ(codes[1], 0) << "rank 1 (10: wrong results; 11: the peer's memory was not imported)";
   });
 }
 

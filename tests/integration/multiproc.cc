@@ -5,12 +5,12 @@
 
 #include <execinfo.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -572,6 +572,46 @@ void RankContext::killSelf(int sig) {
 }
 
 // ---- helpers --------------------------------------------------------------------------------------------------
+
+namespace {
+int exitStatusOf(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+}  // namespace
+
+pid_t startInNewPidNamespace(pid_t pid, const std::function<int()>& body) {
+  const pid_t outer = ::fork();
+  if (outer != 0) return outer;
+  // In the child: unshare() moves only its later children into the new namespace. Each process dies with its
+  // parent, and the whole namespace with its pid 1, so nothing outlives a test the launcher killed.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::unshare(CLONE_NEWPID) != 0) ::_exit(kNoPidNamespace);
+  const pid_t first = ::fork();
+  if (first == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (pid == 2) {
+      const pid_t second = ::fork();
+      if (second != 0) {  // pid 1 only waits for pid 2
+        int status = 0;
+        ::_exit(second > 0 && ::waitpid(second, &status, 0) == second ? exitStatusOf(status) : 1);
+      }
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
+    int rc = 1;
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "in a pid namespace of its own: %s\n", e.what());
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::_exit(first > 0 && ::waitpid(first, &status, 0) == first ? exitStatusOf(status) : 1);
+}
+
+int waitForPidNamespace(pid_t child) {
+  int status = 0;
+  if (child <= 0 || ::waitpid(child, &status, 0) != child) return 1;
+  return exitStatusOf(status);
+}
 
 bool quickMode() {
   const char* s = std::getenv("CFX_TEST_QUICK");

@@ -112,6 +112,16 @@ inline RunResult runRanks(int nRanks, const std::function<void(RankContext&)>& f
   return runRanks(nRanks, RunOptions{}, fn);
 }
 
+// Starts `body` as process number `pid` (1, or 2 behind a pid 1 that only waits) of a new pid namespace, as a
+// container gives a rank, in a child of the calling process, and returns that child (-1 when fork failed). Call it
+// from one thread while no other runs (a fork copies locks other threads hold, and UCX's memory hooks take one on
+// every mmap). The namespace dies with the caller.
+pid_t startInNewPidNamespace(pid_t pid, const std::function<int()>& body);
+// Reaps such a child: the body's exit status (128 + signal when killed), or kNoPidNamespace where this process may
+// not make pid namespaces (no CAP_SYS_ADMIN).
+constexpr int kNoPidNamespace = 77;
+int waitForPidNamespace(pid_t child);
+
 // True when CFX_TEST_QUICK=1 (sanitizer runs): sweeps shrink but keep every collective and op.
 bool quickMode();
 

@@ -211,8 +211,9 @@ Status UcxProxy::openEndpoints(const Setup& setup) {
     // Peer-failure handling (UCP_ERR_HANDLING_MODE_PEER) for peers on other hosts. UCX 1.13's shared-memory
     // transports (posix, sysv, cma) cannot report a failed peer, so asking for it on a same-host pair would
     // leave UCX_TLS=sm,cma with no usable transport (and UCX logging errors); a same-host peer's death is
-    // noticed by the ends' process probe instead (UcxLink::check()), whatever transport carries it.
-    const bool sameHost = setup.probePids[static_cast<size_t>(p)] > 0;
+    // noticed by the ends' process probe instead (UcxLink::check()), whatever transport carries it, or, for a peer
+    // in another pid namespace, by the health monitor's heartbeats.
+    const bool sameHost = setup.sameHost[static_cast<size_t>(p)] != 0;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;

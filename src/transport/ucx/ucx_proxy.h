@@ -85,7 +85,8 @@ class UcxProxy {
     FifoGeometry geometry;
     std::vector<std::vector<uint8_t>> peerAddresses;  // by rank
     std::vector<std::string> peerDescriptions;        // by rank: "peer rank 3 (host-b pid 4242)"
-    std::vector<pid_t> probePids;                     // by rank: the peer's pid when on this host, else 0
+    std::vector<uint8_t> sameHost;                    // by rank: 1 when the peer is on this host
+    std::vector<pid_t> probePids;                     // by rank: the peer's pid when it names it here, else 0
     std::vector<uint8_t> secret;
     Deadline deadline;
     bool inlineProgress = true;  // UcxOptions::inlineProgress

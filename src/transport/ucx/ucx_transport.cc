@@ -111,12 +111,14 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
   setup.secret.assign(bootstrap.secret().begin(), bootstrap.secret().end());
   setup.peerAddresses.resize(static_cast<size_t>(nRanks));
   setup.peerDescriptions.resize(static_cast<size_t>(nRanks));
+  setup.sameHost.assign(static_cast<size_t>(nRanks), 0);
   setup.probePids.assign(static_cast<size_t>(nRanks), 0);
-  const uint64_t myHost = peers[static_cast<size_t>(rank)].hostHash;
   for (int p = 0; p < nRanks; ++p) {
     const AddressRecord& r = records[static_cast<size_t>(p)];
-    setup.peerDescriptions[static_cast<size_t>(p)] = describePeer(peers[static_cast<size_t>(p)], p);
-    if (peers[static_cast<size_t>(p)].hostHash == myHost) setup.probePids[static_cast<size_t>(p)] = peers[static_cast<size_t>(p)].pid;
+    const PeerInfo& peer = peers[static_cast<size_t>(p)];
+    setup.peerDescriptions[static_cast<size_t>(p)] = describePeer(peer, p);
+    setup.sameHost[static_cast<size_t>(p)] = peer.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
+    if (pidVisible(peers[static_cast<size_t>(rank)], peer)) setup.probePids[static_cast<size_t>(p)] = peer.pid;
     if (p == rank || !connect[static_cast<size_t>(p)]) continue;
     CFX_TRY(checkPeerRecord(r, options.geometry, rank, p, setup.peerDescriptions[static_cast<size_t>(p)]));
     const uint8_t* a = addresses.data() + widest * static_cast<size_t>(p);
