@@ -274,6 +274,11 @@ bool probeDirect(const Context& ctx, const MappedPeer& m, const SegmentDescripto
   uint64_t value = 0;
   if (sameProcess(m.peer->identity(), ctx.self)) {
     std::memcpy(&value, reinterpret_cast<const void*>(static_cast<uintptr_t>(d.probeAddress)), sizeof(value));
+  } else if (m.peer->identity().pidNamespace != ctx.self.pidNamespace) {
+    // Its pid names another process here, or none: not one to read.
+    CFX_INFO(log::Sys::Shm, "shm: peer rank %d is in another pid namespace; this pair copies through the FIFO",
+             m.peer->rank());
+    return false;
   } else {
     iovec local{&value, sizeof(value)};
     iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(d.probeAddress)), sizeof(value)};
@@ -289,8 +294,7 @@ bool probeDirect(const Context& ctx, const MappedPeer& m, const SegmentDescripto
   }
   if (value != d.probeValue) {
     CFX_INFO(log::Sys::Shm,
-             "shm: rank %d read a wrong probe value from peer rank %d (pid %d; another pid namespace?); this pair "
-             "copies through the FIFO",
+             "shm: rank %d read a wrong probe value from peer rank %d (pid %d); this pair copies through the FIFO",
              ctx.rank, m.peer->rank(), static_cast<int>(m.peer->pid()));
     return false;
   }
