@@ -677,10 +677,12 @@ int namespacedRank(int rank, int nRanks, pid_t pid, int victim, const int idPipe
 // the survivors' next all-reduce with ncclRemoteError. Needs CAP_SYS_ADMIN for the namespaces; skipped without.
 // Over shm (the health monitor's pid watch) and over UCX without shm (its links' process probe).
 void expectNamespacedRanksWatchedByHeartbeat(const std::vector<std::pair<std::string, std::string>>& transportEnv) {
+  SKIP_UNDER_TSAN_FORK_CHAINS();
   RunOptions opts;
   opts.env = {{"CFX_HEARTBEAT_MS", std::to_string(kHeartbeatMs)},
               {"CFX_HEARTBEAT_MISSES", std::to_string(kHeartbeatMisses)},
-              {"CFX_TIMEOUT_MS", "20000"}};
+              {"CFX_TIMEOUT_MS", "20000"},
+              {"CFX_BOOTSTRAP_TIMEOUT_MS", "20000"}};  // a rank that never came fails the others, not hangs
   opts.env.insert(opts.env.end(), transportEnv.begin(), transportEnv.end());
   runRanks(1, opts, [&](RankContext&) {
     constexpr int n = 4;

@@ -121,6 +121,16 @@ pid_t startInNewPidNamespace(pid_t pid, const std::function<int()>& body);
 // not make pid namespaces (no CAP_SYS_ADMIN).
 constexpr int kNoPidNamespace = 77;
 int waitForPidNamespace(pid_t child);
+// ThreadSanitizer cannot run a rank at the end of such a chain of forks (its runtime refuses new threads in a child
+// of a process that had threads), so tests built on it skip under TSan.
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_UNDER_TSAN_FORK_CHAINS() \
+  GTEST_SKIP() << "ThreadSanitizer does not support threads after a multi-threaded fork"
+#else
+#define SKIP_UNDER_TSAN_FORK_CHAINS() \
+  do {                                \
+  } while (0)
+#endif
 
 // True when CFX_TEST_QUICK=1 (sanitizer runs): sweeps shrink but keep every collective and op.
 bool quickMode();
