@@ -631,14 +631,7 @@ TEST_P(PeerFailureTest, RevokeOnOneRankStopsEveryRank) {
 int namespacedRank(int rank, int nRanks, pid_t pid, int victim, const int idPipe[2]) {
   if (::getpid() != pid) return 2;
   ncclUniqueId id;
-  if (rank == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 3;
-    for (int r = 1; r < nRanks; ++r) {
-      if (::write(idPipe[1], &id, sizeof(id)) != sizeof(id)) return 3;
-    }
-  } else if (::read(idPipe[0], &id, sizeof(id)) != sizeof(id)) {
-    return 3;
-  }
+  if (!shareUniqueIdThroughPipe(rank, nRanks, idPipe, &id)) return 3;
   ncclComm_t comm = nullptr;
   if (ncclCommInitRank(&comm, nRanks, id, rank) != ncclSuccess) return 4;
   std::vector<float> send(4099, static_cast<float>(rank + 1));

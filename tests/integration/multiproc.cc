@@ -613,6 +613,15 @@ int waitForPidNamespace(pid_t child) {
   return exitStatusOf(status);
 }
 
+bool shareUniqueIdThroughPipe(int rank, int nRanks, const int pipe[2], ncclUniqueId* id) {
+  if (rank != 0) return ::read(pipe[0], id, sizeof(*id)) == static_cast<ssize_t>(sizeof(*id));
+  if (ncclGetUniqueId(id) != ncclSuccess) return false;
+  for (int r = 1; r < nRanks; ++r) {
+    if (::write(pipe[1], id, sizeof(*id)) != static_cast<ssize_t>(sizeof(*id))) return false;
+  }
+  return true;
+}
+
 bool quickMode() {
   const char* s = std::getenv("CFX_TEST_QUICK");
   return s != nullptr && std::strcmp(s, "1") == 0;

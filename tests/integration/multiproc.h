@@ -121,6 +121,9 @@ pid_t startInNewPidNamespace(pid_t pid, const std::function<int()>& body);
 // not make pid namespaces (no CAP_SYS_ADMIN).
 constexpr int kNoPidNamespace = 77;
 int waitForPidNamespace(pid_t child);
+// For ranks started so, which have no launcher to hand them an id: rank 0 makes one and writes it into `pipe` once
+// for each of the other nRanks - 1 ranks, which read it. False when any step failed.
+bool shareUniqueIdThroughPipe(int rank, int nRanks, const int pipe[2], ncclUniqueId* id);
 // ThreadSanitizer cannot run a rank at the end of such a chain of forks (its runtime refuses new threads in a child
 // of a process that had threads), so tests built on it skip under TSan.
 #if defined(__SANITIZE_THREAD__)
