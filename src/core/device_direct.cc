@@ -482,12 +482,14 @@ Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx
     // is inside one takes the scratch form where the peer takes the zero-copy one: the scratch form's first barrier
     // agrees too, on a value no zero-copy op has, so that shows on every rank as the broken symmetric promise it is
     // rather than as two different operations.
-    std::function<Status()> scratchBarrier = [agreed = std::make_shared<bool>(false), agree = host.agree,
-                                              barrier = host.barrier]() -> Status {
-      if (*agreed) return barrier();
-      *agreed = true;  // the op's host steps run one after another on the progress thread
-      return agree(kScratchForm);
-    };
+    std::function<Status()> scratchBarrier;
+    if (!z) {
+      scratchBarrier = [agreed = std::make_shared<bool>(false), agree = host.agree, barrier = host.barrier]() {
+        if (*agreed) return barrier();
+        *agreed = true;  // the op's host steps run one after another on the progress thread
+        return agree(kScratchForm);
+      };
+    }
     const Direct d{*comm->ipcScratch(),
                    a,
                    z ? host.barrier : scratchBarrier,
