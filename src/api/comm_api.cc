@@ -39,19 +39,6 @@ cuda::CUcontext currentContext() {
   return ctx;
 }
 
-// Device `ordinal`'s primary context, as cudaSetDevice makes current (null without a driver or that device). Never
-// released: primary contexts live as long as the process anyway.
-cuda::CUcontext primaryContext(int ordinal) {
-  const cuda::Driver* d = cuda::driver();
-  cuda::CUdevice dev = 0;
-  cuda::CUcontext ctx = nullptr;
-  if (d == nullptr || d->deviceGet(&dev, ordinal) != cuda::kSuccess ||
-      d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess) {
-    return nullptr;
-  }
-  return ctx;
-}
-
 // Creates a communicator the NCCL way: blocking (possibly deferred to ncclGroupEnd) or non-blocking. It binds to the
 // device of `ctx`, by default the calling thread's current one read now: NCCL reads the device at the call, also when
 // a group defers the creation to ncclGroupEnd (which runs it on a thread of its own).
@@ -176,7 +163,7 @@ CFX_API ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* de
     Status first;
     for (int i = 0; i < ndev; ++i) {
       // As in NCCL, communicator i is on device devlist[i] (device i without a list).
-      Status st = api::initRank(&comms[i], ndev, id, i, nullptr, api::primaryContext(devlist ? devlist[i] : i));
+      Status st = api::initRank(&comms[i], ndev, id, i, nullptr, cuda::primaryContext(devlist ? devlist[i] : i));
       if (!st.ok() && first.ok()) first = st;
     }
     Status end = core::groupEnd();

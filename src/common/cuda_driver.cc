@@ -233,25 +233,30 @@ PointerInfo classify(const void* p) {
   info.kind = managed ? MemKind::Managed : MemKind::Device;
   CUcontext ctx = nullptr;
   d->pointerGetAttribute(&ctx, kPointerAttrContext, ptr);
-  if (ctx == nullptr && ordinal >= 0) {
-    // cuMemCreate/cuMemMap allocations (ncclMemAlloc's, PyTorch's expandable segments) belong to no context: use
-    // the device's primary one, retained once per device and never released (primary contexts live as long as the
-    // process anyway), not once per buffer of every op.
-    constexpr int kCached = 64;
-    static std::atomic<CUcontext> primary[kCached] = {};
-    if (ordinal < kCached) ctx = primary[ordinal].load(std::memory_order_acquire);
-    CUdevice dev = 0;
-    if (ctx == nullptr && d->deviceGet(&dev, ordinal) == kSuccess && d->primaryCtxRetain(&ctx, dev) == kSuccess &&
-        ordinal < kCached) {
-      CUcontext expected = nullptr;
-      if (!primary[ordinal].compare_exchange_strong(expected, ctx, std::memory_order_acq_rel)) {
-        d->primaryCtxRelease(dev);  // another thread cached it first
-        ctx = expected;
-      }
-    }
-  }
+  // cuMemCreate/cuMemMap allocations (ncclMemAlloc's, PyTorch's expandable segments) belong to no context: the
+  // device's primary one.
+  if (ctx == nullptr && ordinal >= 0) ctx = primaryContext(ordinal);
   info.context = ctx;
   return info;
+}
+
+CUcontext primaryContext(int ordinal) {
+  const Driver* d = driver();
+  if (d == nullptr || ordinal < 0) return nullptr;
+  // Retained once per device, not once per buffer of every op.
+  constexpr int kCached = 64;
+  static std::atomic<CUcontext> primary[kCached] = {};
+  CUcontext ctx = ordinal < kCached ? primary[ordinal].load(std::memory_order_acquire) : nullptr;
+  CUdevice dev = 0;
+  if (ctx == nullptr && d->deviceGet(&dev, ordinal) == kSuccess && d->primaryCtxRetain(&ctx, dev) == kSuccess &&
+      ordinal < kCached) {
+    CUcontext expected = nullptr;
+    if (!primary[ordinal].compare_exchange_strong(expected, ctx, std::memory_order_acq_rel)) {
+      d->primaryCtxRelease(dev);  // another thread cached it first
+      ctx = expected;
+    }
+  }
+  return ctx;
 }
 
 namespace {

@@ -236,6 +236,9 @@ struct PointerInfo {
 // What `p` points to. Host for null, for host memory (pageable, pinned or registered) and whenever the driver is
 // unavailable. Managed memory is reported apart: the host can read it, but the stream may still be writing it.
 PointerInfo classify(const void* p);
+// Device `ordinal`'s primary context (the one cudaSetDevice makes current), retained once per process and never
+// released: primary contexts live as long as the process anyway. Null without a driver or that device.
+CUcontext primaryContext(int ordinal);
 
 // Sets this thread's stream capture mode to relaxed for the scope (cuThreadExchangeStreamCaptureMode), so that
 // allocations and object creation are allowed while some thread captures a graph in CUDA's default (global) mode,

@@ -448,10 +448,7 @@ Status Communicator::setupDeviceDirect() {
   for (const transport::PeerInfo& p : peers_) {
     if (p.hostHash != peers_[0].hostHash || p.cudaDev < 0) return Status();
   }
-  cuda::CUdevice dev = 0;
-  cuda::CUcontext ctx = nullptr;
-  const cuda::Driver* d = cuda::driver();
-  if (d->deviceGet(&dev, cudaDev_) != cuda::kSuccess || d->primaryCtxRetain(&ctx, dev) != cuda::kSuccess) ctx = nullptr;
+  const cuda::CUcontext ctx = cuda::primaryContext(cudaDev_);
   CFX_TRY_ASSIGN(
       ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
                                                     static_cast<size_t>(cudaIpcBytesParam.get()), options_.timeout));

@@ -705,10 +705,6 @@ TEST(PeerFailureNamespaces, RanksInPidNamespacesOfTheirOwnOverUcxAreNotProbedByP
 #if !CFX_TEST_HAVE_UCX
   GTEST_SKIP() << "built without UCX";
 #else
-#if defined(__SANITIZE_THREAD__)
-  const char* memEvents = std::getenv("UCX_MEM_EVENTS");
-  if (memEvents == nullptr || std::string(memEvents) != "no") GTEST_SKIP() << "UCX under TSan needs UCX_MEM_EVENTS=no";
-#endif
   expectNamespacedRanksWatchedByHeartbeat({{"NCCL_NET", "UCX"}, {"NCCL_SHM_DISABLE", "1"}, {"UCX_TLS", "tcp"}});
 #endif
 }
