@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "primitives/device/quantize_args.h"
 #include "primitives/device/reduce_args.h"
-#include "primitives/quantize.h"
+#include "compress/block_quant.h"
 
 #if CFX_HAVE_DEVICE_KERNELS
 extern "C" const unsigned char cfx_fatbin_reduce_kernels[];

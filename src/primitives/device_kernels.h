@@ -8,9 +8,11 @@
 #include "common/cuda_driver.h"
 #include "common/status.h"
 #include "common/types.h"
-#include "primitives/device/quantize_math.h"
+#include "compress/quantize_math.h"
 
 namespace cfx::prims {
+
+namespace quant = compress::quant;
 
 class DeviceKernels {
  public:
@@ -35,7 +37,7 @@ class DeviceKernels {
   Status reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, const cuda::CUdeviceptr* srcs, int nSrc, size_t count,
                     bool applyPost, cuda::CUstream stream) const;
 
-  // Blockwise quantisation (layout: primitives/device/quantize_math.h), byte-identical to prims::quant::quantize /
+  // Blockwise quantisation (layout: compress/quantize_math.h), byte-identical to compress::quant::quantize /
   // dequantize on the host. `out` of quantize holds quant::quantizedBytes(codec, count, block) bytes; dequantize
   // writes (or adds into, when accumulate) count fp32 values. Asynchronous on `stream`.
   Status quantize(quant::Codec codec, DataType inType, cuda::CUdeviceptr in, size_t count, size_t block,

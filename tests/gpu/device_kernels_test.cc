@@ -14,7 +14,7 @@
 #include "common/float_types.h"
 #include "common/types.h"
 #include "primitives/device_kernels.h"
-#include "primitives/quantize.h"
+#include "compress/block_quant.h"
 #include "primitives/reduce.h"
 
 namespace cfx::prims {

@@ -12,12 +12,12 @@
 
 #include "primitives/device/device_compat.h"
 #include "primitives/device/quantize_args.h"
-#include "primitives/device/quantize_math.h"
+#include "compress/quantize_math.h"
 
 namespace {
 
 using cfx::prims::device::QuantizeArgs;
-using namespace cfx::prims::quant;
+using namespace cfx::compress::quant;
 
 __device__ inline float loadIn(const QuantizeArgs& a, uint64_t i) {
   if (a.inType == 0) return static_cast<const float*>(a.in)[i];
@@ -47,16 +47,17 @@ __device__ void quantizeBlocks(const QuantizeArgs& a) {
       __syncthreads();
     }
     const float scale = __fdiv_rn(partial[0], codecMax(codec));
+    const float inv = scale == 0.0f ? 0.0f : __frcp_rn(scale);  // reciprocalScale, correctly rounded as on the host
     if (threadIdx.x == 0) scales[b] = scale;
     if constexpr (codec == Codec::Int4) {
       // Pairs of elements share a byte; blocks are even-sized, so a pair never straddles two blocks.
       for (uint64_t j = 2 * threadIdx.x; j < n; j += 2 * blockDim.x) {
-        const uint8_t lo = quantizeOne(codec, loadIn(a, first + j), scale);
-        const uint8_t hi = j + 1 < n ? quantizeOne(codec, loadIn(a, first + j + 1), scale) : 0;
+        const uint8_t lo = quantizeOne(codec, loadIn(a, first + j), inv);
+        const uint8_t hi = j + 1 < n ? quantizeOne(codec, loadIn(a, first + j + 1), inv) : 0;
         payload[(first + j) / 2] = static_cast<uint8_t>(lo | (hi << 4));
       }
     } else {
-      for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) payload[first + i] = quantizeOne(codec, loadIn(a, first + i), scale);
+      for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) payload[first + i] = quantizeOne(codec, loadIn(a, first + i), inv);
     }
     __syncthreads();  // partial[] is reused by the next block
   }

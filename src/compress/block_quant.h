@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// Blockwise int8 / fp8 / int4 quantisation on the host (primitives layer): the reference the device kernels match
-// byte for byte, and the host path of compressed collectives. Layout and rounding: primitives/device/quantize_math.h.
+// Absmax block quantisation of a whole buffer, one piece (compress layer): the reference the device kernels
+// (primitives/device/quantize_kernels.cu) match byte for byte. Layout and rounding: compress/quantize_math.h. The
+// collectives reach these formats through Codec (codec.h), which adds pieces, error feedback and stochastic rounding.
 #pragma once
 
 #include <cstddef>
 
 #include "common/status.h"
 #include "common/types.h"
-#include "primitives/device/quantize_math.h"
+#include "compress/quantize_math.h"
 
-namespace cfx::prims::quant {
+namespace cfx::compress::quant {
 
 size_t scaleCount(size_t count, size_t block);
 size_t payloadBytes(Codec codec, size_t count);
@@ -23,4 +24,4 @@ Status quantize(Codec codec, DataType inType, const void* in, size_t count, size
 // out[i] = value (or out[i] += value when accumulate), fp32.
 Status dequantize(Codec codec, const void* in, size_t count, size_t block, float* out, bool accumulate);
 
-}  // namespace cfx::prims::quant
+}  // namespace cfx::compress::quant
