@@ -68,3 +68,8 @@ void castDecode(Format f, const unsigned char* wire, size_t first, size_t n, flo
 }
 
 }  // namespace cfx::compress::detail
+
+namespace cfx::compress {
+void toFloat(DataType type, const void* in, size_t n, float* out) { detail::loadFloats(type, in, n, out); }
+void fromFloat(DataType type, const float* v, size_t n, void* out) { detail::storeFloats(type, v, n, out); }
+}  // namespace cfx::compress

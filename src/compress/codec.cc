@@ -223,6 +223,7 @@ size_t Codec::pieceBytes(size_t count) const {
 }
 
 size_t Codec::pieceElems(size_t slotBytes) const {
+  if (isCast(spec_.format)) return slotBytes / 2;  // no blocks: any count of elements is a piece
   // Piece bytes grow with whole blocks, so divide and then step down over the few blocks rounding put too many.
   const size_t perBlock = pieceBytes(spec_.block);
   size_t blocks = perBlock == 0 ? 0 : slotBytes / perBlock;

@@ -78,6 +78,11 @@ Result<CodecSpec> parseCodec(std::string_view text);
 // The canonical text of a spec, which parseCodec reads back ("topk:0.01:values=int8:block=4096").
 std::string codecText(const CodecSpec& spec);
 
+// out[i] = in[i] as fp32, for fp32, bf16 or fp16 values (the types a codec carries).
+void toFloat(DataType type, const void* in, size_t n, float* out);
+// out[i] = v[i] rounded to nearest even in `type` (fp32, bf16 or fp16).
+void fromFloat(DataType type, const float* v, size_t n, void* out);
+
 class Codec {
  public:
   // Validates `spec` for buffers of `valueType`. InvalidArgument: an unknown format, rounding or value format; a
@@ -92,8 +97,8 @@ class Codec {
   uint32_t block() const { return spec_.block; }
   // Wire bytes of a piece of `count` elements.
   size_t pieceBytes(size_t count) const;
-  // Elements of a full piece in a slot of `slotBytes`: the most whole blocks whose piece fits. 0 when not even
-  // one block fits (the caller refuses the codec for that slot size).
+  // Elements of a full piece in a slot of `slotBytes`: the most whole blocks whose piece fits (casts: as many
+  // elements as fit). 0 when not even one block fits (the caller refuses the codec for that slot size).
   size_t pieceElems(size_t slotBytes) const;
   // Wire bytes of `count` elements cut into pieces of `pieceElems` (the last one shorter).
   size_t framedBytes(size_t count, size_t pieceElems) const;

@@ -145,6 +145,9 @@ Status DeviceKernels::reduceCopy(const ReduceOp& op, cuda::CUdeviceptr dst, cons
                                  size_t count, bool applyPost, cuda::CUstream stream) const {
   const int t = static_cast<int>(op.type);
   const int c = static_cast<int>(op.combine);
+  if (op.ordered()) {
+    return Status::error(Errc::InvalidUsage, "ordered (affine or user) combines have no device kernel");
+  }
   if (nSrc < 1 || nSrc > device::kMaxReduceSources) {
     return Status::error(Errc::InternalError, strprintf("reduceCopy with %d sources (1..%d)", nSrc,
                                                         device::kMaxReduceSources));

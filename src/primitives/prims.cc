@@ -13,6 +13,7 @@
 #include "common/tsan.h"
 #include "primitives/copy.h"
 #include "primitives/executor.h"
+#include "primitives/ordered_combine.h"
 #include "primitives/reduce.h"
 
 namespace cfx::prims {
@@ -60,25 +61,66 @@ Status Transfer::mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBy
                 static_cast<unsigned>(tag >> 32), bytes, expectSlot));
 }
 
+void Transfer::combineOrdered(char* out, const char* in, size_t n) {
+  const size_t elt = dataTypeSize(op->type);
+  const size_t at = offset / elt;
+  prims::combineOrdered(*op, out, in, local + offset, n / elt, firstElem + at, local - firstElem * elt);
+}
+
 void Transfer::apply(const char* in, char* out, size_t n) {
+  if (localRows != nullptr) {  // Send: gather the rows straight into the slot
+    localRows->forSpans(offset, n, [&out](const char* p, size_t len) {
+      std::memcpy(out, p, len);
+      out += len;
+    });
+    return;
+  }
+  if (dstRows != nullptr) {  // Recv, RecvCopySend: scatter the slot into the rows, forward it as it is
+    if (out) std::memcpy(out, in, n);
+    dstRows->forSpans(offset, n, [&in](char* p, size_t len) {
+      std::memcpy(p, in, len);
+      in += len;
+    });
+    return;
+  }
   const size_t count = op ? n / dataTypeSize(op->type) : n;
+  const bool ordered = op != nullptr && op->ordered();
   switch (kind) {
     case Kind::Send: std::memcpy(out, local + offset, n); break;
     case Kind::SendPre: prepareLocal(*op, out, local + offset, count, false); break;
     case Kind::Recv: copyPiece(dst + offset, in, n, streamBytes); break;
-    case Kind::RecvReduceSend: reduceLocal(*op, out, in, local + offset, count, false); break;
-    case Kind::RecvReduceCopy: reduceLocal(*op, dst + offset, in, local + offset, count, post); break;
+    case Kind::RecvReduceSend:
+      if (ordered) combineOrdered(out, in, n);
+      else reduceLocal(*op, out, in, local + offset, count, false);
+      break;
+    case Kind::RecvReduceCopy:
+      if (ordered) combineOrdered(dst + offset, in, n);
+      else reduceLocal(*op, dst + offset, in, local + offset, count, post);
+      break;
     case Kind::RecvReduceCopySend:
-      reduceLocal(*op, dst + offset, in, local + offset, count, post);
+      if (ordered) combineOrdered(dst + offset, in, n);
+      else reduceLocal(*op, dst + offset, in, local + offset, count, post);
       if (out) std::memcpy(out, dst + offset, n);
       break;
     case Kind::RecvCopySend:
       if (dst) copyPiece(dst + offset, in, n, streamBytes);
       if (out) std::memcpy(out, in, n);
       break;
-    case Kind::RecvCombineSend: combinePartials(*op, out, in, local + offset, count, false); break;
+    case Kind::RecvCopyReduceSend:
+      std::memcpy(dst + offset, in, n);
+      if (ordered) combineOrdered(out, in, n);
+      else reduceLocal(*op, out, in, local + offset, count, false);
+      break;
+    case Kind::RecvCombineSend:
+      if (ordered) combineOrdered(out, in, n);
+      else combinePartials(*op, out, in, local + offset, count, false);
+      break;
     case Kind::RecvCombineCopy:
-      if (partialFirst) {
+      if (ordered && partialFirst) {
+        error = combineOrderedLowerInMemory(*op, dst + offset, local + offset, in, count);
+      } else if (ordered) {
+        combineOrdered(dst + offset, in, n);
+      } else if (partialFirst) {
         combinePartials(*op, dst + offset, local + offset, in, count, post);
       } else {
         combinePartials(*op, dst + offset, in, local + offset, count, post);
@@ -189,7 +231,7 @@ bool Transfer::progressDirectIn(bool* moved) {
       n = std::min(out != nullptr ? sliceBytes : kDirectPiece, bytes - offset);
       apply(mapped + offset, out, n);
       if (out != nullptr) send->post(n, tag);
-    } else if (kind == Kind::Recv || (kind == Kind::RecvCopySend && dst && !sendsSlices())) {
+    } else if (dstRows == nullptr && (kind == Kind::Recv || (kind == Kind::RecvCopySend && dst && !sendsSlices()))) {
       n = std::min(kDirectPiece, bytes - offset);
       error = recv->readDirect(region, offset, dst + offset, n);
     } else if (sendsSlices()) {
@@ -264,6 +306,10 @@ bool Transfer::progressDirectOut(bool* moved) {
 bool Transfer::progress() {
   if (finished()) return false;
   bool moved = false;
+  if (enc != nullptr) {
+    progressEncoded(&moved);
+    return moved || !error.ok();
+  }
   if (offset < bytes && !(kind == Kind::Send && directOut)) {
     if (!checkFirstSlot()) return false;
     if (!error.ok()) return true;
@@ -307,7 +353,7 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   t.local = static_cast<const char*>(local);
   t.dst = static_cast<char*>(dst);
   t.bytes = bytes;
-  t.sliceBytes = sliceBytes_;
+  t.sliceBytes = unitSliceBytes();
   t.op = op;
   t.post = post;
   t.tag = makeTag(opSeq_, bytes);
@@ -322,14 +368,20 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
     t.send = ep_->send[channel_][to].get();
     if (!t.send) t.error = Status::error(Errc::InternalError, strprintf("rank %d has no connection to rank %d", rank_, to));
   }
+  if (t.error.ok() && t.sliceBytes == 0) {
+    t.error = Status::error(Errc::InvalidUsage, strprintf("a unit of %zu bytes does not fit a FIFO slot of %zu bytes",
+                                                          sliceUnit_, sliceBytes_));
+  }
   if (!t.error.ok()) {
     t.offset = t.bytes;
     return a;
   }
   // Direct only where the outgoing bytes sit whole in memory that stays put for the verb (see prims.h), and only
   // for messages larger than a FIFO, which a sender could not finish without its receiver anyway.
-  const bool stable =
-      kind == Transfer::Kind::Send || (kind == Transfer::Kind::RecvCopySend && dst) || kind == Transfer::Kind::RecvReduceCopySend;
+  // Ordered combines stay in slices: a direct message is reduced in pieces that ignore a User op's units.
+  const bool stable = (op == nullptr || !op->ordered()) &&
+                      (kind == Transfer::Kind::Send || (kind == Transfer::Kind::RecvCopySend && dst) ||
+                       kind == Transfer::Kind::RecvReduceCopySend);
   t.sendFrom = t.send != nullptr && t.send->sendsFromCaller();
   if (stable && t.send) {
     t.outRegion = transport::DirectRegion{};
@@ -376,6 +428,48 @@ TransferAwaiter Prims::recvCombineCopy(int from, const void* partial, void* dst,
   TransferAwaiter a =
       make(Transfer::Kind::RecvCombineCopy, from, -1, partial, dst, count * dataTypeSize(op.type), &op, post);
   a.t.partialFirst = partialFirst;
+  return a;
+}
+
+TransferAwaiter Prims::makeOrdered(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t count,
+                                   const ReduceOp& op, bool post, size_t firstElem) {
+  TransferAwaiter a = make(kind, from, to, local, dst, count * dataTypeSize(op.type), &op, post);
+  a.t.firstElem = firstElem;
+  if (a.t.error.ok() && op.combine == ReduceOp::Combine::Affine && dst != nullptr && dst == local) {
+    a.t.error = Status::error(Errc::InternalError, "an affine combine cannot write over the operand whose decays it "
+                                                   "reads (dst == local)");
+    a.t.offset = a.t.bytes;
+  }
+  return a;
+}
+
+TransferAwaiter Prims::recvReduceSendAt(int from, int to, const void* local, size_t count, const ReduceOp& op,
+                                        size_t firstElem) {
+  return makeOrdered(Transfer::Kind::RecvReduceSend, from, to, local, nullptr, count, op, false, firstElem);
+}
+TransferAwaiter Prims::recvReduceCopyAt(int from, const void* local, void* dst, size_t count, const ReduceOp& op,
+                                        size_t firstElem) {
+  return makeOrdered(Transfer::Kind::RecvReduceCopy, from, -1, local, dst, count, op, false, firstElem);
+}
+TransferAwaiter Prims::recvReduceCopySendAt(int from, int to, const void* local, void* dst, size_t count,
+                                            const ReduceOp& op, size_t firstElem) {
+  return makeOrdered(Transfer::Kind::RecvReduceCopySend, from, to, local, dst, count, op, false, firstElem);
+}
+TransferAwaiter Prims::recvCopyReduceSend(int from, int to, const void* local, void* dst, size_t count,
+                                          const ReduceOp& op, size_t firstElem) {
+  return makeOrdered(Transfer::Kind::RecvCopyReduceSend, from, to, local, dst, count, op, false, firstElem);
+}
+
+TransferAwaiter Prims::sendRows(int peer, const Region& rows) {
+  TransferAwaiter a = make(Transfer::Kind::Send, -1, peer, rows.base, nullptr, rows.bytes(), nullptr, false);
+  a.t.localRows = &rows;
+  a.t.directOut = false;  // the rows are not one run of memory a peer could read
+  a.t.sendFrom = false;
+  return a;
+}
+TransferAwaiter Prims::recvRows(int peer, const Region& rows) {
+  TransferAwaiter a = make(Transfer::Kind::Recv, peer, -1, nullptr, rows.base, rows.bytes(), nullptr, false);
+  a.t.dstRows = &rows;
   return a;
 }
 

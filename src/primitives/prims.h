@@ -32,20 +32,76 @@
 // Reductions: `local` is this rank's own input (the op's pre-multiplier is applied to it), `partial` data
 // arriving from a peer is already pre-multiplied. `post` applies the op's final step (integer average's
 // division) and must be set exactly once per element: on the rank that completes the reduction.
+//
+// The wider contract (docs/DESIGN.md, "The data-path contract"): a verb may also carry
+//   - a codec (Encoded): the wire holds the codec's self-contained pieces instead of the buffer's bytes, sliced by
+//     whole pieces that both ends compute from (codec, count, slot size); receivers decode each slice on arrival,
+//     into values, into an fp32 accumulator, or forward it verbatim. No direct or send-from-memory path: those move
+//     a buffer's own bytes.
+//   - an ordered combine (ReduceOp::ordered(), ordered_combine.h): the slot is the lower ranks' operand and `local`
+//     the upper one, `firstElem` locates an Affine verb's slices in their groups, and setSliceUnit() keeps a User
+//     op's units whole within slices.
+//   - rows (Region): a message gathered from, or scattered to, rows of a buffer (a row list or a stride) instead of
+//     one run of bytes, so a sender reads rows straight into its slots and a receiver writes them where they belong.
+// Every form stamps its slices with the op's sequence number and a digest of its size and codec.
 #pragma once
 
+#include <algorithm>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "common/types.h"
+#include "compress/codec.h"
 #include "primitives/task.h"
 #include "transport/transport.h"
 
 namespace cfx::prims {
 
 struct Work;
+
+// A message carried in a codec's pieces (compress/codec.h): `count` values of `valueType` on the verb's local and
+// dst side, on the wire as the codec's pieces of codec->pieceElems(slice) values. Owned by the algorithm, which
+// keeps it alive while the verb runs.
+struct Encoded {
+  const compress::Codec* codec = nullptr;
+  DataType valueType = DataType::Float32;  // of local values (what is encoded, or added to) and dst values (decoded)
+  // sendEncoded: when set, the message's framed wire bytes, sent as they are instead of encoding local values.
+  // recvDecoded / recvForward: when set, the framed wire bytes are also kept here (codec->framedBytes bytes).
+  char* framed = nullptr;
+  compress::EncodeContext ctx;  // residual aligned with the local values; firstElem of the first value; seed
+  float divide = 1.0f;          // recvRequantizeCopySend: the reduced values are divided by this before encoding
+};
+
+// A message gathered from or scattered to rows of a buffer: nRows rows of rowBytes bytes each, in message order;
+// row i lies at base + rows[i] * strideBytes, or at base + i * strideBytes without a row list. Rows may repeat in a
+// gather (a row sent twice); a scatter's rows must not overlap. The row list is the algorithm's and outlives the verb.
+struct Region {
+  char* base = nullptr;
+  size_t rowBytes = 0;
+  size_t strideBytes = 0;
+  const int64_t* rows = nullptr;
+  size_t nRows = 0;
+
+  size_t bytes() const { return rowBytes * nRows; }
+  char* rowAt(size_t i) const {
+    return base + static_cast<size_t>(rows != nullptr ? rows[i] : static_cast<int64_t>(i)) * strideBytes;
+  }
+  // Calls f(p, len) for the spans of the buffer that hold message bytes [offset, offset + n), in message order.
+  template <class F>
+  void forSpans(size_t offset, size_t n, F&& f) const {
+    size_t row = offset / rowBytes;
+    size_t in = offset % rowBytes;
+    while (n > 0) {
+      const size_t len = std::min(n, rowBytes - in);
+      f(rowAt(row) + in, len);
+      n -= len;
+      in = 0;
+      ++row;
+    }
+  }
+};
 
 // One verb in flight. progress() never blocks.
 struct Transfer {
@@ -59,6 +115,7 @@ struct Transfer {
     RecvCopySend,        // dst = slot (if dst); next slot = slot
     RecvCombineSend,     // next slot = slot ⊕ partial(local) — both already pre-multiplied
     RecvCombineCopy,     // dst = post?(slot ⊕ partial(local)), or post?(partial(local) ⊕ slot) with partialFirst
+    RecvCopyReduceSend,  // dst = slot; next slot = slot ⊕ pre(local) — an exclusive scan's chain
   };
   Kind kind = Kind::Send;
   transport::RecvEnd* recv = nullptr;
@@ -74,7 +131,17 @@ struct Transfer {
   bool partialFirst = false;  // RecvCombineCopy: `local` is the left operand (exchange algorithms fix the order)
   bool sendFrom = false;      // the send end takes slices from our memory (SendEnd::postFrom)
   uint64_t tag = 0;
-  size_t offset = 0;  // bytes of the message processed (received and/or sent) so far
+  size_t offset = 0;  // bytes of the message processed (received and/or sent) so far; wire bytes when encoded
+  // Ordered combines: index of local[0] within its buffer, from which Affine finds each element's group.
+  size_t firstElem = 0;
+  // Codec messages (Encoded): the message's values, values per slice, and values processed so far.
+  const Encoded* enc = nullptr;
+  size_t encCount = 0;
+  size_t pieceElems = 0;
+  size_t elemDone = 0;
+  // Rows: where local (a gather) or dst (a scatter) lies instead of one run at `local` / `dst`.
+  const Region* localRows = nullptr;
+  const Region* dstRows = nullptr;
   size_t streamBytes = 0;  // the larger of bytes and the operation's size: what copyPiece() decides by
   Status error;
   // Direct messages (see the file comment).
@@ -97,7 +164,8 @@ struct Transfer {
   bool needsRecv() const { return kind != Kind::Send && kind != Kind::SendPre; }
   bool needsSend() const {
     return kind == Kind::Send || kind == Kind::SendPre || kind == Kind::RecvReduceSend ||
-           kind == Kind::RecvReduceCopySend || kind == Kind::RecvCopySend || kind == Kind::RecvCombineSend;
+           kind == Kind::RecvReduceCopySend || kind == Kind::RecvCopySend || kind == Kind::RecvCombineSend ||
+           kind == Kind::RecvCopyReduceSend;
   }
   bool finished() const { return !error.ok() || (offset >= bytes && (!directOut || directDone)); }
   // Moves as many slices as the FIFOs allow. Returns true if anything moved (or an error was found).
@@ -109,6 +177,10 @@ struct Transfer {
 
  private:
   bool progressSlices(bool* moved);
+  bool progressEncoded(bool* moved);  // prims_encoded.cc
+  void applyEncoded(const char* in, char* out, size_t n, size_t wireBytes);
+  // slot ⊕ local for ordered combines (the slot is the lower operand), into out.
+  void combineOrdered(char* out, const char* in, size_t n);
   bool progressDirectIn(bool* moved);
   bool progressDirectOut(bool* moved);
   bool checkFirstSlot();
@@ -149,6 +221,11 @@ class Prims {
   int ringChunkSlices() const { return ringChunkSlices_; }
   // Every message sent or received from now on is stamped with this operation number.
   void setOpSeq(uint32_t seq) { opSeq_ = seq; }
+  // Every verb made from now on cuts its slices at a multiple of `bytes` (a User op's unit, so the function always
+  // sees whole units); 1 (the default) cuts anywhere. Both ends of every message must set the same unit.
+  void setSliceUnit(size_t bytes) { sliceUnit_ = bytes == 0 ? 1 : bytes; }
+  // The slice verbs cut now: sliceBytes() rounded down to the unit (0 when a unit exceeds a slice).
+  size_t unitSliceBytes() const { return sliceBytes_ / sliceUnit_ * sliceUnit_; }
   uint32_t opSeq() const { return opSeq_; }
   // The operation's largest buffer, in bytes: copies of its messages stream past the caches (copy.h) when the
   // operation as a whole is that large, even where each message is smaller (blocks of many ranks).
@@ -173,6 +250,40 @@ class Prims {
   TransferAwaiter recvCombineCopy(int from, const void* partial, void* dst, size_t count, const ReduceOp& op,
                                   bool post, bool partialFirst = false);
 
+  // Ordered combines (All-Scan). `firstElem`: index of local[0] in its buffer (Affine's groups count from there).
+  // recvReduceSend / recvReduceCopy / recvReduceCopySend with an ordered op compute slot ⊕ local as well; these are
+  // the same verbs with the index, and the exclusive scan's verb:
+  TransferAwaiter recvReduceSendAt(int from, int to, const void* local, size_t count, const ReduceOp& op,
+                                   size_t firstElem);
+  TransferAwaiter recvReduceCopyAt(int from, const void* local, void* dst, size_t count, const ReduceOp& op,
+                                   size_t firstElem);
+  TransferAwaiter recvReduceCopySendAt(int from, int to, const void* local, void* dst, size_t count,
+                                       const ReduceOp& op, size_t firstElem);
+  // dst = slot, and the next slot = slot ⊕ local: forwards the prefix of the ranks before this one with this rank
+  // folded in, while keeping the prefix without it.
+  TransferAwaiter recvCopyReduceSend(int from, int to, const void* local, void* dst, size_t count,
+                                     const ReduceOp& op, size_t firstElem = 0);
+
+  // Codec messages (Encoded). `count` values each; acc is fp32 and aligned.
+  // slot = encode(values) (or e.framed's bytes as they are, with values null).
+  TransferAwaiter sendEncoded(int peer, const void* values, size_t count, const Encoded& e);
+  // dst = decode(slot) in e.valueType (dst may be null), and the wire bytes into e.framed when set.
+  TransferAwaiter recvDecoded(int peer, void* dst, size_t count, const Encoded& e);
+  // acc += decode(slot), in fp32.
+  TransferAwaiter recvAccumulate(int peer, float* acc, size_t count, const Encoded& e);
+  // next slot = slot as it is; dst = decode(slot) (dst may be null); e.framed keeps the bytes when set.
+  TransferAwaiter recvForward(int from, int to, void* dst, size_t count, const Encoded& e);
+  // next slot = encode(decode(slot) + local): one hop of a requantising ring.
+  TransferAwaiter recvRequantizeSend(int from, int to, const void* local, size_t count, const Encoded& e);
+  // r = (decode(slot) + local) / e.divide; next slot = encode(r); dst = decode(that code), so this rank holds the
+  // bytes every other rank will decode.
+  TransferAwaiter recvRequantizeCopySend(int from, int to, const void* local, void* dst, size_t count,
+                                         const Encoded& e);
+
+  // Rows (Region): a message gathered from rows into slices, or scattered from slices into rows.
+  TransferAwaiter sendRows(int peer, const Region& rows);
+  TransferAwaiter recvRows(int peer, const Region& rows);
+
   // Local, synchronous helpers (no peer involved). `opBytes` as setOpBytes(): the size that decides streaming.
   static void copy(void* dst, const void* src, size_t bytes, size_t opBytes = 0);
   // dst = post?(pre(local)): a rank's contribution when it is the only one (nRanks == 1) or starts a chain.
@@ -181,6 +292,10 @@ class Prims {
  private:
   TransferAwaiter make(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t bytes,
                        const ReduceOp* op, bool post, bool ownStrand = false);
+  TransferAwaiter makeOrdered(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t count,
+                              const ReduceOp& op, bool post, size_t firstElem);
+  TransferAwaiter makeEncoded(Transfer::Kind kind, int from, int to, const void* local, void* dst, size_t count,
+                              const Encoded& e);
   transport::Endpoints* ep_;
   int channel_;
   int rank_;
@@ -189,6 +304,7 @@ class Prims {
   int ringChunkSlices_ = 1;
   uint32_t opSeq_ = 0;
   size_t opBytes_ = 0;
+  size_t sliceUnit_ = 1;
 };
 
 }  // namespace cfx::prims

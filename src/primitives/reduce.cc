@@ -460,6 +460,9 @@ template <class Isa, class T>
     case Combine::Min:
       twoInputs<Isa, T, OpMin>(c);
       break;
+    case Combine::Affine:
+    case Combine::User:
+      break;  // ordered combines never come here: the verbs route them to ordered_combine.h
   }
 }
 

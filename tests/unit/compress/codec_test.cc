@@ -110,9 +110,11 @@ TEST(Codec, SeveralMebibytesInPiecesDecodeAloneAndAgreeWithOneWholePiece) {
     const size_t slot = size_t{128} << 10;
     const size_t per = c.pieceElems(slot);
     ASSERT_GT(per, 0u);
-    ASSERT_EQ(per % c.block(), 0u);
+    const bool cast = spec.format == Format::Bf16 || spec.format == Format::Fp16;
+    const size_t step = cast ? 1 : c.block();
+    ASSERT_EQ(per % step, 0u);
     ASSERT_LE(c.pieceBytes(per), slot);
-    EXPECT_GT(c.pieceBytes(per + c.block()), slot) << "pieceElems leaves a whole block of room";
+    EXPECT_GT(c.pieceBytes(per + step), slot) << "pieceElems leaves no whole block of room";
     std::vector<float> y(x.size());
     std::vector<unsigned char> wire(c.framedBytes(x.size(), per));
     size_t off = 0;
