@@ -26,8 +26,14 @@
 //
 // Needs every host to run the same number of ranks (Layout::uniform); otherwise, or with one host or one rank per
 // host, it is the flat ring, which is what it reduces to there.
+//
+// Compressed (a plan with a codec): steps 1 and 3 stay plain, since shared memory moves bytes faster than a codec
+// encodes them, and step 2 is the quantise-once all-reduce (encoded.h) of part l among the H ranks of index l, so
+// only the slow links carry the codec. Its result is the same bits on every host, and step 3 copies bytes, so every
+// rank still holds the same bits. Where the layout is not hierarchical it is the flat quantise-once all-reduce.
 #include <algorithm>
 
+#include "collectives/encoded.h"
 #include "collectives/pipeline.h"
 #include "collectives/ring.h"
 
@@ -50,6 +56,7 @@ struct HierOp {
   EvenSplit segments{0, 1};
   ReduceOp hostOp;   // pre-multiplies, leaves the final step to the cross-host ring
   ReduceOp crossOp;  // combines partials that are already pre-multiplied
+  const CompressArgs* compress = nullptr;  // compressed: the cross-host step's codec
 
   size_t elt() const { return dataTypeSize(type); }
   // The parts of segment `seg`, one per local rank, as ranges of the whole buffer.
@@ -70,11 +77,27 @@ Task reduceScatterStep(const HierOp& op, size_t seg, prims::Prims& prims) {
   return ringReduceScatter(op.hostRing, op.in, std::move(blocks), mine, op.type, op.hostOp, prims);
 }
 
+// A coroutine of its own, compressed: the group it describes must live in a frame while its all-reduce runs.
+Task compressedCrossStep(const HierOp& op, ElemRange part, char* mine, prims::Prims& prims) {
+  QuantOnceGroup g;
+  g.group = op.crossRing.ranks;
+  g.me = op.crossRing.me;
+  g.count = part.count;
+  g.type = op.type;
+  g.compress = op.compress;
+  g.elemBase = part.offset;
+  g.residual = op.compress->residual != nullptr ? op.compress->residual + part.offset : nullptr;
+  // Float avg was lowered to a pre-multiplier, applied in step 1: the cross step only sums.
+  co_return co_await quantOnceAllReduce(g, mine, mine, 1.0f, prims);
+}
+
 Task crossStep(const HierOp& op, size_t seg, prims::Prims& prims) {
   const ElemRange part = op.parts(seg)[static_cast<size_t>(op.hostRing.me)];
   char* mine = op.out + part.offset * op.elt();
+  if (op.compress != nullptr) return compressedCrossStep(op, part, mine, prims);
   return ringAllReduce(op.crossRing, mine, mine, part.count, op.type, op.crossOp, prims);
 }
+
 
 Task allGatherStep(const HierOp& op, size_t seg, prims::Prims& prims) {
   return ringAllGather(op.hostRing, op.out, op.parts(seg), op.type, prims);
@@ -108,7 +131,8 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const int h = layout->hostOf[static_cast<size_t>(r)];
   const std::vector<int>& local = layout->hostRanks[static_cast<size_t>(h)];
   if (!layout->hierarchical()) {
-    CFX_CO_TRY(co_await allReduceRing(args, plan, prims));
+    if (plan.codec != nullptr) CFX_CO_TRY(co_await allReduceQuantOnce(args, plan, prims));
+    else CFX_CO_TRY(co_await allReduceRing(args, plan, prims));
     co_return Status();
   }
   HierOp op;
@@ -121,6 +145,7 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   op.type = args.type;
   op.hostOp = firstOfChain(args.op);
   op.crossOp = lastOfChain(args.op);
+  if (plan.codec != nullptr) op.compress = args.compress.get();
   // Every rank derives the same segment count from the op alone.
   const size_t k = hierSegments(args.count * dataTypeSize(args.type), op.hostRing.n(), prims.sliceBytes());
   op.segments = EvenSplit{args.count, static_cast<int>(k)};

@@ -47,12 +47,26 @@ constexpr Entry kTable[] = {
     {Collective::ReduceScatter, Algorithm::Hier3, &reduceScatterHier3},
 };
 
-AlgorithmFn find(Collective coll, Algorithm algorithm) {
-  for (const Entry& e : kTable) {
+// The compressed forms: what runs when the plan carries a codec.
+constexpr Entry kCompressedTable[] = {
+    {Collective::AllReduce, Algorithm::QuantOnce, &allReduceQuantOnce},
+    {Collective::AllReduce, Algorithm::Hier, &allReduceHier},  // its cross-host step runs QuantOnce
+    {Collective::AllReduce, Algorithm::Ring, &allReduceRequantRing},
+    {Collective::AllReduce, Algorithm::SparseGather, &allReduceSparseGather},
+    {Collective::ReduceScatter, Algorithm::QuantOnce, &reduceScatterQuantOnce},
+    {Collective::AllGather, Algorithm::QuantOnce, &allGatherQuantOnce},
+    {Collective::Broadcast, Algorithm::Chain, &broadcastEncoded},
+};
+
+template <size_t N>
+AlgorithmFn findIn(const Entry (&table)[N], Collective coll, Algorithm algorithm) {
+  for (const Entry& e : table) {
     if (e.coll == coll && e.algorithm == algorithm) return e.run;
   }
   return nullptr;
 }
+
+AlgorithmFn find(Collective coll, Algorithm algorithm) { return findIn(kTable, coll, algorithm); }
 
 // A Task that finishes at once with `status`: lets runCollective hand back either the algorithm's own Task or
 // an error without wrapping every algorithm in a second coroutine frame.
@@ -103,8 +117,9 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Hier: return "Hier";
     case Algorithm::Rabenseifner: return "Rabenseifner";
     case Algorithm::Tree: return "Tree";
-    case Algorithm::Hier3:
-      return "Hier3";
+    case Algorithm::Hier3: return "Hier3";
+    case Algorithm::QuantOnce: return "QuantOnce";
+    case Algorithm::SparseGather: return "SparseGather";
   }
   return "unknown";
 }
@@ -170,7 +185,22 @@ bool Layout::threeLevel() const {
 
 bool hasAlgorithm(Collective coll, Algorithm algorithm) { return find(coll, algorithm) != nullptr; }
 
+bool hasCompressedAlgorithm(Collective coll, Algorithm algorithm, compress::Format format) {
+  const bool sparse = format == compress::Format::TopK;
+  if (sparse != (algorithm == Algorithm::SparseGather)) return false;  // top-k sums are exact only gathered whole
+  return findIn(kCompressedTable, coll, algorithm) != nullptr;
+}
+
 Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims) {
+  if (plan.codec != nullptr) {
+    if (args.compress == nullptr) return fail(Status::error(Errc::InternalError, "a compressed plan for a plain op"));
+    if (hasCompressedAlgorithm(args.coll, plan.algorithm, plan.codec->format())) {
+      return findIn(kCompressedTable, args.coll, plan.algorithm)(args, plan, prims);
+    }
+    return fail(Status::error(Errc::InvalidUsage,
+                              strprintf("%s has no compressed %s algorithm for codec %s", collectiveName(args.coll),
+                                        algorithmName(plan.algorithm), compress::formatName(plan.codec->format()))));
+  }
   if (AlgorithmFn run = find(args.coll, plan.algorithm)) return run(args, plan, prims);
   return fail(Status::error(Errc::InvalidUsage,
                             strprintf("%s has no %s algorithm; choose one the planner offers for it (NCCL_ALGO)",

@@ -9,10 +9,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
 #include "common/types.h"
+#include "compress/codec.h"
 #include "primitives/prims.h"
 #include "primitives/task.h"
 
@@ -33,6 +35,20 @@ enum class Collective : uint8_t {
 inline constexpr int kNumCollectives = 8;
 const char* collectiveName(Collective c);  // "AllReduce", ... as NCCL prints them
 
+// A compressed op (conflux.h cfxCodec): the codec it asked for and what the compressed algorithms need beside it.
+struct CompressArgs {
+  explicit CompressArgs(const compress::Codec& c) : codec(c) {}
+  compress::Codec codec;
+  // Where the wire carries the codec: on the links where the planner's model says it pays (Auto), on every link
+  // (Always), or nowhere (Never: the op runs plain).
+  enum class Mode : uint8_t { Auto, Always, Never };
+  Mode mode = Mode::Auto;
+  // Error feedback: fp32 values aligned with the op's send buffer (all-reduce, all-gather and broadcast: count;
+  // reduce-scatter: nRanks * count), read and updated by every encoding of this rank's data; null: none.
+  float* residual = nullptr;
+  bool average = false;  // avg: the sum divided by nRanks (in fp32, before the result is encoded)
+};
+
 // Arguments after validation, with NCCL's meaning of count for each collective (nccl.h):
 //   AllReduce, Broadcast, Reduce: count elements in and out.
 //   AllGather: count = sendcount per rank; recvbuff holds nRanks * count.
@@ -49,6 +65,8 @@ struct CollArgs {
   DataType type = DataType::Float32;
   ReduceOp op;   // lowered (see common/types.h); meaningful for reducing collectives only
   int root = 0;  // rooted collectives only
+  // Compressed ops: the codec and its arguments (shared, so copies of the args stay cheap); null for plain ops.
+  std::shared_ptr<const CompressArgs> compress;
 };
 
 enum class Algorithm : uint8_t {
@@ -65,8 +83,11 @@ enum class Algorithm : uint8_t {
   Tree,          // double binary tree, half the buffer up and down each (AllReduce; NCCL_ALGO=Tree)
   Hier3,         // 3 levels: within each device, across the devices of a host, across hosts (AllReduce, AllGather,
                  // ReduceScatter)
+  QuantOnce,     // compressed: each rank's data encoded once, each chunk summed in fp32 by its owner and encoded once
+                 // for everyone (AllReduce, ReduceScatter, AllGather)
+  SparseGather,  // compressed top-k: every rank's sparse contribution to everyone, summed in rank order (AllReduce)
 };
-inline constexpr int kNumAlgorithms = 10;
+inline constexpr int kNumAlgorithms = 12;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 // Where the ranks run, as far as algorithms care: which ranks share a host, and a device below it. The same on every
@@ -103,12 +124,20 @@ struct Layout {
 struct Plan {
   Algorithm algorithm = Algorithm::Ring;
   const Layout* layout = nullptr;  // the communicator's; required by Hier, which fails InvalidUsage without it
+  // The codec the wire carries (the op's CompressArgs codec), or null for a plain plan. A compressed plan runs the
+  // compressed form of `algorithm`: QuantOnce, SparseGather, Ring (re-encoding at every hop), Hier (plain within
+  // hosts, QuantOnce across them), Chain (Broadcast: encoded once at the root, forwarded verbatim).
+  const compress::Codec* codec = nullptr;
 };
 
 // True if `algorithm` implements `coll`, i.e. runCollective can run the pair. The planner only picks such pairs.
 bool hasAlgorithm(Collective coll, Algorithm algorithm);
+// True if `algorithm` has a compressed form for `coll` that carries `format` (top-k only SparseGather for AllReduce;
+// the dense formats everything else).
+bool hasCompressedAlgorithm(Collective coll, Algorithm algorithm, compress::Format format);
 
-// Runs one collective with the given plan (its layout, if any, must outlive the Task). The caller sets prims.setOpSeq() before. `args` and `prims` are
+// Runs one collective with the given plan (its layout, if any, must outlive the Task). A plan with a codec runs the
+// compressed form and needs args.compress. The caller sets prims.setOpSeq() before. `args` and `prims` are
 // held by reference and must outlive the Task. A pair without an implementation yields InvalidUsage.
 Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims);
 
@@ -139,6 +168,13 @@ Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
+// Compressed forms (plan.codec set; encoded.h has their building blocks).
+Task allReduceQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceRequantRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allReduceSparseGather(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task reduceScatterQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task allGatherQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task broadcastEncoded(const CollArgs& args, Plan plan, prims::Prims& prims);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

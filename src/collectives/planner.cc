@@ -62,6 +62,8 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     case Algorithm::Ring:
     case Algorithm::Chain:
     case Algorithm::Direct: return true;
+    case Algorithm::QuantOnce:
+    case Algorithm::SparseGather: return false;  // compressed forms only (planner_compress.cc)
   }
   return false;
 }
@@ -225,7 +227,10 @@ std::string algorithmsOf(std::optional<Collective> coll) {
   std::string names;
   for (int i = 0; i < kNumAlgorithms; ++i) {
     const auto a = static_cast<Algorithm>(i);
-    if (coll && !hasAlgorithm(*coll, a)) continue;
+    if (coll && !hasAlgorithm(*coll, a) && !hasCompressedAlgorithm(*coll, a, compress::Format::Int8) &&
+        !hasCompressedAlgorithm(*coll, a, compress::Format::TopK)) {
+      continue;
+    }
     names += names.empty() ? "" : ", ";
     names += algorithmName(a);
   }
@@ -300,7 +305,9 @@ std::string applyAlgoSection(const SpecSection& section, PlannerOptions& opts) {
       return strprintf("unknown algorithm \"%.*s\" (this library has: %s)", static_cast<int>(name.size()), name.data(),
                        algorithmsOf(std::nullopt).c_str());
     }
-    if (section.coll && !hasAlgorithm(*section.coll, *a)) {
+    if (section.coll && !hasAlgorithm(*section.coll, *a) &&
+        !hasCompressedAlgorithm(*section.coll, *a, compress::Format::Int8) &&
+        !hasCompressedAlgorithm(*section.coll, *a, compress::Format::TopK)) {
       return strprintf("%s has no %s algorithm (it has: %s)", collectiveName(*section.coll), algorithmName(*a),
                        algorithmsOf(section.coll).c_str());
     }
@@ -416,6 +423,7 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout, int rails)
 double stepOverheadUs(double ranksPerCpu) { return ranksPerCpu > 1 ? kSharedCpuStepOverheadUs : kStepOverheadUs; }
 
 double estimateUs(const PlanRequest& req, Algorithm algorithm) {
+  if (req.codec != nullptr) return estimateCompressedUs(req, algorithm);
   if (req.fabric == nullptr || !applicable(algorithm, req) || !hasAlgorithm(req.coll, algorithm)) return -1;
   const Fabric& f = *req.fabric;
   // The latency a step over `link` costs.
@@ -446,8 +454,10 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
         // (H - 1) + (L - 1) hops and whose slowest stage is a cross-host piece.
         const double piece = std::min(bytes, 2.0 * static_cast<double>(std::max<size_t>(req.sliceBytes, 1)));
         const double pieces = std::max(1.0, std::ceil(bytes / std::max(piece, 1.0)));
-        const double crossHop = step(f.cross) + transferUs(f.cross, piece);
-        const double hostHop = step(f.host) + transferUs(f.host, piece);
+        // With one rank per host there is no host level (and no host figures): just the chain of hosts.
+        const topo::LinkFigures& crossLink = f.hier ? f.cross : f.ring;
+        const double crossHop = step(crossLink) + transferUs(crossLink, piece);
+        const double hostHop = local > 1 ? step(f.host) + transferUs(f.host, piece) : 0;
         return (hosts - 1) * crossHop + (local - 1) * hostHop + (pieces - 1) * std::max(crossHop, hostHop);
       }
       if (req.coll == Collective::AllGather || req.coll == Collective::ReduceScatter) {
@@ -535,25 +545,46 @@ Status parseProtoSpec(std::string_view spec, PlannerOptions& opts) {
 }
 
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts) {
-  if (std::optional<Algorithm> a = pick(req, &opts)) return Plan{*a};
-  return Plan{pick(req, nullptr).value_or(Algorithm::Ring)};
+  PlanRequest plain = req;
+  plain.codec = nullptr;
+  Plan plan{pick(plain, &opts).value_or(pick(plain, nullptr).value_or(Algorithm::Ring))};
+  if (req.codec != nullptr && req.compressMode != CompressArgs::Mode::Never) {
+    if (std::optional<Plan> compressed = chooseCompressed(req, opts, estimateUs(plain, plan.algorithm))) {
+      return *compressed;
+    }
+  }
+  return plan;
 }
 
 std::string describePlan(const PlanRequest& req, const Plan& plan, const PlannerOptions& opts) {
   std::string line = strprintf("%s %zu B on %d ranks: %s, slice %zu B", collectiveName(req.coll), req.bytes, req.nRanks,
                                algorithmName(plan.algorithm), req.sliceBytes);
+  if (plan.codec != nullptr) line += ", codec " + compress::codecText(plan.codec->spec());
+  PlanRequest plain = req;
+  plain.codec = nullptr;
   std::string prices;
   for (Algorithm a : kPricedFamily) {
-    const double us = estimateUs(req, a);
+    const double us = estimateUs(plain, a);
     if (us >= 0) prices += strprintf("%s%s %.0f us", prices.empty() ? "" : ", ", algorithmName(a), us);
+  }
+  if (req.codec != nullptr) {
+    for (Algorithm a : {Algorithm::SparseGather, Algorithm::QuantOnce, Algorithm::Hier, Algorithm::Chain, Algorithm::Ring}) {
+      const double us = estimateCompressedUs(req, a);
+      if (us >= 0) prices += strprintf("%s%s+%s %.0f us", prices.empty() ? "" : ", ", algorithmName(a),
+                                       compress::formatName(req.codec->format()), us);
+    }
+    if (plan.codec == nullptr) {
+      line += req.compressMode == CompressArgs::Mode::Never ? ", plain (compression off)"
+                                                            : ", plain (compressing does not pay on these links)";
+    }
   }
   if (!prices.empty()) line += " (model: " + prices + ")";
   if (opts.simpleExcluded & (1u << static_cast<unsigned>(req.coll))) {
     line += strprintf(" (NCCL_PROTO=%s excludes Simple, the only protocol here; using it)", opts.protoSpec.c_str());
   }
-  if (!pick(req, &opts)) {
+  if (plan.codec == nullptr && !pick(plain, &opts)) {
     line += strprintf(" (NCCL_ALGO=%s allows no algorithm for this op; using the default)", opts.algoSpec.c_str());
-  } else if (pick(req, nullptr) != plan.algorithm) {
+  } else if (plan.codec == nullptr && pick(plain, nullptr) != plan.algorithm) {
     line += strprintf(" (chosen by NCCL_ALGO=%s)", opts.algoSpec.c_str());
   }
   return line;

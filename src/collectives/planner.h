@@ -16,6 +16,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -88,6 +89,11 @@ struct PlanRequest {
   bool directAnyBuffer = false;
   // Slices per chunk of the ring all-reduce's loops (prims::Prims::ringChunkSlices(): more than 1 on long fat paths).
   int ringChunkSlices = 1;
+  // A compressed op: the codec it asks for (null: plain) and where it may be used. With Auto the op compresses only
+  // where the model prices a compressed algorithm clearly below the best plain one (a slow link between hosts, not
+  // shared memory); Always takes the cheapest compressed algorithm; Never plans it plain.
+  const compress::Codec* codec = nullptr;
+  CompressArgs::Mode compressMode = CompressArgs::Mode::Auto;
 };
 
 // Which algorithms the user allows, per collective (NCCL_ALGO). Default-constructed: all of them.
@@ -134,8 +140,25 @@ inline constexpr double kModelMargin = 0.05;
 Plan choosePlan(const PlanRequest& req, const PlannerOptions& opts);
 
 // The model's estimate of `algorithm` running the op, in microseconds; negative when it has no price (no fabric,
-// an algorithm outside the ring family, or not applicable).
+// an algorithm outside the ring family, or not applicable). With req.codec the compressed form is priced
+// (estimateCompressedUs); without, the plain one.
 double estimateUs(const PlanRequest& req, Algorithm algorithm);
+
+// The compressed side of the planner (planner_compress.cc). The model adds to the plain one the codec's wire bytes
+// (framed bytes over buffer bytes) and its CPU time, at the per-core encode and decode rates of codecSpeed(), which
+// overlaps a phase's transfer (a verb encodes slice by slice while earlier slices travel). Compressed candidates,
+// most preferred first: SparseGather (top-k), QuantOnce and Hier (dense), and the requantising Ring only where
+// NCCL_ALGO leaves no other.
+struct CodecSpeed {
+  double encodeGBs;  // GB/s of fp32 values one core encodes
+  double decodeGBs;  // GB/s of fp32 values one core decodes and adds
+};
+CodecSpeed codecSpeed(compress::Format format);
+double estimateCompressedUs(const PlanRequest& req, Algorithm algorithm);
+// The compressed plan for req (req.codec set, mode not Never), or nullopt where the op stays plain: the collective
+// has no compressed form for the format, NCCL_ALGO allows none, or (Auto) none beats `plainUs` (the chosen plain
+// plan's price; negative: unpriced, so Auto stays plain) by kModelMargin.
+std::optional<Plan> chooseCompressed(const PlanRequest& req, const PlannerOptions& opts, double plainUs);
 
 // One line for INFO/TUNING, e.g. "AllReduce 4096 B on 8 ranks: RecDouble, slice 131072 B", noting when
 // NCCL_ALGO changed the choice or could not be honoured.

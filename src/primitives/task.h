@@ -112,3 +112,10 @@ class [[nodiscard]] Task {
     if (::cfx::Status cfxSt_ = (expr); !cfxSt_.ok())                          \
       co_return std::move(cfxSt_).addFrame(std::source_location::current());  \
   } while (0)
+
+// CFX_TRY_ASSIGN for coroutines: CFX_CO_TRY_ASSIGN(auto x, makeX()); co_returns the error on failure.
+#define CFX_CO_TRY_ASSIGN_IMPL_(tmp, decl, expr)                                                        \
+  auto tmp = (expr);                                                                                    \
+  if (!tmp.ok()) co_return std::move(tmp).status().addFrame(std::source_location::current());          \
+  decl = std::move(tmp).value()
+#define CFX_CO_TRY_ASSIGN(decl, expr) CFX_CO_TRY_ASSIGN_IMPL_(CFX_CONCAT_(cfxCoRes_, __LINE__), decl, expr)

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Framed bytes and the quantise-once phases (collectives layer); see encoded.h.
+#include "collectives/encoded.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "collectives/scratch.h"
+#include "primitives/parallel.h"
+
+namespace cfx::coll {
+
+Result<Framing> framingOf(const compress::Codec& codec, const prims::Prims& prims) {
+  Framing f;
+  f.codec = &codec;
+  f.pieceElems = codec.pieceElems(prims.unitSliceBytes());
+  if (f.pieceElems == 0) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("codec %s: one block does not fit a FIFO slot of %zu bytes; use a smaller block",
+                                   compress::codecText(codec.spec()).c_str(), prims.unitSliceBytes()));
+  }
+  return f;
+}
+
+void encodeFramed(const Framing& f, const void* values, DataType type, size_t count, char* framed,
+                  compress::EncodeContext ctx) {
+  const auto* v = static_cast<const char*>(values);
+  const size_t elt = dataTypeSize(type);
+  for (size_t first = 0; first < count; first += f.pieceElems) {
+    const size_t n = std::min(f.pieceElems, count - first);
+    compress::EncodeContext piece = ctx;
+    piece.firstElem += first;
+    if (piece.residual != nullptr) piece.residual += first;
+    f.codec->encode(v + first * elt, type, n, framed, piece);
+    framed += f.codec->pieceBytes(n);
+  }
+}
+
+void decodeFramed(const Framing& f, const char* framed, size_t count, DataType type, void* out) {
+  auto* o = static_cast<char*>(out);
+  const size_t elt = dataTypeSize(type);
+  for (size_t first = 0; first < count; first += f.pieceElems) {
+    const size_t n = std::min(f.pieceElems, count - first);
+    f.codec->decodeTo(framed, n, type, o + first * elt);
+    framed += f.codec->pieceBytes(n);
+  }
+}
+
+void accumulateFramed(const Framing& f, const char* framed, size_t count, float* acc) {
+  for (size_t first = 0; first < count; first += f.pieceElems) {
+    const size_t n = std::min(f.pieceElems, count - first);
+    f.codec->decode(framed, n, acc + first, /*accumulate=*/true);
+    framed += f.codec->pieceBytes(n);
+  }
+}
+
+uint64_t encodingSeed(uint32_t opSeq, int rank, bool result) {
+  return (static_cast<uint64_t>(opSeq) << 24) ^ (static_cast<uint64_t>(rank) << 1) ^ (result ? 1u : 0u);
+}
+
+namespace {
+
+// The Encoded of a message of group chunk `q` of this rank's buffer.
+prims::Encoded encodedOf(const QuantOnceGroup& g, int q, const prims::Prims& prims) {
+  prims::Encoded e;
+  e.codec = &g.compress->codec;
+  e.valueType = g.type;
+  e.ctx.firstElem = g.elemBase + g.chunks().begin(q);
+  e.ctx.residual = g.residual != nullptr ? g.residual + g.chunks().begin(q) : nullptr;
+  e.ctx.seed = encodingSeed(prims.opSeq(), prims.rank(), false);
+  return e;
+}
+
+Task receiveInOrder(const QuantOnceGroup& g, float* acc, const prims::Encoded* e, prims::Prims& prims) {
+  const size_t mine = g.chunks().size(g.me);
+  for (int s = 1; s < g.n(); ++s) {
+    const int q = mod(g.me + s, g.n());
+    CFX_CO_TRY(co_await prims.recvAccumulate(g.group[static_cast<size_t>(q)], acc, mine, *e));
+  }
+  co_return Status();
+}
+
+}  // namespace
+
+Task reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::Prims& prims) {
+  const EvenSplit chunks = g.chunks();
+  const size_t elt = dataTypeSize(g.type);
+  compress::toFloat(g.type, in + chunks.begin(g.me) * elt, chunks.size(g.me), acc);
+  if (g.n() == 1) co_return Status();
+  // The Encodeds live in this frame until every strand has finished.
+  std::vector<prims::Encoded> enc(static_cast<size_t>(g.n()));
+  std::vector<Task> strands;
+  strands.reserve(static_cast<size_t>(g.n()));
+  for (int s = 1; s < g.n(); ++s) {
+    const int q = mod(g.me + s, g.n());
+    enc[static_cast<size_t>(q)] = encodedOf(g, q, prims);
+    strands.push_back(verbStrand(prims.sendEncoded(g.group[static_cast<size_t>(q)], in + chunks.begin(q) * elt,
+                                                   chunks.size(q), enc[static_cast<size_t>(q)])));
+  }
+  enc[static_cast<size_t>(g.me)] = encodedOf(g, g.me, prims);
+  strands.push_back(receiveInOrder(g, acc, &enc[static_cast<size_t>(g.me)], prims));
+  co_return co_await prims::Parallel(std::move(strands));
+}
+
+Task shareFromOwners(const QuantOnceGroup& g, const char* framed, char* out, prims::Prims& prims) {
+  if (g.n() == 1) co_return Status();
+  const EvenSplit chunks = g.chunks();
+  const size_t elt = dataTypeSize(g.type);
+  std::vector<prims::Encoded> enc(static_cast<size_t>(g.n()));
+  for (int q = 0; q < g.n(); ++q) enc[static_cast<size_t>(q)] = encodedOf(g, q, prims);
+  enc[static_cast<size_t>(g.me)].framed = const_cast<char*>(framed);  // sent as it is, never written
+  std::vector<Task> strands;
+  strands.reserve(2 * static_cast<size_t>(g.n()));
+  for (int s = 1; s < g.n(); ++s) {
+    const int q = mod(g.me + s, g.n());
+    strands.push_back(verbStrand(prims.sendEncoded(g.group[static_cast<size_t>(q)], nullptr, chunks.size(g.me),
+                                                   enc[static_cast<size_t>(g.me)])));
+  }
+  for (int s = 1; s < g.n(); ++s) {
+    const int q = mod(g.me - s, g.n());
+    strands.push_back(verbStrand(prims.recvDecoded(g.group[static_cast<size_t>(q)], out + chunks.begin(q) * elt,
+                                                   chunks.size(q), enc[static_cast<size_t>(q)])));
+  }
+  co_return co_await prims::Parallel(std::move(strands));
+}
+
+Task quantOnceAllReduce(const QuantOnceGroup& g, const char* in, char* out, float divide, prims::Prims& prims) {
+  CFX_CO_TRY_ASSIGN(const Framing f, framingOf(g.compress->codec, prims));
+  const size_t mine = g.chunks().size(g.me);
+  CFX_CO_TRY_ASSIGN(ScratchBlock accBlock, takeScratch(mine * sizeof(float)));
+  CFX_CO_TRY_ASSIGN(ScratchBlock framedBlock, takeScratch(f.bytes(mine)));
+  auto* acc = reinterpret_cast<float*>(accBlock.data());
+  CFX_CO_TRY(co_await reduceToOwners(g, in, acc, prims));
+  if (divide != 1.0f) {
+    for (size_t i = 0; i < mine; ++i) acc[i] /= divide;
+  }
+  // The result is encoded once; this rank keeps what it decodes from those bytes, as every other rank will.
+  compress::EncodeContext ctx;
+  ctx.firstElem = g.elemBase + g.chunks().begin(g.me);
+  ctx.seed = encodingSeed(prims.opSeq(), prims.rank(), true);
+  encodeFramed(f, acc, DataType::Float32, mine, framedBlock.data(), ctx);
+  const size_t elt = dataTypeSize(g.type);
+  decodeFramed(f, framedBlock.data(), mine, g.type, out + g.chunks().begin(g.me) * elt);
+  CFX_CO_TRY(co_await shareFromOwners(g, framedBlock.data(), out, prims));
+  co_return Status();
+}
+
+}  // namespace cfx::coll
