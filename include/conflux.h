@@ -351,6 +351,135 @@ typedef struct {
  *   ncclInvalidUsage     comm has not finished initializing. */
 ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype, cfxPlanInfo* plan);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Compressed collectives
+ *
+ * A codec makes a collective carry fewer bytes on the wire than its buffers hold: casts (bf16, fp16), block
+ * quantisation with one scale per block (int8, int4, fp8 with an fp32 absmax scale; OCP MXINT8 and MXFP8 with a
+ * power-of-two scale per 32 values), and top-k sparse (the largest entries of each block as index/value pairs).
+ * Buffers hold fp32, bf16 or fp16 values; the reducing calls take ncclSum or ncclAvg.
+ *
+ * Quantise-once, and the same bits everywhere. Each rank encodes its contribution once; the owner of each chunk
+ * decodes the contributions and sums them in fp32 in a fixed order (divides by nRanks for ncclAvg), encodes the sum
+ * once, and every rank decodes those bytes. Every element meets two roundings however many ranks there are, every
+ * rank receives bit-identical results, and a rerun gives the same bits. Top-k all-reduce sends every rank's sparse
+ * contribution to every rank, which sums them in rank order: the result is the exact dense sum of what the ranks
+ * sent, however dense the union of their supports grows (nothing is dropped after the encoding). All-gather and
+ * broadcast encode each block once, at its owner, and every rank (the owner too) decodes the same bytes.
+ *
+ * Where: with cfxCompressAuto the planner compresses only where its model prices it cheaper (a slow link between
+ * hosts), and hierarchical communicators stay plain within a host and compress across hosts; cfxCompressAlways
+ * compresses on every link; cfxCompressNever runs the op plain. The cfxCommGetPlan text and the INFO/TUNING line
+ * say what was chosen. NCCL_ALGO may name QuantOnce, SparseGather, Hier, or Ring (a ring that re-encodes the
+ * partial sum at every hop, whose error grows with the ranks; only on request).
+ *
+ * Error bounds of one encoding, per element (the documentation of each format in docs/ENV.md has them all):
+ * int8 |err| <= s/2 with s the block's absmax / 127; int4 s/2 with absmax / 7; fp8 2^-4 |x| + 2^-10 s; mxint8
+ * X/128 (X = 2^floor(log2 absmax)); mxfp8 2^-4 |x| + 2^-10 X/256; bf16 2^-8 |x|; fp16 2^-11 |x|. An all-reduce
+ * element's error is at most the sum of its contributions' bounds plus its result's.
+ *
+ * Non-finite inputs: block formats turn NaN and +-inf into NaN at their own position (never a finite value), so a
+ * sum that holds one is NaN; casts keep IEEE values; a top-k block that holds NaN keeps it (it ranks first), and
+ * with 2-bit values the whole block decodes as NaN.
+ *
+ * Error feedback (cfxFeedbackCaller or cfxFeedbackLibrary): what an encoding drops is kept in an fp32 residual and
+ * added to the next call's values before encoding, so the running sum of what was sent tracks the running sum of
+ * the inputs (SparseLoCo, DGC). The caller's residual has one float per element of sendbuff, in host memory, zeroed
+ * before the first call; the library's is kept per (communicator, sendbuff, count) until cfxCommFreeFeedback or
+ * the communicator's destruction.
+ *
+ * Ordering, streams, groups and device buffers: exactly as the matching nccl* call (device buffers are staged
+ * through host memory, where the codec runs). All ranks must pass the same codec; ranks that do not fail with
+ * ncclInvalidUsage naming the mismatch.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum {
+  cfxCodecNone = 0,   /* no codec: the op runs plain */
+  cfxCodecBf16 = 1,
+  cfxCodecFp16 = 2,
+  cfxCodecInt8 = 3,   /* absmax scale per block, default block 256 */
+  cfxCodecMxInt8 = 4, /* OCP MXINT8, block 32 */
+  cfxCodecMxFp8 = 5,  /* OCP MXFP8 (E4M3), block 32 */
+  cfxCodecInt4 = 6,   /* absmax scale per block, default block 256 (even) */
+  cfxCodecTopK = 7,   /* top-k per block, default block 4096 */
+  cfxCodecFp8 = 8     /* E4M3 with an fp32 absmax scale per block, default block 256 */
+} cfxCodecFormat;
+
+typedef enum { cfxRoundNearest = 0, cfxRoundStochastic = 1 } cfxRounding;
+typedef enum { cfxTopKFp32 = 0, cfxTopKBf16 = 1, cfxTopKInt8 = 2, cfxTopK2Bit = 3 } cfxTopKValues;
+typedef enum { cfxCompressAuto = 0, cfxCompressAlways = 1, cfxCompressNever = 2 } cfxCompressMode;
+typedef enum { cfxFeedbackNone = 0, cfxFeedbackLibrary = 1, cfxFeedbackCaller = 2 } cfxFeedback;
+
+typedef struct {
+  int format;                /* cfxCodecFormat */
+  int block;                 /* elements per scale (top-k: per selection); 0: the format's default */
+  int rounding;              /* cfxRounding; stochastic for bf16, int8, int4 and mxint8 */
+  float topkFraction;        /* cfxCodecTopK: kept fraction of each block, in (0, 1] */
+  int topkValues;            /* cfxCodecTopK: cfxTopKValues */
+  int mode;                  /* cfxCompressMode */
+  int feedback;              /* cfxFeedback */
+  float* residual;           /* cfxFeedbackCaller: the caller's residual (see above); NULL otherwise */
+  unsigned long long seed;   /* stochastic rounding: mixed with the op's sequence number */
+  int measureError;          /* 1: also measure the op's relative L2 error (an extra plain op; see stats) */
+} cfxCodec;
+
+/* A codec of the given format with every other field at its default. */
+#define CFX_CODEC_INIT(fmt) {(fmt), 0, cfxRoundNearest, 0.0f, cfxTopKInt8, cfxCompressAuto, cfxFeedbackNone, NULL, 0ULL, 0}
+
+/* Fills *codec from a name as CFX_CODEC and the perf tools' --codec take it: none, bf16, fp16, int8, mxint8, mxfp8,
+ * int4, fp8, or topk:FRACTION, each optionally followed by :block=N, :values=fp32|bf16|int8|2bit (top-k), :sr
+ * (stochastic rounding), :seed=N. Other fields keep their defaults.
+ * Returns: ncclSuccess; ncclInvalidArgument (text or codec NULL, or text not such a name; the WARN says why). */
+ncclResult_t cfxCodecParse(const char* text, cfxCodec* codec);
+
+/* ncclAllReduce carrying `codec` (NULL or cfxCodecNone: plain). op is ncclSum or ncclAvg.
+ * Returns:
+ *   ncclSuccess          done (or enqueued, or recorded in a group), as ncclAllReduce.
+ *   ncclInvalidArgument  what ncclAllReduce rejects; an unknown format, rounding, value format or mode; a block out
+ *                        of range or too large for a FIFO slot; stochastic rounding where the format has none; a
+ *                        datatype other than fp32, bf16 or fp16; an op other than sum or avg; cfxFeedbackCaller
+ *                        without a host residual.
+ *   ncclInvalidUsage     ranks disagree on the collective, count or codec (every rank that receives a slice of the
+ *                        other kind fails); the communicator's state, as ncclAllReduce.
+ *   ncclRemoteError, ncclSystemError: as ncclAllReduce. */
+ncclResult_t cfxAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, const cfxCodec* codec, ncclComm_t comm, cudaStream_t stream);
+/* ncclReduceScatter carrying `codec`; recvcount as ncclReduceScatter's. Returns as cfxAllReduceCompressed. */
+ncclResult_t cfxReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        ncclDataType_t datatype, ncclRedOp_t op, const cfxCodec* codec,
+                                        ncclComm_t comm, cudaStream_t stream);
+/* ncclAllGather carrying `codec`; sendcount as ncclAllGather's. Returns as cfxAllReduceCompressed (no op). */
+ncclResult_t cfxAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                    const cfxCodec* codec, ncclComm_t comm, cudaStream_t stream);
+/* ncclBroadcast carrying `codec`. Returns as cfxAllReduceCompressed (no op; root as ncclBroadcast's). */
+ncclResult_t cfxBroadcastCompressed(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, const cfxCodec* codec, ncclComm_t comm, cudaStream_t stream);
+
+/* The communicator's default codec for ncclAllReduce, ncclReduceScatter, ncclAllGather and ncclBroadcast (NULL or
+ * cfxCodecNone clears it). It applies to the calls whose datatype and op it can carry (fp32, bf16, fp16; sum or
+ * avg); the others run plain. CFX_CODEC and CFX_CODEC_MODE set it at creation. Call it on every rank alike, between
+ * ops (not inside a group). cfxFeedbackCaller is refused here (a residual belongs to one buffer).
+ * Returns: ncclSuccess; ncclInvalidArgument (bad comm or codec, as for cfxAllReduceCompressed). */
+ncclResult_t cfxCommSetCodec(ncclComm_t comm, const cfxCodec* codec);
+
+/* Drops the library-kept residual of sendbuff (all counts), e.g. after the buffer was freed or reset.
+ * Returns: ncclSuccess (also when there was none); ncclInvalidArgument (bad comm). */
+ncclResult_t cfxCommFreeFeedback(ncclComm_t comm, const void* sendbuff);
+
+typedef struct {
+  int compressed;                 /* 1 if the last op carried a codec, 0 if its plan stayed plain */
+  char codec[48];                 /* the codec's name as cfxCodecParse reads it; "" when plain */
+  char algorithm[16];             /* as cfxCommGetPlan names it */
+  unsigned long long bufferBytes; /* the op's largest buffer on this rank */
+  unsigned long long wireBytes;   /* bytes this rank sent for the op (framed codec pieces, or plain bytes) */
+  double relL2Error;              /* ||result - exact|| / ||exact|| on this rank's output, with measureError; else -1 */
+} cfxCompressStats;
+
+/* What the last op issued with a codec (by a cfx*Compressed call or the default codec) on this communicator did on
+ * this rank. Call it after the op completed (for a host stream, after synchronizing it).
+ * Returns: ncclSuccess; ncclInvalidArgument (bad comm, stats NULL); ncclInvalidUsage (no such op yet). */
+ncclResult_t cfxCommGetCompressStats(ncclComm_t comm, cfxCompressStats* stats);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,24 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Collective entry points (api layer): validate, build the task, hand it to core's group launch.
 #include "api/api_call.h"
+#include "api/collective_call.h"
 #include "core/group.h"
 
 namespace cfx::api {
 namespace {
-
-struct CollCall {
-  const char* name;           // for messages: "ncclAllReduce"
-  coll::Collective coll;
-  const void* sendbuff;
-  void* recvbuff;
-  size_t count;
-  int type;                   // raw ncclDataType_t (see rawEnum)
-  int op;                     // raw ncclRedOp_t; ignored unless reducing
-  int root;                   // -1 unless rooted
-  ncclComm_t comm;
-  cudaStream_t stream;
-  bool reducing;
-};
 
 // Elements each buffer must hold on this rank, by NCCL's count semantics (nccl.h).
 void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sendCount, size_t* recvCount) {
@@ -42,6 +29,8 @@ Result<core::Communicator*> checkOpComm(ncclComm_t handle) {
   if (!checked.ok()) core::noteGroupError(checked.status());
   return checked;
 }
+
+}  // namespace
 
 Status submitCollective(const CollCall& c) {
   CFX_TRY_ASSIGN(core::Communicator * comm, checkOpComm(c.comm));
@@ -74,6 +63,7 @@ Status submitCollective(const CollCall& c) {
     } else {
       op.args.op = ReduceOp::builtin(op.args.type, RedOpKind::Sum, comm->nRanks());
     }
+    CFX_TRY_ASSIGN(op.args.compress, codecFor(c, *comm));
     CFX_INFO(log::Sys::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
              "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
     submitted = true;
@@ -88,6 +78,8 @@ Status submitCollective(const CollCall& c) {
   if (!st.ok()) core::noteGroupError(st);
   return st;
 }
+
+namespace {
 
 // ncclSend / ncclRecv: validate, then record or launch one point-to-point op.
 Status submitP2p(core::Op::Kind kind, void* buff, size_t count, int type, int peer, ncclComm_t handle,

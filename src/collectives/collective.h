@@ -47,6 +47,7 @@ struct CompressArgs {
   // reduce-scatter: nRanks * count), read and updated by every encoding of this rank's data; null: none.
   float* residual = nullptr;
   bool average = false;  // avg: the sum divided by nRanks (in fp32, before the result is encoded)
+  bool measureError = false;  // core also runs the op plain and records the relative L2 error (not the algorithms)
 };
 
 // Arguments after validation, with NCCL's meaning of count for each collective (nccl.h):

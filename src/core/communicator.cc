@@ -213,6 +213,7 @@ bool isLiveComm(const void* comm) {
 
 Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
     : rank_(rank), nRanks_(nRanks), config_(config) {
+  compress_.loadDefaults();
   handle_->comm = this;
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);
   recvSeq_.assign(static_cast<size_t>(nRanks), 0);
@@ -615,7 +616,9 @@ coll::Plan Communicator::plan(const coll::PlanRequest& req) const {
   // store a correct plan.
   coll::Plan plan;
   std::atomic<uint64_t>& slot = lastPlan_[static_cast<size_t>(req.coll)];
-  const bool cacheable = req.bytes < (uint64_t{1} << 56) && req.nRanks == nRanks_ && req.fabric == fabric() &&
+  // Compressed requests are not cached: the plan holds the op's own codec, and such ops are few and large.
+  const bool cacheable = req.codec == nullptr && req.bytes < (uint64_t{1} << 56) && req.nRanks == nRanks_ &&
+                         req.fabric == fabric() &&
                          req.sliceBytes == sliceBytes_ && req.directMinBytes == directMinBytes_ &&
                          req.directAnyBuffer == directAnyBuffer_;
   const uint64_t cached = slot.load(std::memory_order_relaxed);

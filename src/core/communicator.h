@@ -25,6 +25,7 @@
 #include "collectives/planner.h"
 #include "common/status.h"
 #include "core/comm_config.h"
+#include "core/compress_state.h"
 #include "core/device_stream.h"
 #include "faulttol/health_monitor.h"
 #include "primitives/executor.h"
@@ -211,6 +212,9 @@ class Communicator {
   const UserRedOp* findRedOp(int handle) const;
   bool removeRedOp(int handle);
 
+  // Default codec, library-kept residuals and the last compressed op's statistics.
+  CompressState& compression() { return compress_; }
+
   // Split/shrink bookkeeping so every child gets a distinct bootstrap tag.
   uint32_t nextSplitCount() { return ++splitCount_; }
 
@@ -297,6 +301,7 @@ class Communicator {
   bool finalized_ = false;
 
   std::vector<std::optional<UserRedOp>> redOps_;
+  CompressState compress_;
 
   struct Job {
     std::vector<std::unique_ptr<prims::Work>> works;

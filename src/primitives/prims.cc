@@ -365,6 +365,7 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
     }
   }
   if (t.needsSend()) {
+    if (sentCounter_ != nullptr) *sentCounter_ += bytes;
     t.send = ep_->send[channel_][to].get();
     if (!t.send) t.error = Status::error(Errc::InternalError, strprintf("rank %d has no connection to rank %d", rank_, to));
   }

@@ -221,6 +221,9 @@ class Prims {
   int ringChunkSlices() const { return ringChunkSlices_; }
   // Every message sent or received from now on is stamped with this operation number.
   void setOpSeq(uint32_t seq) { opSeq_ = seq; }
+  // While set, every verb that sends adds the bytes it puts on the wire (a codec message's framed bytes) to *counter:
+  // what a compressed op reports it sent (cfxCommGetCompressStats). Null (the default) counts nothing.
+  void setSentCounter(uint64_t* counter) { sentCounter_ = counter; }
   // Every verb made from now on cuts its slices at a multiple of `bytes` (a User op's unit, so the function always
   // sees whole units); 1 (the default) cuts anywhere. Both ends of every message must set the same unit.
   void setSliceUnit(size_t bytes) { sliceUnit_ = bytes == 0 ? 1 : bytes; }
@@ -305,6 +308,7 @@ class Prims {
   uint32_t opSeq_ = 0;
   size_t opBytes_ = 0;
   size_t sliceUnit_ = 1;
+  uint64_t* sentCounter_ = nullptr;
 };
 
 }  // namespace cfx::prims

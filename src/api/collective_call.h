@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// One collective call on its way in (api layer, internal): what every collective entry point hands to
+// submitCollective, shared by the nccl* entry points (collectives_api.cc) and the compressed cfx* ones
+// (compress_api.cc).
+#pragma once
+
+#include <memory>
+
+#include "api/api_call.h"
+#include "collectives/collective.h"
+#include "core/compress_state.h"
+
+namespace cfx::api {
+
+struct CollCall {
+  const char* name;           // for messages: "ncclAllReduce"
+  coll::Collective coll;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  int type;                   // raw ncclDataType_t (see rawEnum)
+  int op;                     // raw ncclRedOp_t; ignored unless reducing
+  int root;                   // -1 unless rooted
+  ncclComm_t comm;
+  cudaStream_t stream;
+  bool reducing;
+  // cfx*Compressed: the caller's codec (its format may be None: plain); null: the communicator's default, if any.
+  const core::CodecRequest* codec = nullptr;
+};
+
+// Validates and records (in a group) or launches one collective.
+Status submitCollective(const CollCall& c);
+
+// The codec arguments the op carries: c.codec validated for its datatype and op (InvalidArgument naming the
+// problem), or the communicator's default where it can carry the op (fp32, bf16 or fp16; sum or avg), or null.
+Result<std::shared_ptr<const coll::CompressArgs>> codecFor(const CollCall& c, core::Communicator& comm);
+
+}  // namespace cfx::api

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// A communicator's compression state (core layer); see compress_state.h.
+#include "core/compress_state.h"
+
+#include "common/log.h"
+#include "common/param.h"
+
+namespace cfx::core {
+
+namespace {
+
+CFX_PARAM(std::string, codecParam, "CFX_CODEC", "",
+          "Default codec of every communicator's ncclAllReduce, ncclReduceScatter, ncclAllGather and ncclBroadcast "
+          "on fp32, bf16 and fp16 buffers (sum and avg): none, bf16, fp16, int8, mxint8, mxfp8, int4, fp8, or "
+          "topk:FRACTION, with options :block=N, :values=fp32|bf16|int8|2bit, :sr, :seed=N (conflux.h, "
+          "cfxCodecParse). Empty: plain. Every rank must set the same value.",
+          [](const std::string& v) -> std::optional<std::string> {
+            if (v.empty()) return std::nullopt;
+            auto spec = compress::parseCodec(v);
+            if (!spec.ok()) return spec.status().message();
+            return std::nullopt;
+          });
+CFX_PARAM(std::string, codecModeParam, "CFX_CODEC_MODE", "auto",
+          "Where CFX_CODEC compresses: auto (on links where the planner's model says it pays: between hosts, not "
+          "shared memory), always (every link), never.",
+          [](const std::string& v) -> std::optional<std::string> {
+            if (v == "auto" || v == "always" || v == "never") return std::nullopt;
+            return "expected auto, always or never";
+          });
+
+}  // namespace
+
+void CompressState::loadDefaults() {
+  const std::string& text = codecParam.get();
+  if (text.empty()) return;
+  auto spec = compress::parseCodec(text);
+  if (!spec.ok() || spec->format == compress::Format::None) return;  // the registry has already warned
+  CodecRequest r;
+  r.spec = *spec;
+  const std::string& mode = codecModeParam.get();
+  r.mode = mode == "always"  ? coll::CompressArgs::Mode::Always
+           : mode == "never" ? coll::CompressArgs::Mode::Never
+                             : coll::CompressArgs::Mode::Auto;
+  std::lock_guard<std::mutex> lock(mutex_);
+  default_ = r;
+}
+
+std::optional<CodecRequest> CompressState::defaultCodec() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return default_;
+}
+
+void CompressState::setDefaultCodec(std::optional<CodecRequest> codec) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  default_ = codec;
+}
+
+float* CompressState::residualFor(const void* sendbuff, size_t values) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = residuals_[{sendbuff, values}];
+  if (!slot) slot = std::make_unique<std::vector<float>>(values, 0.0f);
+  return slot->data();
+}
+
+void CompressState::freeFeedback(const void* sendbuff) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = residuals_.begin(); it != residuals_.end();) {
+    it = it->first.first == sendbuff ? residuals_.erase(it) : std::next(it);
+  }
+}
+
+void CompressState::recordStats(CompressStats stats) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_ = std::move(stats);
+}
+
+std::optional<CompressStats> CompressState::lastStats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_;
+}
+
+Result<std::shared_ptr<const coll::CompressArgs>> makeCompressArgs(const CodecRequest& request, DataType type,
+                                                                   bool average, const void* sendbuff,
+                                                                   size_t sendValues, size_t sliceBytes,
+                                                                   CompressState& state) {
+  CFX_TRY_ASSIGN(const compress::Codec codec, compress::Codec::make(request.spec, type));
+  if (codec.pieceElems(sliceBytes) == 0) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("codec %s: one block does not fit this communicator's FIFO slot of %zu bytes; use "
+                                   "a smaller block",
+                                   compress::codecText(codec.spec()).c_str(), sliceBytes));
+  }
+  auto args = std::make_shared<coll::CompressArgs>(codec);
+  args->mode = request.mode;
+  args->average = average;
+  args->measureError = request.measureError;
+  switch (request.feedback) {
+    case CodecRequest::Feedback::None: break;
+    case CodecRequest::Feedback::Caller: args->residual = request.residual; break;
+    case CodecRequest::Feedback::Library: args->residual = state.residualFor(sendbuff, sendValues); break;
+  }
+  return std::shared_ptr<const coll::CompressArgs>(std::move(args));
+}
+
+}  // namespace cfx::core
