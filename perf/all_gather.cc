@@ -29,7 +29,12 @@ void prepare(const CheckArgs& c) {
     fillPattern(c.type, c.seed, r, 0, block, expected + r * block * typeInfo(c.type).size);
 }
 
-const Collective kAllGather{OpColumn::None, false, false, true, false, layout, bandwidth, run, prepare};
+ncclResult_t runCompressed(const OpArgs& a) {
+  return cfxAllGatherCompressed(a.sendbuff, a.recvbuff, a.count, a.type, a.codec, a.comm, nullptr);
+}
+
+const Collective kAllGather{OpColumn::None, false,   false,   true,          false,
+                           layout,          bandwidth, run, prepare, runCompressed, /*movesData=*/true};
 
 }  // namespace
 

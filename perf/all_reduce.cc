@@ -24,7 +24,12 @@ void prepare(const CheckArgs& c) {
   fillReductionExpected(data, 0, c.layout.recvCount, c.expected);
 }
 
-const Collective kAllReduce{OpColumn::Reduction, true, false, true, false, layout, bandwidth, run, prepare};
+ncclResult_t runCompressed(const OpArgs& a) {
+  return cfxAllReduceCompressed(a.sendbuff, a.recvbuff, a.count, a.type, a.op, a.codec, a.comm, nullptr);
+}
+
+const Collective kAllReduce{OpColumn::Reduction, true, false, true, false, layout, bandwidth, run, prepare,
+                            runCompressed};
 
 }  // namespace
 

@@ -23,7 +23,12 @@ void prepare(const CheckArgs& c) {
   fillPattern(c.type, c.seed, c.root, 0, c.layout.recvCount, c.expected);
 }
 
-const Collective kBroadcast{OpColumn::None, false, true, true, false, layout, bandwidth, run, prepare};
+ncclResult_t runCompressed(const OpArgs& a) {
+  return cfxBroadcastCompressed(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.codec, a.comm, nullptr);
+}
+
+const Collective kBroadcast{OpColumn::None, false,   true,          true, false,
+                           layout,          bandwidth, run, prepare, runCompressed, /*movesData=*/true};
 
 }  // namespace
 

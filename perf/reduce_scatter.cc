@@ -28,7 +28,12 @@ void prepare(const CheckArgs& c) {
   fillReductionExpected(data, c.rank * c.layout.recvCount, c.layout.recvCount, c.expected);
 }
 
-const Collective kReduceScatter{OpColumn::Reduction, true, false, true, false, layout, bandwidth, run, prepare};
+ncclResult_t runCompressed(const OpArgs& a) {
+  return cfxReduceScatterCompressed(a.sendbuff, a.recvbuff, a.count, a.type, a.op, a.codec, a.comm, nullptr);
+}
+
+const Collective kReduceScatter{OpColumn::Reduction, true, false, true, false, layout, bandwidth, run, prepare,
+                                runCompressed};
 
 }  // namespace
 

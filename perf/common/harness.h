@@ -7,6 +7,7 @@
 // NULL stream, so it has completed when run() returns; prepare() only touches this rank's buffers.
 #pragma once
 
+#include <conflux.h>
 #include <nccl.h>
 
 #include <cstddef>
@@ -34,6 +35,7 @@ struct OpArgs {
   int rank;
   int nRanks;
   ncclComm_t comm;
+  const cfxCodec* codec = nullptr;  // --codec: the op runs through runCompressed with it
 };
 
 // One check iteration: prepare() writes this rank's input at `input` and the values expected at `result`
@@ -69,6 +71,10 @@ struct Collective {
   void (*bandwidth)(size_t paramCount, size_t eltSize, double seconds, int nRanks, double* algBw, double* busBw);
   ncclResult_t (*run)(const OpArgs& args);
   void (*prepare)(const CheckArgs& args);
+  // The compressed form (cfx*Compressed with args.codec), or null where --codec does not apply.
+  ncclResult_t (*runCompressed)(const OpArgs& args) = nullptr;
+  // The results hold one encoding of each value (all-gather, broadcast) rather than a sum of encodings.
+  bool movesData = false;
 };
 
 // Per-rank count rounded down so each rank's block is a multiple of 16 bytes (nccl-tests' rule).

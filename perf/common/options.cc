@@ -50,6 +50,8 @@ const struct option kLongOptions[] = {
     {"per_iter_timing", required_argument, nullptr, 'I'},
     {"per_iter_skip", required_argument, nullptr, 'K'},
     {"help", no_argument, nullptr, 'h'},
+    {"codec", required_argument, nullptr, kOptCodec},
+    {"codec_mode", required_argument, nullptr, kOptCodecMode},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -120,6 +122,10 @@ void printUsage(const char* programName) {
       "    with <100 samples) (default: 0)] \n\t"
       "[-K,--per_iter_skip <count> exclude leading samples from -I summary stats (default: 0)] \n\t"
       "[-h,--help]\n"
+      "Conflux additions: [--codec <none|bf16|fp16|int8|mxint8|mxfp8|int4|fp8|topk:FRACTION[:values=int8|2bit|...]>\n\t"
+      "    compressed all_reduce, reduce_scatter, all_gather and broadcast (conflux.h); each row is followed by\n\t"
+      "    '# codec NAME wire_bytes_per_rank B rel_l2 E', and -c checks within the codec's error bound] \n\t"
+      "[--codec_mode <auto|always|never> where to compress (default: always)]\n"
       "Conflux host-memory notes: ranks are threads (-t) and/or processes started by cfxrun, torchrun, mpirun\n"
       "or srun (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS, with\n"
       "MASTER_ADDR/MASTER_PORT or CFX_MASTER_ADDR/CFX_MASTER_PORT). -g must be 1; -G and -D need a GPU build.\n",
@@ -308,6 +314,17 @@ bool parseOptions(int argc, char** argv, const char* programName, Options* o, in
         break;
       case 'u':
         o->unalign = toInt(optarg);
+        break;
+      case kOptCodec:
+        o->codec = optarg;
+        break;
+      case kOptCodecMode:
+        o->codecMode = optarg;
+        if (o->codecMode != "auto" && o->codecMode != "always" && o->codecMode != "never") {
+          printf("invalid --codec_mode '%s': expected auto, always or never\n", optarg);
+          *exitCode = -1;
+          return false;
+        }
         break;
       case 'h':
       default:

@@ -47,7 +47,14 @@ struct Options {
   int unalign = 0;                     // -u: elements
   int perIterTiming = 0;               // -I
   int perIterSkip = 0;                 // -K
+  // Conflux only, long options (conflux.h codecs; all_reduce, reduce_scatter, all_gather and broadcast):
+  std::string codec;                   // --codec NAME: none, bf16, int8, mxint8, mxfp8, int4, fp8, topk:F, ...
+  std::string codecMode = "always";    // --codec_mode auto|always|never (cfxCompressMode)
 };
+
+// Long options without a short letter (Conflux additions): getopt_long returns these values for them.
+inline constexpr int kOptCodec = 1000;
+inline constexpr int kOptCodecMode = 1001;
 
 // Parses argv like nccl-tests (getopt_long, optstring
 // "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:"). Returns true with *exitCode unset when the run

@@ -63,6 +63,9 @@ class Rank {
   TestResult benchTime(bool inPlace);
   TestResult startColl(bool inPlace, int iter);
   TestResult checkOnce(bool inPlace, int64_t* wrongLocal);
+  TestResult setUpCodec();
+  TestResult codecTolerance(const CheckArgs& c);
+  TestResult readCodecStats(bool measure);
   void setupSize(size_t bytes);
   void beat() {
     // A count, not a timestamp: the watchdog times how long it stays still. Reading the clock here cost a small
@@ -100,6 +103,13 @@ class Rank {
   int root_ = 0;
   Layout layout_{};
   uint64_t rep_ = 0;
+
+  // --codec: the codec every op carries, and what the row's comment line reports.
+  bool compressed_ = false;
+  cfxCodec codec_{};
+  double tolerance_ = 0;       // of the current check (verify.h codecUnit)
+  double relL2_ = -1;          // of the out-of-place check, or of a measured op with -c 0
+  unsigned long long wireBytes_ = 0;
 
   // Results: failing checks of this rank, and the busbw sum of the printed entries.
   int failedChecks_ = 0;
@@ -146,8 +156,50 @@ TestResult Rank::setUp() {
       ctx_->report->note("#\n# Reducing maxBytes to %ld due to memory limitation\n", static_cast<long>(maxBytes_));
   }
 
+  CFX_PERF_TRY(setUpCodec());
   CFX_PERF_TRY(allocateBuffers());
   if (rank_ == 0) ctx_->report->tableHeader();
+  return TestResult::Success;
+}
+
+TestResult Rank::setUpCodec() {
+  if (o_.codec.empty()) return TestResult::Success;
+  if (coll_.runCompressed == nullptr) {
+    if (rank_ == 0) fprintf(stderr, "%s: --codec applies to all_reduce, reduce_scatter, all_gather and broadcast\n", ctx_->programName);
+    return TestResult::InvalidUsage;
+  }
+  CFX_PERF_NCCL(cfxCodecParse(o_.codec.c_str(), &codec_));
+  codec_.mode = o_.codecMode == "auto" ? cfxCompressAuto : o_.codecMode == "never" ? cfxCompressNever : cfxCompressAlways;
+  compressed_ = codec_.format != cfxCodecNone;
+  if (rank_ == 0) ctx_->report->note("# Codec %s, mode %s\n", o_.codec.c_str(), o_.codecMode.c_str());
+  return TestResult::Success;
+}
+
+// The tolerance of this check (verify.h): every rank's largest input, and the largest exact result.
+TestResult Rank::codecTolerance(const CheckArgs& c) {
+  std::vector<double> extent = {maxAbs(type_, c.input, layout_.sendCount), maxAbs(type_, expected_, layout_.recvCount)};
+  std::vector<double> largest = extent;
+  CFX_PERF_TRY(maxAcrossRanks(comm_, &largest));
+  const double unit = codecUnit(codec_.format, codec_.rounding == cfxRoundStochastic);
+  // Data collectives hold one encoding of each value; reductions a sum of nRanks encodings and one of the result.
+  tolerance_ = coll_.movesData ? unit * largest[0] : unit * (nRanks_ * largest[0] + largest[1]);
+  return TestResult::Success;
+}
+
+// What the last op sent (cfxCommGetCompressStats); with `measure`, one more op measures the relative L2 error.
+TestResult Rank::readCodecStats(bool measure) {
+  if (measure) {
+    cfxCodec measured = codec_;
+    measured.measureError = 1;
+    const cfxCodec keep = codec_;
+    codec_ = measured;
+    CFX_PERF_TRY(startColl(false, 0));
+    codec_ = keep;
+  }
+  cfxCompressStats stats;
+  CFX_PERF_NCCL(cfxCommGetCompressStats(comm_, &stats));
+  wireBytes_ = stats.wireBytes;
+  if (measure) relL2_ = stats.relL2Error;
   return TestResult::Success;
 }
 
@@ -239,7 +291,11 @@ TestResult Rank::runAll() {
   const int firstRoot = !coll_.rooted ? -1 : (o_.root == kAll ? 0 : o_.root);
   const int lastRoot = !coll_.rooted ? -1 : (o_.root == kAll ? nRanks_ - 1 : o_.root);
   for (int t = firstType; t <= lastType; ++t) {
+    // A codec carries fp32, bf16 and fp16 values, summed or averaged: "-d all -o all" runs what it can carry.
+    const auto type = static_cast<ncclDataType_t>(t);
+    if (compressed_ && type != ncclFloat32 && type != ncclFloat16 && type != ncclBfloat16) continue;
     for (int op = firstOp; op <= lastOp; ++op) {
+      if (compressed_ && loopOps && op != ncclSum && op != ncclAvg) continue;
       for (int root = firstRoot; root <= lastRoot; ++root) {
         CFX_PERF_TRY(timeTest(static_cast<ncclDataType_t>(t), op, root));
       }
@@ -273,7 +329,12 @@ TestResult Rank::startColl(bool inPlace, int iter) {
   a.rank = rank_;
   a.nRanks = nRanks_;
   a.comm = comm_;
-  CFX_PERF_NCCL(coll_.run(a));
+  if (compressed_) {
+    a.codec = &codec_;
+    CFX_PERF_NCCL(coll_.runCompressed(a));
+  } else {
+    CFX_PERF_NCCL(coll_.run(a));
+  }
   beat();
   // -z 1: barrier after each op. Inside a -m group the ops only run at ncclGroupEnd, and a barrier (itself a
   // collective) must not join the group, so benchTime places it after the group instead.
@@ -315,6 +376,9 @@ TestResult Rank::timeTest(ncclDataType_t type, int opIndex, int root) {
       CFX_PERF_TRY(benchTime(false));
       CFX_PERF_TRY(benchTime(true));
       if (rank_ == 0) ctx_->report->rowEnd();
+      if (compressed_ && rank_ == 0) {
+        ctx_->report->note("# codec %s wire_bytes_per_rank %llu rel_l2 %.3e\n", o_.codec.c_str(), wireBytes_, relL2_);
+      }
       size_t next = o_.stepFactor > 1 ? (size ? size * o_.stepFactor : 1) : size + o_.stepBytes;
       if (next <= size) break;  // -i 0, or overflow
       size = next;
@@ -342,9 +406,16 @@ TestResult Rank::checkOnce(bool inPlace, int64_t* wrongLocal) {
   c.expected = expected_;
   coll_.prepare(c);
   beat();
+  if (compressed_) CFX_PERF_TRY(codecTolerance(c));
   CFX_PERF_TRY(startColl(inPlace, 0));
-  bool ulp = opIndex_ == ncclAvg && typeInfo(type_).isFloat;
-  *wrongLocal = countWrong(type_, result, expected_, layout_.recvCount, ulp);
+  if (compressed_) {
+    double relL2 = 0;
+    *wrongLocal = countWrongWithin(type_, result, expected_, layout_.recvCount, tolerance_, &relL2);
+    if (!inPlace) relL2_ = relL2;
+  } else {
+    bool ulp = opIndex_ == ncclAvg && typeInfo(type_).isFloat;
+    *wrongLocal = countWrong(type_, result, expected_, layout_.recvCount, ulp);
+  }
   beat();
   return TestResult::Success;
 }
@@ -382,6 +453,8 @@ TestResult Rank::benchTime(bool inPlace) {
   CFX_PERF_NCCL(ncclCommGetAsyncError(comm_, &asyncError));
   CFX_PERF_NCCL(asyncError);
 
+  // The wire bytes of the timed ops, before anything else runs; and without -c, the error of one more op.
+  if (compressed_ && !inPlace) CFX_PERF_TRY(readCodecStats(o_.check == 0));
   double deltaSec = elapsed / (static_cast<double>(o_.iters) * o_.aggIters);
   CFX_PERF_TRY(combineTime(comm_, rank_, nRanks_, o_.average, &deltaSec));
   double algBw = 0, busBw = 0;

@@ -2,7 +2,10 @@
 // perf harness: generators and comparison for -c; the rules are explained in verify.h.
 #include "verify.h"
 
+#include <conflux.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -198,6 +201,49 @@ int64_t countWrong(ncclDataType_t type, const void* got, const void* expected, s
     ++wrong;
   }
   return wrong;
+}
+
+double codecUnit(int format, bool stochastic) {
+  double unit = 1.0;  // top-k: a dropped entry loses its whole value
+  switch (format) {
+    case cfxCodecBf16: unit = 1.0 / 256; break;
+    case cfxCodecFp16: unit = 1.0 / 2048; break;
+    case cfxCodecInt8: unit = 1.0 / 254; break;
+    case cfxCodecMxInt8: unit = 1.0 / 64; break;
+    case cfxCodecMxFp8: unit = 1.0 / 8; break;
+    case cfxCodecInt4: unit = 1.0 / 14; break;
+    case cfxCodecFp8: unit = 1.0 / 16 + 1.0 / 448 / 1024; break;
+    default: break;
+  }
+  return stochastic ? 2 * unit : unit;
+}
+
+int64_t countWrongWithin(ncclDataType_t type, const void* got, const void* expected, size_t count, double tolerance,
+                         double* relL2) {
+  const size_t size = typeInfo(type).size;
+  // The result is rounded to its type after the codec's error: half an ulp more.
+  const double typeRounding = type == ncclBfloat16 ? 1.0 / 256 : type == ncclFloat16 ? 1.0 / 2048 : 1.0 / (1 << 23);
+  const char* g = static_cast<const char*>(got);
+  const char* e = static_cast<const char*>(expected);
+  int64_t wrong = 0;
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double a = loadElement(type, g + i * size);
+    const double b = loadElement(type, e + i * size);
+    const double d = std::fabs(a - b);
+    err2 += d * d;
+    ref2 += b * b;
+    if (!(d <= tolerance * (1 + 1e-6) + typeRounding * std::fabs(b) + 1e-30)) ++wrong;
+  }
+  *relL2 = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  return wrong;
+}
+
+double maxAbs(ncclDataType_t type, const void* values, size_t count) {
+  const size_t size = typeInfo(type).size;
+  double m = 0;
+  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(loadElement(type, static_cast<const char*>(values) + i * size)));
+  return m;
 }
 
 void storePreMulScalar(ncclDataType_t type, int rank, void* scalar) {

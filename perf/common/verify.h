@@ -62,6 +62,18 @@ void fillPattern(ncclDataType_t type, uint64_t seed, int owner, size_t firstInde
 // Counts elements of got that differ from expected: bitwise, or within 2 ULP when ulpTolerance is set.
 int64_t countWrong(ncclDataType_t type, const void* got, const void* expected, size_t count, bool ulpTolerance);
 
+// --codec checks: results lie within a tolerance of the exact ones instead of matching them. The error of one encoding
+// of an element is at most codecUnit(format) times the absmax of its block (conflux.h states every format's bound),
+// so a sum is off by at most unit * (the contributions' absmax summed + the result's absmax), and the result is then
+// rounded to its type.
+double codecUnit(int format, bool stochastic);
+// Elements of got farther than tolerance (+ the rounding of the type) from expected; *relL2 gets
+// ||got - expected|| / ||expected||.
+int64_t countWrongWithin(ncclDataType_t type, const void* got, const void* expected, size_t count, double tolerance,
+                         double* relL2);
+// The largest magnitude among count elements.
+double maxAbs(ncclDataType_t type, const void* values, size_t count);
+
 // Stores the mulsum scalar of rank in type into scalar (at least 8 bytes).
 void storePreMulScalar(ncclDataType_t type, int rank, void* scalar);
 
