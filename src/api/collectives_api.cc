@@ -13,7 +13,8 @@ void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sen
   const bool isRoot = comm.rank() == c.root;
   switch (c.coll) {
     case coll::Collective::AllReduce: *sendCount = c.count; *recvCount = c.count; break;
-    case coll::Collective::Broadcast: *sendCount = isRoot ? c.count : 0; *recvCount = c.count; break;
+    case coll::Collective::Broadcast:
+    case coll::Collective::BroadcastDelta: *sendCount = isRoot ? c.count : 0; *recvCount = c.count; break;
     case coll::Collective::Reduce: *sendCount = c.count; *recvCount = isRoot ? c.count : 0; break;
     case coll::Collective::AllGather: *sendCount = c.count; *recvCount = c.count * n; break;
     case coll::Collective::ReduceScatter: *sendCount = c.count * n; *recvCount = c.count; break;
@@ -38,7 +39,8 @@ Status submitCollective(const CollCall& c) {
   bool submitted = false;
   Status st = [&]() -> Status {
     CFX_TRY(checkDataType(c.type));
-    if (c.root >= 0 || c.coll == coll::Collective::Broadcast || c.coll == coll::Collective::Reduce ||
+    if (c.root >= 0 || c.coll == coll::Collective::Broadcast || c.coll == coll::Collective::BroadcastDelta ||
+        c.coll == coll::Collective::Reduce ||
         c.coll == coll::Collective::Gather || c.coll == coll::Collective::Scatter) {
       CFX_TRY(checkRoot(*comm, c.root, c.name + 4));
     }
@@ -64,6 +66,9 @@ Status submitCollective(const CollCall& c) {
       op.args.op = ReduceOp::builtin(op.args.type, RedOpKind::Sum, comm->nRanks());
     }
     CFX_TRY_ASSIGN(op.args.compress, codecFor(c, *comm));
+    if (c.coll == coll::Collective::BroadcastDelta) {
+      op.args.delta = comm->compression().deltaFor(c.recvbuff, c.count, dataTypeSize(op.args.type));
+    }
     CFX_INFO(log::Sys::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
              "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
     submitted = true;

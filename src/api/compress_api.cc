@@ -68,6 +68,7 @@ Status submitCompressed(CollCall c, const cfxCodec* codec) {
 }  // namespace
 
 Result<std::shared_ptr<const coll::CompressArgs>> codecFor(const CollCall& c, core::Communicator& comm) {
+  if (c.coll == Collective::BroadcastDelta) return std::shared_ptr<const coll::CompressArgs>();  // lossless, no codec
   const bool compressible = c.coll == Collective::AllReduce || c.coll == Collective::ReduceScatter ||
                             c.coll == Collective::AllGather || c.coll == Collective::Broadcast;
   const auto type = static_cast<DataType>(c.type);
@@ -196,6 +197,22 @@ CFX_API ncclResult_t cfxCommGetCompressStats(ncclComm_t comm, cfxCompressStats* 
     stats->bufferBytes = last->bufferBytes;
     stats->wireBytes = last->wireBytes;
     stats->relL2Error = last->relL2Error;
+    return cfx::Status();
+  });
+}
+
+CFX_API ncclResult_t cfxBroadcastDelta(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      int root, ncclComm_t comm, cudaStream_t stream) {
+  return cfx::api::call("cfxBroadcastDelta", [&] {
+    return cfx::api::submitCollective({"cfxBroadcastDelta", Collective::BroadcastDelta, sendbuff, recvbuff, count,
+                                       rawEnum(datatype), ncclSum, root, comm, stream, false});
+  });
+}
+
+CFX_API ncclResult_t cfxCommResetDelta(ncclComm_t comm, const void* recvbuff) {
+  return cfx::api::call("cfxCommResetDelta", [&]() -> cfx::Status {
+    CFX_TRY_ASSIGN(cfx::core::Communicator * c, cfx::api::checkComm(comm));
+    c->compression().resetDelta(recvbuff);
     return cfx::Status();
   });
 }

@@ -45,6 +45,7 @@ constexpr Entry kTable[] = {
     {Collective::AllReduce, Algorithm::Hier3, &allReduceHier3},
     {Collective::AllGather, Algorithm::Hier3, &allGatherHier3},
     {Collective::ReduceScatter, Algorithm::Hier3, &reduceScatterHier3},
+    {Collective::BroadcastDelta, Algorithm::Chain, &broadcastDeltaChain},
 };
 
 // The compressed forms: what runs when the plan carries a codec.
@@ -102,6 +103,7 @@ const char* collectiveName(Collective c) {
     case Collective::AlltoAll: return "AlltoAll";
     case Collective::Gather: return "Gather";
     case Collective::Scatter: return "Scatter";
+    case Collective::BroadcastDelta: return "BroadcastDelta";
   }
   return "unknown";
 }

@@ -31,8 +31,9 @@ enum class Collective : uint8_t {
   AlltoAll,
   Gather,
   Scatter,
+  BroadcastDelta,  // cfxBroadcastDelta: a broadcast that sends what changed since the last one (Broadcast's counts)
 };
-inline constexpr int kNumCollectives = 8;
+inline constexpr int kNumCollectives = 9;
 const char* collectiveName(Collective c);  // "AllReduce", ... as NCCL prints them
 
 // A compressed op (conflux.h cfxCodec): the codec it asked for and what the compressed algorithms need beside it.
@@ -50,12 +51,25 @@ struct CompressArgs {
   bool measureError = false;  // core also runs the op plain and records the relative L2 error (not the algorithms)
 };
 
+// A delta broadcast's state on this rank (cfxBroadcastDelta): the last state it broadcast or received, kept by core
+// per buffer, and what the op did.
+struct DeltaArgs {
+  char* previous = nullptr;      // count elements: the state of the last delta broadcast of this buffer
+  bool hasPrevious = false;      // false: no earlier state here (first call, or after a reset or a failure)
+  uint64_t previousHash[2] = {};  // XXH3-128 of `previous`, when hasPrevious
+  // Set by the algorithm: the encoding used, the changed elements, and the payload bytes.
+  int mode = 0;  // compress::DeltaMode
+  uint64_t changed = 0;
+  uint64_t payloadBytes = 0;
+};
+
 // Arguments after validation, with NCCL's meaning of count for each collective (nccl.h):
 //   AllReduce, Broadcast, Reduce: count elements in and out.
 //   AllGather: count = sendcount per rank; recvbuff holds nRanks * count.
 //   ReduceScatter: count = recvcount per rank; sendbuff holds nRanks * count.
 //   AlltoAll: count per peer; both buffers hold nRanks * count.
 //   Gather / Scatter: count per rank; the root's recv (send) buffer holds nRanks * count.
+//   BroadcastDelta: as Broadcast.
 // In-place forms follow NCCL's pointer rules; algorithms must handle sendbuff == recvbuff (or the in-place
 // offset) without reading data they have already overwritten.
 struct CollArgs {
@@ -68,6 +82,7 @@ struct CollArgs {
   int root = 0;  // rooted collectives only
   // Compressed ops: the codec and its arguments (shared, so copies of the args stay cheap); null for plain ops.
   std::shared_ptr<const CompressArgs> compress;
+  std::shared_ptr<DeltaArgs> delta;  // BroadcastDelta only
 };
 
 enum class Algorithm : uint8_t {
@@ -176,6 +191,7 @@ Task allReduceSparseGather(const CollArgs& args, Plan plan, prims::Prims& prims)
 Task reduceScatterQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task allGatherQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastEncoded(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task broadcastDeltaChain(const CollArgs& args, Plan plan, prims::Prims& prims);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

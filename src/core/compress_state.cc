@@ -69,6 +69,24 @@ void CompressState::freeFeedback(const void* sendbuff) {
   }
 }
 
+std::shared_ptr<coll::DeltaArgs> CompressState::deltaFor(const void* recvbuff, size_t count, size_t eltSize) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeltaEntry& e = deltas_[recvbuff];
+  if (!e.args || e.count != count || e.eltSize != eltSize) {
+    e.count = count;
+    e.eltSize = eltSize;
+    e.previous.assign(count * eltSize, 0);
+    e.args = std::make_shared<coll::DeltaArgs>();
+    e.args->previous = e.previous.data();
+  }
+  return e.args;
+}
+
+void CompressState::resetDelta(const void* recvbuff) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  deltas_.erase(recvbuff);
+}
+
 void CompressState::recordStats(CompressStats stats) {
   std::lock_guard<std::mutex> lock(mutex_);
   last_ = std::move(stats);

@@ -51,6 +51,11 @@ class CompressState {
   float* residualFor(const void* sendbuff, size_t values);
   void freeFeedback(const void* sendbuff);
 
+  // The state of the last delta broadcast (cfxBroadcastDelta) of `recvbuff`: made empty the first time, and again
+  // when the count or element size changes. Ops of one communicator run in order, so one op at a time uses it.
+  std::shared_ptr<coll::DeltaArgs> deltaFor(const void* recvbuff, size_t count, size_t eltSize);
+  void resetDelta(const void* recvbuff);
+
   void recordStats(CompressStats stats);
   std::optional<CompressStats> lastStats() const;
 
@@ -59,6 +64,13 @@ class CompressState {
   std::optional<CodecRequest> default_;
   std::map<std::pair<const void*, size_t>, std::unique_ptr<std::vector<float>>> residuals_;
   std::optional<CompressStats> last_;
+  struct DeltaEntry {
+    size_t count = 0;
+    size_t eltSize = 0;
+    std::vector<char> previous;
+    std::shared_ptr<coll::DeltaArgs> args;
+  };
+  std::map<const void*, DeltaEntry> deltas_;
 };
 
 // The arguments a compressed op carries down (coll::CompressArgs) for `request` on buffers of `type`: validates the

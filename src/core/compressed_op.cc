@@ -8,6 +8,7 @@
 
 #include "collectives/planner.h"
 #include "common/log.h"
+#include "compress/sparse_delta.h"
 
 namespace cfx::core {
 
@@ -78,6 +79,29 @@ prims::Task runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint
     CFX_CO_TRY(co_await coll::runCollective(plain, comm->plan(comm->planRequest(args.coll, args.count, args.type)), prims));
     stats.relL2Error = relativeL2(args.recvbuff, reference.data(), outputValues(args, n), args.type);
   }
+  comm->compression().recordStats(std::move(stats));
+  co_return Status();
+}
+
+prims::Task runDeltaOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
+                       prims::Prims& prims) {
+  const coll::PlanRequest req = comm->planRequest(args.coll, args.count, args.type);
+  const coll::Plan plan = comm->plan(req);
+  CFX_INFO(log::Sys::Tuning, "%s opCount %lx: %s", coll::collectiveName(args.coll), static_cast<unsigned long>(opCount),
+           coll::describePlan(req, plan, comm->options().planner).c_str());
+  uint64_t sent = 0;
+  prims.setOpSeq(seq);
+  prims.setSentCounter(&sent);
+  Status st = co_await coll::runCollective(args, plan, prims);
+  prims.setSentCounter(nullptr);
+  CFX_CO_TRY(std::move(st));
+  CompressStats stats;
+  const auto mode = static_cast<compress::DeltaMode>(args.delta->mode);
+  stats.compressed = mode != compress::DeltaMode::Full;
+  stats.codec = std::string("delta:") + compress::deltaModeName(mode);
+  stats.algorithm = coll::algorithmName(plan.algorithm);
+  stats.bufferBytes = req.bytes;
+  stats.wireBytes = sent;
   comm->compression().recordStats(std::move(stats));
   co_return Status();
 }

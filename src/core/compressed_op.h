@@ -17,4 +17,9 @@ namespace cfx::core {
 prims::Task runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
                             prims::Prims& prims);
 
+// Runs a delta broadcast (args.delta set) on the collective channel and records its statistics (the encoding as the
+// codec, "delta:indices" say; the bytes this rank sent).
+prims::Task runDeltaOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
+                       prims::Prims& prims);
+
 }  // namespace cfx::core

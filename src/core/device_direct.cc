@@ -31,6 +31,8 @@ bool opApplies(Communicator* comm, const Op& op) {
   if (op.kind != Op::Kind::Coll) return false;
   const coll::CollArgs& a = op.args;
   if (a.count == 0) return false;
+  // A codec runs on the host, and ordered combines have no device kernel: such ops stage.
+  if (a.compress != nullptr || a.delta != nullptr || (reduces(a.coll) && a.op.ordered())) return false;
   const bool root = comm->rank() == a.root;
   if (reduces(a.coll) && (comm->nRanks() > prims::device::kMaxReduceSources || !prims::DeviceKernels::covers(a.type) ||
                           op.deviceScalar != nullptr)) {
@@ -56,6 +58,8 @@ bool opApplies(Communicator* comm, const Op& op) {
     case coll::Collective::Reduce:
     case coll::Collective::Gather:
       return isDevice(a.sendbuff) && (!root || isDevice(a.recvbuff));
+    case coll::Collective::BroadcastDelta:
+      return false;  // its state lives in host memory: it stages
   }
   return false;
 }
@@ -526,6 +530,8 @@ Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx
       case coll::Collective::Scatter:
         scatterLikeDirect(d, b);
         break;
+      case coll::Collective::BroadcastDelta:
+        break;  // never device-direct (eligible() says so)
     }
   }
   return program;

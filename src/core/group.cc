@@ -43,6 +43,7 @@ struct CollItem {
 // Plans and runs one collective on the collective channel; `prims` must outlive the returned Task.
 prims::Task runPlanned(Communicator* comm, const CollItem& item, prims::Prims& prims) {
   if (item.args.compress != nullptr) return runCompressedOp(comm, item.args, item.seq, item.opCount, prims);
+  if (item.args.delta != nullptr) return runDeltaOp(comm, item.args, item.seq, item.opCount, prims);
   prims.setOpSeq(item.seq);
   const coll::PlanRequest req = comm->planRequest(item.args.coll, item.args.count, item.args.type);
   const coll::Plan plan = comm->plan(req);

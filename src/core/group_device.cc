@@ -41,6 +41,7 @@ void opRanges(const Op& op, std::vector<OpRange>* ranges) {
       add(a.recvbuff, b, false, true);
       break;
     case Collective::Broadcast:
+    case Collective::BroadcastDelta:
       if (root) add(a.sendbuff, b, true, false);
       add(a.recvbuff, b, false, true);
       break;
@@ -67,8 +68,7 @@ void opRanges(const Op& op, std::vector<OpRange>* ranges) {
     case Collective::Scatter:
       if (root) add(a.sendbuff, b * n, true, false);
       add(a.recvbuff, b, false, true);
-      break;
-  }
+      break;  }
 }
 
 namespace {

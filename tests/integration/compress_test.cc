@@ -221,4 +221,47 @@ TEST(Compress, RanksDisagreeingOnTheCodecFailByName) {
   ASSERT_TRUE(result.ok());
 }
 
+// Delta broadcast: exact after 100 random sparse edits (one of them to every element), sending only the changes;
+// a rank that forgot its state gets the whole buffer, and everyone is still exact.
+TEST(Compress, DeltaBroadcastIsExactAfterEveryEditAndSendsOnlyTheChanges) {
+  const size_t count = 50000;
+  const auto result = runRanks(3, [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int root = 1;
+    std::mt19937 rng(77);  // the same stream on every rank: every rank knows the root's edits
+    std::vector<float> state(count);
+    for (float& v : state) v = static_cast<float>(rng() % 1000);
+    std::vector<float> recv(count, -1.0f);
+    for (int edit = 0; edit < 100; ++edit) {
+      const bool everything = edit == 50;
+      const size_t edits = everything ? count : 1 + rng() % (count / 100);
+      for (size_t e = 0; e < edits; ++e) {
+        const size_t i = everything ? e : rng() % count;
+        state[i] = static_cast<float>(rng() % 100000) * 0.5f;
+      }
+      if (edit == 70 && ctx.rank() == 2) {
+        ASSERT_EQ(cfxCommResetDelta(comm, recv.data()), ncclSuccess);
+      }
+      const void* send = ctx.rank() == root ? state.data() : nullptr;
+      ASSERT_EQ(cfxBroadcastDelta(send, recv.data(), count, ncclFloat, root, comm, nullptr), ncclSuccess)
+          << ncclGetLastError(comm);
+      ASSERT_EQ(0, std::memcmp(recv.data(), state.data(), count * 4)) << "edit " << edit;
+      cfxCompressStats stats;
+      ASSERT_EQ(cfxCommGetCompressStats(comm, &stats), ncclSuccess);
+      if (edit == 0 || everything || edit == 70) {
+        EXPECT_STREQ(stats.codec, "delta:full") << "edit " << edit;
+      } else {
+        EXPECT_STREQ(stats.codec, "delta:indices") << "edit " << edit;
+        // The root sends the changes (at most 1 % of the elements, 8 bytes each) and a few small messages.
+        if (ctx.rank() == root) {
+          EXPECT_LT(stats.wireBytes, count * 4 / 25) << "edit " << edit;
+        }
+      }
+    }
+    ncclCommDestroy(comm);
+  });
+  ASSERT_TRUE(result.ok());
+}
+
 }  // namespace

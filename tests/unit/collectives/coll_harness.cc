@@ -272,6 +272,7 @@ void verify(const CollCase& c, std::vector<RankBuffers>& bufs) {
                        [&](size_t j) { return reduced(c, static_cast<size_t>(r) * count + j); });
         break;
       case Collective::Broadcast:
+      case Collective::BroadcastDelta:
         expectElements(c, r, "recvbuff", b.recvbuff, count, [&](size_t i) { return exact(inputValue(c, c.root, i)); });
         break;
       case Collective::AllGather:
