@@ -11,9 +11,16 @@ namespace {
 
 CFX_PARAM(std::string, codecParam, "CFX_CODEC", "",
           "Default codec of every communicator's ncclAllReduce, ncclReduceScatter, ncclAllGather and ncclBroadcast "
-          "on fp32, bf16 and fp16 buffers (sum and avg): none, bf16, fp16, int8, mxint8, mxfp8, int4, fp8, or "
-          "topk:FRACTION, with options :block=N, :values=fp32|bf16|int8|2bit, :sr, :seed=N (conflux.h, "
-          "cfxCodecParse). Empty: plain. Every rank must set the same value.",
+          "on fp32, bf16 and fp16 buffers (sum and avg; other types and ops run plain); empty: plain. Every rank "
+          "must set the same value. Formats, with the bound on one encoding's error per element (s = the block's "
+          "absmax / Q, X = 2^floor(log2 absmax)): bf16 (2^-8 |x|), fp16 (2^-11 |x|), int8 (absmax scale per block "
+          "of 256, Q = 127: s/2), int4 (Q = 7: s/2), fp8 (E4M3, absmax/448 scale: 2^-4 |x| + 2^-10 s), mxint8 (OCP, "
+          "block 32, power-of-two scale: X/128), mxfp8 (OCP E4M3, block 32: 2^-4 |x| + 2^-18 X), topk:FRACTION "
+          "(the largest entries of each block of 4096 as index/value pairs; the rest are dropped, or kept for later "
+          "by error feedback). Options :block=N, :values=fp32|bf16|int8|2bit (top-k, default int8), :sr (stochastic "
+          "rounding: bf16, int8, int4, mxint8), :seed=N. NaN and inf become NaN in the block formats. An all-reduce "
+          "encodes each contribution once and each result once (quantise-once), so its error is at most the "
+          "contributions' bounds plus the result's, and every rank gets the same bits (conflux.h, cfxCodecParse).",
           [](const std::string& v) -> std::optional<std::string> {
             if (v.empty()) return std::nullopt;
             auto spec = compress::parseCodec(v);

@@ -18,6 +18,8 @@
 #include "fuzz_common.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_stripe.h"
+#include "compress/codec.h"
+#include "compress/sparse_delta.h"
 #include "transport/ucx/ucx_hello.h"
 
 namespace boot = cfx::transport::boot;
@@ -351,6 +353,44 @@ void memberFrames() {
   write("member_frame", "conversation", stream);
 }
 
+// Codec pieces: one real piece of every format (header bytes as fuzz_codec_piece.cc reads them), and delta payloads
+// of every encoding (as fuzz_sparse_delta.cc reads them).
+void codecPieces() {
+  const uint16_t count = 300;
+  std::vector<float> values(count);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 37) - 18) * 0.25f;
+  for (uint8_t f = 1; f <= 8; ++f) {
+    cfx::compress::CodecSpec spec;
+    spec.format = static_cast<cfx::compress::Format>(f);
+    spec.block = f == 4 || f == 5 ? 32 : 64;  // the MX formats take 32
+    spec.fraction = 0.1f;
+    auto codec = cfx::compress::Codec::make(spec, cfx::DataType::Float32);
+    if (!codec.ok()) {
+      ++g_failures;
+      return;
+    }
+    Bytes seed = {static_cast<uint8_t>(f - 1), static_cast<uint8_t>(f == 4 || f == 5 ? 2 : 3), 2, 1,
+                  static_cast<uint8_t>(count & 0xff), static_cast<uint8_t>(count >> 8)};
+    Bytes piece(codec->pieceBytes(count));
+    codec->encode(values.data(), cfx::DataType::Float32, count, piece.data(), {});
+    append(seed, piece.data(), piece.size());
+    write("codec_piece", cfx::compress::formatName(spec.format), seed);
+  }
+  std::vector<float> next = values;
+  for (size_t i = 0; i < next.size(); i += 9) next[i] += 1.0f;
+  for (auto mode : {cfx::compress::DeltaMode::Indices, cfx::compress::DeltaMode::Bitmap, cfx::compress::DeltaMode::Full}) {
+    cfx::compress::DeltaPlan plan = cfx::compress::planDelta(next.data(), values.data(), count, 4);
+    plan.mode = mode;
+    plan.bytes = cfx::compress::deltaBytes(mode, plan.changed, count, 4);
+    Bytes seed = {static_cast<uint8_t>(mode), 2, static_cast<uint8_t>(count & 0xff), static_cast<uint8_t>(count >> 8),
+                  static_cast<uint8_t>(plan.changed & 0xff), static_cast<uint8_t>(plan.changed >> 8)};
+    Bytes payload(plan.bytes);
+    cfx::compress::encodeDelta(plan, next.data(), values.data(), count, 4, payload.data());
+    append(seed, payload.data(), payload.size());
+    write("sparse_delta", cfx::compress::deltaModeName(mode), seed);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -372,5 +412,6 @@ int main(int argc, char** argv) {
   memberFrames();
   tcpStripes();
   ucxHellos();
+  codecPieces();
   return g_failures == 0 ? 0 : 1;
 }
