@@ -51,6 +51,18 @@ Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type, const vo
                                    "reduction operation (op %d was created for %s, used with %s)",
                                    o, dataTypeName(user->type), dataTypeName(dt)));
   }
+  if (user->kind != core::UserRedOp::Kind::PreMulSum) {
+    ReduceOp ordered;
+    ordered.type = dt;
+    ordered.combine = user->kind == core::UserRedOp::Kind::Affine ? ReduceOp::Combine::Affine : ReduceOp::Combine::User;
+    ordered.rows = user->rows;
+    ordered.cols = user->cols;
+    ordered.scalarDecay = user->scalarDecay;
+    ordered.userFn = user->fn;
+    ordered.userCtx = user->ctx;
+    ordered.unitElems = user->unitElems;
+    return ordered;
+  }
   // A device-resident scalar is read while the op runs: for GPU memory the core copies it in stream order; for
   // host memory "while the op runs" is now.
   if (user->deviceScalar && cuda::classify(user->scalarPtr).kind == cuda::MemKind::Device) {

@@ -12,7 +12,8 @@ void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sen
   const size_t n = static_cast<size_t>(comm.nRanks());
   const bool isRoot = comm.rank() == c.root;
   switch (c.coll) {
-    case coll::Collective::AllReduce: *sendCount = c.count; *recvCount = c.count; break;
+    case coll::Collective::AllReduce:
+    case coll::Collective::Scan: *sendCount = c.count; *recvCount = c.count; break;
     case coll::Collective::Broadcast:
     case coll::Collective::BroadcastDelta: *sendCount = isRoot ? c.count : 0; *recvCount = c.count; break;
     case coll::Collective::Reduce: *sendCount = c.count; *recvCount = isRoot ? c.count : 0; break;

@@ -46,6 +46,10 @@ constexpr Entry kTable[] = {
     {Collective::AllGather, Algorithm::Hier3, &allGatherHier3},
     {Collective::ReduceScatter, Algorithm::Hier3, &reduceScatterHier3},
     {Collective::BroadcastDelta, Algorithm::Chain, &broadcastDeltaChain},
+    {Collective::Scan, Algorithm::Chain, &scanChain},
+    {Collective::Scan, Algorithm::RecDouble, &scanRecDouble},
+    {Collective::Scan, Algorithm::Blelloch, &scanBlelloch},
+    {Collective::Scan, Algorithm::Hier, &scanHier},
 };
 
 // The compressed forms: what runs when the plan carries a codec.
@@ -104,6 +108,7 @@ const char* collectiveName(Collective c) {
     case Collective::Gather: return "Gather";
     case Collective::Scatter: return "Scatter";
     case Collective::BroadcastDelta: return "BroadcastDelta";
+    case Collective::Scan: return "Scan";
   }
   return "unknown";
 }
@@ -122,6 +127,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Hier3: return "Hier3";
     case Algorithm::QuantOnce: return "QuantOnce";
     case Algorithm::SparseGather: return "SparseGather";
+    case Algorithm::Blelloch: return "Blelloch";
   }
   return "unknown";
 }

@@ -32,8 +32,9 @@ enum class Collective : uint8_t {
   Gather,
   Scatter,
   BroadcastDelta,  // cfxBroadcastDelta: a broadcast that sends what changed since the last one (Broadcast's counts)
+  Scan,            // cfxScan / cfxExScan: the prefix over ranks, inclusive or exclusive (CollArgs::exclusive)
 };
-inline constexpr int kNumCollectives = 9;
+inline constexpr int kNumCollectives = 10;
 const char* collectiveName(Collective c);  // "AllReduce", ... as NCCL prints them
 
 // A compressed op (conflux.h cfxCodec): the codec it asked for and what the compressed algorithms need beside it.
@@ -70,6 +71,8 @@ struct DeltaArgs {
 //   AlltoAll: count per peer; both buffers hold nRanks * count.
 //   Gather / Scatter: count per rank; the root's recv (send) buffer holds nRanks * count.
 //   BroadcastDelta: as Broadcast.
+//   Scan: count elements in and out on every rank; rank r receives x_0 (+) ... (+) x_r (inclusive) or
+//         x_0 (+) ... (+) x_{r-1} (exclusive; rank 0: the op's identity, or its buffer untouched for User ops).
 // In-place forms follow NCCL's pointer rules; algorithms must handle sendbuff == recvbuff (or the in-place
 // offset) without reading data they have already overwritten.
 struct CollArgs {
@@ -80,6 +83,7 @@ struct CollArgs {
   DataType type = DataType::Float32;
   ReduceOp op;   // lowered (see common/types.h); meaningful for reducing collectives only
   int root = 0;  // rooted collectives only
+  bool exclusive = false;  // Scan only
   // Compressed ops: the codec and its arguments (shared, so copies of the args stay cheap); null for plain ops.
   std::shared_ptr<const CompressArgs> compress;
   std::shared_ptr<DeltaArgs> delta;  // BroadcastDelta only
@@ -102,8 +106,10 @@ enum class Algorithm : uint8_t {
   QuantOnce,     // compressed: each rank's data encoded once, each chunk summed in fp32 by its owner and encoded once
                  // for everyone (AllReduce, ReduceScatter, AllGather)
   SparseGather,  // compressed top-k: every rank's sparse contribution to everyone, summed in rank order (AllReduce)
+  Blelloch,      // work-efficient up-sweep/down-sweep over a tree of ranks (Scan); Scan also has Chain (pipelined),
+                 // RecDouble (Hillis-Steele) and Hier (chains within hosts, doubling across them)
 };
-inline constexpr int kNumAlgorithms = 12;
+inline constexpr int kNumAlgorithms = 13;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 // Where the ranks run, as far as algorithms care: which ranks share a host, and a device below it. The same on every
@@ -192,6 +198,16 @@ Task reduceScatterQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims
 Task allGatherQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastEncoded(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task broadcastDeltaChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+// All-Scan (scan.h has the building blocks).
+Task scanChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task scanRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task scanBlelloch(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+
+// A 31-bit digest of what every rank must agree on about an op beyond its sizes (for Scan: the combine and its
+// shape, inclusive or exclusive, the datatype); 0 where sizes say enough. Core stamps it into every message of the
+// op (Prims::setOpSignature), so ranks that disagree fail with a named mismatch rather than combining garbage.
+uint32_t opSignature(const CollArgs& args);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

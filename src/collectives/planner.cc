@@ -64,6 +64,7 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     case Algorithm::Direct: return true;
     case Algorithm::QuantOnce:
     case Algorithm::SparseGather: return false;  // compressed forms only (planner_compress.cc)
+    case Algorithm::Blelloch: return true;       // Scan only (planner_scan.cc)
   }
   return false;
 }
@@ -73,6 +74,9 @@ bool usable(Algorithm a, const PlanRequest& req, const PlannerOptions* opts) {
 }
 
 std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts) {
+  if (req.coll == Collective::Scan) {
+    return pickScan(req, opts);
+  }
   // On one host the shared-memory path was measured and tuned with these rules (Exchange or RecDouble up to one
   // slice, then Ring); the model's memory figures are too coarse to overrule them (it priced Rabenseifner 15 %
   // under Ring at 256 KiB on 4 ranks, which then took 1.8 times as long). Between hosts the model decides.
@@ -384,6 +388,10 @@ Fabric fabricOf(const topo::TopologyView& view, const Layout& layout, int rails)
   }
   fabric.hosts = layout.nHosts();
   fabric.localRanks = static_cast<int>(layout.hostRanks.front().size());
+  fabric.contiguousHosts = true;
+  for (int h = 0, next = 0; h < fabric.hosts; ++h) {
+    for (int r : layout.hostRanks[static_cast<size_t>(h)]) fabric.contiguousHosts = fabric.contiguousHosts && r == next++;
+  }
   fabric.hier = layout.hierarchical();
   if (fabric.hier) {
     std::vector<std::pair<int, int>> host;
@@ -424,6 +432,7 @@ double stepOverheadUs(double ranksPerCpu) { return ranksPerCpu > 1 ? kSharedCpuS
 
 double estimateUs(const PlanRequest& req, Algorithm algorithm) {
   if (req.codec != nullptr) return estimateCompressedUs(req, algorithm);
+  if (req.coll == Collective::Scan) return estimateScanUs(req, algorithm);
   if (req.fabric == nullptr || !applicable(algorithm, req) || !hasAlgorithm(req.coll, algorithm)) return -1;
   const Fabric& f = *req.fabric;
   // The latency a step over `link` costs.
@@ -563,7 +572,11 @@ std::string describePlan(const PlanRequest& req, const Plan& plan, const Planner
   PlanRequest plain = req;
   plain.codec = nullptr;
   std::string prices;
-  for (Algorithm a : kPricedFamily) {
+  const std::vector<Algorithm> priced = req.coll == Collective::Scan
+                                            ? std::vector<Algorithm>{Algorithm::Chain, Algorithm::RecDouble,
+                                                                     Algorithm::Blelloch, Algorithm::Hier}
+                                            : std::vector<Algorithm>(std::begin(kPricedFamily), std::end(kPricedFamily));
+  for (Algorithm a : priced) {
     const double us = estimateUs(plain, a);
     if (us >= 0) prices += strprintf("%s%s %.0f us", prices.empty() ? "" : ", ", algorithmName(a), us);
   }

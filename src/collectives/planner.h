@@ -53,6 +53,7 @@ struct Fabric {
   // halving, pairwise exchange): rounds are sequential, so each is priced on its own flows.
   std::vector<topo::LinkFigures> butterfly;
   bool hier = false;         // several hosts, each running the same number (> 1) of ranks
+  bool contiguousHosts = true;  // every host's ranks are consecutive in rank order (the hierarchical scan's need)
   int hosts = 1;
   int localRanks = 1;
   topo::LinkFigures host;   // every host's ring of its own ranks, all hosts at once
@@ -94,6 +95,8 @@ struct PlanRequest {
   // shared memory); Always takes the cheapest compressed algorithm; Never plans it plain.
   const compress::Codec* codec = nullptr;
   CompressArgs::Mode compressMode = CompressArgs::Mode::Auto;
+  // Scan: the op combines groups in order (Affine, User), at a slower rate than the reduction kernels.
+  bool orderedCombine = false;
 };
 
 // Which algorithms the user allows, per collective (NCCL_ALGO). Default-constructed: all of them.
@@ -159,6 +162,16 @@ double estimateCompressedUs(const PlanRequest& req, Algorithm algorithm);
 // has no compressed form for the format, NCCL_ALGO allows none, or (Auto) none beats `plainUs` (the chosen plain
 // plan's price; negative: unpriced, so Auto stays plain) by kModelMargin.
 std::optional<Plan> chooseCompressed(const PlanRequest& req, const PlannerOptions& opts, double plainUs);
+
+// All-Scan (planner_scan.cc). Every scan algorithm is priced, on one host too: the chain pays n - 1 hops and moves
+// each state once, recursive doubling pays log2 n latencies and moves the whole state every round on contended
+// butterfly flows, Blelloch pays 2 log2 n latencies on uncontended ones with half the combines, and Hier prices its
+// host chains, cross-host doubling and carry hop on their own figures. Each round also pays the combine, at the
+// rates of scanCombineGBs. Without a fabric: recursive doubling while the state fits a slice, else the chain.
+double scanCombineGBs(const PlanRequest& req);
+double estimateScanUs(const PlanRequest& req, Algorithm algorithm);
+std::optional<Algorithm> pickScan(const PlanRequest& req, const PlannerOptions* opts);
+
 
 // One line for INFO/TUNING, e.g. "AllReduce 4096 B on 8 ranks: RecDouble, slice 131072 B", noting when
 // NCCL_ALGO changed the choice or could not be honoured.

@@ -616,8 +616,10 @@ coll::Plan Communicator::plan(const coll::PlanRequest& req) const {
   // store a correct plan.
   coll::Plan plan;
   std::atomic<uint64_t>& slot = lastPlan_[static_cast<size_t>(req.coll)];
-  // Compressed requests are not cached: the plan holds the op's own codec, and such ops are few and large.
-  const bool cacheable = req.codec == nullptr && req.bytes < (uint64_t{1} << 56) && req.nRanks == nRanks_ &&
+  // Compressed requests are not cached (the plan holds the op's own codec, and such ops are few and large), nor
+  // ordered scans (their combine's rate is priced, and they are keyed by collective only).
+  const bool cacheable = req.codec == nullptr && !req.orderedCombine && req.bytes < (uint64_t{1} << 56) &&
+                         req.nRanks == nRanks_ &&
                          req.fabric == fabric() &&
                          req.sliceBytes == sliceBytes_ && req.directMinBytes == directMinBytes_ &&
                          req.directAnyBuffer == directAnyBuffer_;

@@ -68,12 +68,23 @@ struct CommHandle {
   Communicator* comm = nullptr;
 };
 
-// A registered user reduction (ncclRedOpCreatePreMulSum).
+// A registered user reduction: ncclRedOpCreatePreMulSum, or an ordered combine for cfxScan / cfxExScan
+// (cfxRedOpCreateAffine, cfxRedOpCreateUser; ReduceOp's Affine and User).
 struct UserRedOp {
+  enum class Kind : uint8_t { PreMulSum, Affine, User };
+  Kind kind = Kind::PreMulSum;
   DataType type;
   bool deviceScalar = false;             // ncclScalarDevice: read the scalar when the op runs
   const void* scalarPtr = nullptr;
   alignas(8) unsigned char scalar[8] = {};
+  // Affine: a group is `decays` values (rows, or 1 with scalarDecay) then a rows x cols state.
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  bool scalarDecay = false;
+  // User: the caller's function over units of unitElems elements.
+  UserCombineFn fn = nullptr;
+  void* ctx = nullptr;
+  uint32_t unitElems = 1;
 };
 
 class Communicator {

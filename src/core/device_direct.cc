@@ -59,7 +59,8 @@ bool opApplies(Communicator* comm, const Op& op) {
     case coll::Collective::Gather:
       return isDevice(a.sendbuff) && (!root || isDevice(a.recvbuff));
     case coll::Collective::BroadcastDelta:
-      return false;  // its state lives in host memory: it stages
+    case coll::Collective::Scan:
+      return false;  // no device form: they stage (the delta's state lives in host memory)
   }
   return false;
 }
@@ -531,7 +532,8 @@ Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx
         scatterLikeDirect(d, b);
         break;
       case coll::Collective::BroadcastDelta:
-        break;  // never device-direct (eligible() says so)
+      case coll::Collective::Scan:
+        break;  // never device-direct (opApplies says so)
     }
   }
   return program;

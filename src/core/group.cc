@@ -42,10 +42,16 @@ struct CollItem {
 
 // Plans and runs one collective on the collective channel; `prims` must outlive the returned Task.
 prims::Task runPlanned(Communicator* comm, const CollItem& item, prims::Prims& prims) {
+  // What every message of the op carries besides its size, and where slices may be cut (a User op's units): set for
+  // each op, so the next one starts from its own.
+  prims.setOpSignature(coll::opSignature(item.args));
+  const bool units = item.args.op.combine == ReduceOp::Combine::User;
+  prims.setSliceUnit(units ? item.args.op.sliceUnitElems() * dataTypeSize(item.args.type) : 1);
   if (item.args.compress != nullptr) return runCompressedOp(comm, item.args, item.seq, item.opCount, prims);
   if (item.args.delta != nullptr) return runDeltaOp(comm, item.args, item.seq, item.opCount, prims);
   prims.setOpSeq(item.seq);
-  const coll::PlanRequest req = comm->planRequest(item.args.coll, item.args.count, item.args.type);
+  coll::PlanRequest req = comm->planRequest(item.args.coll, item.args.count, item.args.type);
+  req.orderedCombine = item.args.op.ordered();
   const coll::Plan plan = comm->plan(req);
   CFX_INFO(log::Sys::Tuning, "%s opCount %lx: %s", coll::collectiveName(item.args.coll),
            static_cast<unsigned long>(item.opCount), coll::describePlan(req, plan, comm->options().planner).c_str());

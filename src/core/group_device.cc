@@ -37,6 +37,7 @@ void opRanges(const Op& op, std::vector<OpRange>* ranges) {
   using coll::Collective;
   switch (a.coll) {
     case Collective::AllReduce:
+    case Collective::Scan:
       add(a.sendbuff, b, true, false);
       add(a.recvbuff, b, false, true);
       break;

@@ -51,14 +51,16 @@ char* scratch(size_t bytes) {
 }  // namespace
 
 Status Transfer::mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const {
+  // The tag's low bits are the message size, with a digest of the op's kind folded in for ops that have one
+  // (Prims::setOpSignature): when they differ, the size printed for the sender is only what its tag says.
   return Status::error(
       Errc::InvalidUsage,
-      strprintf("mismatched operation across ranks: rank %d sent op #%u with a %zu-byte message (%s %zu B), but "
-                "this rank expects op #%u with %zu bytes (slice %zu B) from it; every rank must call the same "
-                "collectives in the same order with the same counts",
+      strprintf("mismatched operation across ranks: rank %d sent op #%u with a message tagged %#zx (%s %zu B), but "
+                "this rank expects op #%u tagged %#zx (%zu bytes, slice %zu B) from it; every rank must call the same "
+                "collectives in the same order with the same counts, ops and types",
                 recvPeer, static_cast<unsigned>(inTag >> 32), inMessageBytes,
                 (inTag & transport::kDirectTagFlag) ? "direct slot" : "slice", inSlotBytes,
-                static_cast<unsigned>(tag >> 32), bytes, expectSlot));
+                static_cast<unsigned>(tag >> 32), static_cast<size_t>(tag & kSizeMask), bytes, expectSlot));
 }
 
 void Transfer::combineOrdered(char* out, const char* in, size_t n) {
@@ -107,9 +109,10 @@ void Transfer::apply(const char* in, char* out, size_t n) {
       if (out) std::memcpy(out, in, n);
       break;
     case Kind::RecvCopyReduceSend:
-      std::memcpy(dst + offset, in, n);
+      // The outgoing combine first: in place (dst == local) the copy would overwrite the local operand.
       if (ordered) combineOrdered(out, in, n);
       else reduceLocal(*op, out, in, local + offset, count, false);
+      std::memcpy(dst + offset, in, n);
       break;
     case Kind::RecvCombineSend:
       if (ordered) combineOrdered(out, in, n);
@@ -356,7 +359,7 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   t.sliceBytes = unitSliceBytes();
   t.op = op;
   t.post = post;
-  t.tag = makeTag(opSeq_, bytes);
+  t.tag = makeTag(opSeq_, bytes ^ opSignature_);
   t.streamBytes = std::max(bytes, opBytes_);
   if (t.needsRecv()) {
     t.recv = ep_->recv[channel_][from].get();

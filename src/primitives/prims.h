@@ -224,6 +224,9 @@ class Prims {
   // While set, every verb that sends adds the bytes it puts on the wire (a codec message's framed bytes) to *counter:
   // what a compressed op reports it sent (cfxCommGetCompressStats). Null (the default) counts nothing.
   void setSentCounter(uint64_t* counter) { sentCounter_ = counter; }
+  // Every message made from now on folds `signature` into its tag's size field: ranks that call the same op with
+  // different combines or shapes (coll::opSignature) then fail on the first slice. 0 (the default) changes nothing.
+  void setOpSignature(uint32_t signature) { opSignature_ = signature & 0x7fffffffu; }
   // Every verb made from now on cuts its slices at a multiple of `bytes` (a User op's unit, so the function always
   // sees whole units); 1 (the default) cuts anywhere. Both ends of every message must set the same unit.
   void setSliceUnit(size_t bytes) { sliceUnit_ = bytes == 0 ? 1 : bytes; }
@@ -308,6 +311,7 @@ class Prims {
   uint32_t opSeq_ = 0;
   size_t opBytes_ = 0;
   size_t sliceUnit_ = 1;
+  uint32_t opSignature_ = 0;
   uint64_t* sentCounter_ = nullptr;
 };
 
