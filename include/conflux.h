@@ -328,7 +328,8 @@ typedef enum {
   cfxCollAlltoAll = 5,
   cfxCollGather = 6,
   cfxCollScatter = 7,
-  cfxCollBroadcastDelta = 8
+  cfxCollBroadcastDelta = 8,
+  cfxCollScan = 9
 } cfxCollective;
 
 #define CFX_PLAN_TEXT_BYTES 256
@@ -504,6 +505,64 @@ ncclResult_t cfxBroadcastDelta(const void* sendbuff, void* recvbuff, size_t coun
 /* Forgets the kept state of recvbuff: its next cfxBroadcastDelta sends the whole buffer. Call it on every rank.
  * Returns: ncclSuccess (also when there was none); ncclInvalidArgument (bad comm). */
 ncclResult_t cfxCommResetDelta(ncclComm_t comm, const void* recvbuff);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * All-Scan: prefix collectives over ranks
+ *
+ * cfxScan gives rank r the combination of the inputs of ranks 0..r (inclusive, MPI_Scan); cfxExScan of ranks
+ * 0..r-1 (exclusive, MPI_Exscan), where rank 0 receives the op's identity: 0 for ncclSum, 1 for ncclProd, the
+ * lowest value of the type for ncclMax (-inf for floating types that have it, -448 for fp8 e4m3) and the highest for
+ * ncclMin, decay 1 and state 0 for an affine op; a user op has no identity, and rank 0's recvbuff is left as it was.
+ * Values combine in rank order, lower ranks on the left, so associative non-commutative ops are exact to their
+ * definition. ncclAvg has no prefix meaning and a PreMulSum op none either: both are refused.
+ *
+ * Ops: ncclSum, ncclProd, ncclMax, ncclMin on every datatype; an affine op (cfxRedOpCreateAffine) on fp32, bf16 and
+ * fp16; a user op (cfxRedOpCreateUser) on host buffers. Every rank must pass the same op (the same shape for affine
+ * ops, the same unit for user ops) and the same inclusive or exclusive call: ranks that disagree fail with
+ * ncclInvalidUsage naming the mismatch wherever a message of the other kind arrives.
+ *
+ * Schedules (NCCL_ALGO "scan:chain", "recdouble", "blelloch", "hier"; cfxCommGetPlan with cfxCollScan): a pipelined
+ * chain (ZeCO's All-Scan: each link carries the state once, n - 1 hops), recursive doubling (log2 n rounds of the
+ * whole state), Blelloch's up-sweep/down-sweep (2 log2 n rounds, 2 (n - 1) states in all), and a hierarchical scan
+ * (chains within hosts, doubling across hosts, the carries combined in order; it needs each host's ranks to be
+ * consecutive). The planner picks by its cost model.
+ *
+ * Streams, groups and device buffers: as ncclAllReduce (device buffers are staged through host memory).
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Inclusive scan of count elements on every rank. In place (sendbuff == recvbuff) works.
+ * Returns:
+ *   ncclSuccess          done (or enqueued, or recorded in a group), as ncclAllReduce.
+ *   ncclInvalidArgument  what ncclAllReduce rejects; op ncclAvg or a PreMulSum; an affine op on another datatype
+ *                        than it was created for, or count not a whole number of its groups; a user op with device
+ *                        buffers, or count not a whole number of its units.
+ *   ncclInvalidUsage     ranks disagree on the call, count, op or shape; the communicator's state.
+ *   ncclRemoteError, ncclSystemError: as ncclAllReduce. */
+ncclResult_t cfxScan(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                     ncclComm_t comm, cudaStream_t stream);
+/* Exclusive scan; rank 0 receives the identity (above). Returns as cfxScan. */
+ncclResult_t cfxExScan(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                       ncclComm_t comm, cudaStream_t stream);
+
+/* An affine (decayed-state) op for scans, ZeCO's combine: the buffer is a sequence of groups, each a decay part g of
+ * `rows` values (1 with scalarDecay) followed by a rows x cols state S, row-major; (ga, Sa) then (gb, Sb) combine to
+ * (ga * gb, gb * Sa + Sb), row i of Sa scaled by gb[i] (or by the scalar). Computed in fp32 and rounded once to the
+ * datatype (fp32, bf16, fp16). Destroy with ncclRedOpDestroy.
+ * Returns: ncclSuccess; ncclInvalidArgument (op NULL, bad comm, rows or cols < 1, a group of more than 2^24
+ * elements, or another datatype). */
+ncclResult_t cfxRedOpCreateAffine(ncclRedOp_t* op, int rows, int cols, int scalarDecay, ncclDataType_t datatype,
+                                  ncclComm_t comm);
+
+/* A user op for scans on host buffers: fn(in, inout, count, datatype, ctx) must compute inout[i] = in[i] (+) inout[i]
+ * for count elements, a whole number of units of unitElems elements that (+) combines as one (2x2 matrices: 4), `in`
+ * holding the lower ranks' value. (+) must be associative; it need not be commutative (commutative is a hint the
+ * library may ignore). fn runs on a library thread, may be called many times per op on parts of the buffer, must not
+ * call the library and must not fail. A unit must fit in a FIFO slot (128 KiB by default). Destroy with
+ * ncclRedOpDestroy.
+ * Returns: ncclSuccess; ncclInvalidArgument (op or fn NULL, bad comm, unitElems < 1, or a unit larger than a slot). */
+typedef void (*cfxUserOpFn)(const void* in, void* inout, size_t count, ncclDataType_t datatype, void* ctx);
+ncclResult_t cfxRedOpCreateUser(ncclRedOp_t* op, cfxUserOpFn fn, void* ctx, size_t unitElems, int commutative,
+                                ncclDataType_t datatype, ncclComm_t comm);
 
 #ifdef __cplusplus
 } /* extern "C" */

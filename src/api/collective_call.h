@@ -26,10 +26,16 @@ struct CollCall {
   bool reducing;
   // cfx*Compressed: the caller's codec (its format may be None: plain); null: the communicator's default, if any.
   const core::CodecRequest* codec = nullptr;
+  bool exclusive = false;  // cfxExScan
 };
 
 // Validates and records (in a group) or launches one collective.
 Status submitCollective(const CollCall& c);
+
+// The op's combine against the collective (scan_api.cc): ordered combines (affine, user) serve scans only; scans take
+// no avg or PreMulSum; an affine op needs whole groups, a user op whole units, host buffers and a unit that fits a
+// slot. InvalidArgument naming what is wrong.
+Status checkScanOp(const CollCall& c, const core::Communicator& comm, const ReduceOp& op);
 
 // The codec arguments the op carries: c.codec validated for its datatype and op (InvalidArgument naming the
 // problem), or the communicator's default where it can carry the op (fp32, bf16 or fp16; sum or avg), or null.

@@ -66,6 +66,8 @@ Status submitCollective(const CollCall& c) {
     } else {
       op.args.op = ReduceOp::builtin(op.args.type, RedOpKind::Sum, comm->nRanks());
     }
+    CFX_TRY(checkScanOp(c, *comm, op.args.op));
+    op.args.exclusive = c.exclusive;
     CFX_TRY_ASSIGN(op.args.compress, codecFor(c, *comm));
     if (c.coll == coll::Collective::BroadcastDelta) {
       op.args.delta = comm->compression().deltaFor(c.recvbuff, c.count, dataTypeSize(op.args.type));

@@ -25,7 +25,8 @@ Task allReduceSparseGather(const CollArgs& args, Plan, prims::Prims& prims) {
   CFX_CO_TRY_ASSIGN(const Framing f, framingOf(args.compress->codec, prims));
   const size_t wire = f.bytes(args.count);
   CFX_CO_TRY_ASSIGN(ScratchBlock all, takeScratch(wire * static_cast<size_t>(n)));
-  CFX_CO_TRY_ASSIGN(ScratchBlock accBlock, takeScratch(args.count * sizeof(float)));
+  const bool fp32Out = args.type == DataType::Float32;
+  CFX_CO_TRY_ASSIGN(ScratchBlock accBlock, takeScratch(fp32Out ? 1 : args.count * sizeof(float)));
   auto framedOf = [&](int q) { return all.data() + static_cast<size_t>(q) * wire; };
   compress::EncodeContext ctx;
   ctx.residual = args.compress->residual;
@@ -48,13 +49,16 @@ Task allReduceSparseGather(const CollArgs& args, Plan, prims::Prims& prims) {
     }
     CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
   }
-  auto* acc = reinterpret_cast<float*>(accBlock.data());
+  // An fp32 receive buffer is the accumulator itself (this rank's input was encoded before, and its own bytes are
+  // in framedOf(r)); other types sum in scratch and round once.
+  const bool direct = args.type == DataType::Float32 && reinterpret_cast<uintptr_t>(args.recvbuff) % alignof(float) == 0;
+  auto* acc = direct ? static_cast<float*>(args.recvbuff) : reinterpret_cast<float*>(accBlock.data());
   std::memset(acc, 0, args.count * sizeof(float));
   for (int q = 0; q < n; ++q) accumulateFramed(f, framedOf(q), args.count, acc);
   if (args.compress->average) {
     for (size_t i = 0; i < args.count; ++i) acc[i] /= static_cast<float>(n);
   }
-  compress::fromFloat(args.type, acc, args.count, args.recvbuff);
+  if (!direct) compress::fromFloat(args.type, acc, args.count, args.recvbuff);
   co_return Status();
 }
 

@@ -40,27 +40,39 @@ bool hasScale(SparseValues v) { return v == SparseValues::Int8 || v == SparseVal
 
 uint32_t magnitudeKey(float x) { return fp::detail::floatBits(x) & 0x7FFFFFFFu; }
 
-struct Scratch {
-  std::vector<uint32_t> order;
-};
-
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-// The kept indices of v[0..n), ascending, in `idx` (k of them).
+// The kept indices of v[0..n), ascending, in `idx` (k of them): the k largest keys, ties to the lower index.
+// A counting select: one pass histograms the keys' top 11 bits (a quarter of a binade a bin), the bin holding the
+// k-th largest is found from the top, the few keys in it are partially sorted to find the threshold T itself, and
+// one last pass takes every key above T and the first equal ones. Three branch-light passes over the block, no sort
+// of the whole block and no indirection: the nth_element over indices this replaces ran at 0.3 GB/s.
 void selectTopK(const float* v, size_t n, size_t k, std::vector<uint32_t>& idx) {
-  idx.resize(n);
-  for (size_t i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(i);
-  auto before = [v](uint32_t a, uint32_t b) {
-    const uint32_t ka = magnitudeKey(v[a]);
-    const uint32_t kb = magnitudeKey(v[b]);
-    return ka != kb ? ka > kb : a < b;
-  };
-  if (k < n) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), before);
-  idx.resize(k);
-  std::sort(idx.begin(), idx.end());
+  idx.clear();
+  if (k >= n) {
+    for (size_t i = 0; i < n; ++i) idx.push_back(static_cast<uint32_t>(i));
+    return;
+  }
+  constexpr int kShift = 20;
+  thread_local std::vector<uint32_t> hist(size_t{1} << (31 - kShift));
+  thread_local std::vector<uint32_t> cand;
+  std::fill(hist.begin(), hist.end(), 0u);
+  for (size_t i = 0; i < n; ++i) ++hist[magnitudeKey(v[i]) >> kShift];
+  size_t above = 0;  // keys in bins above the threshold's bin
+  size_t b = hist.size() - 1;
+  while (above + hist[b] < k) above += hist[b--];
+  cand.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t key = magnitudeKey(v[i]);
+    if ((key >> kShift) == b) cand.push_back(key);
+  }
+  const size_t need = k - above;  // to take from the threshold's bin, 1 <= need <= cand.size()
+  std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(need - 1), cand.end(), std::greater<>());
+  const uint32_t threshold = cand[need - 1];
+  size_t equal = need;
+  for (size_t j = 0; j < need - 1; ++j) equal -= cand[j] > threshold ? 1 : 0;  // of the first need, those equal
+  for (size_t i = 0; i < n && idx.size() < k; ++i) {
+    const uint32_t key = magnitudeKey(v[i]);
+    if (key > threshold || (key == threshold && equal-- > 0)) idx.push_back(static_cast<uint32_t>(i));
+  }
 }
 
 }  // namespace
@@ -86,7 +98,7 @@ size_t topkPieceBytes(const CodecSpec& spec, size_t count) {
 size_t topkEncodeBlock(const CodecSpec& spec, const float* v, size_t n, unsigned char* record) {
   const size_t k = topkKept(spec.fraction, n);
   if (k == 0) return 0;
-  std::vector<uint32_t>& idx = scratch().order;
+  thread_local std::vector<uint32_t> idx;
   selectTopK(v, n, k, idx);
   unsigned char* p = record;
   float scale = 0.0f;

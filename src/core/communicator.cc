@@ -602,7 +602,9 @@ coll::PlanRequest Communicator::planRequest(coll::Collective coll, size_t count,
   switch (coll) {
     case coll::Collective::AllReduce:
     case coll::Collective::Broadcast:
-    case coll::Collective::Reduce: break;
+    case coll::Collective::Reduce:
+    case coll::Collective::BroadcastDelta:
+    case coll::Collective::Scan: break;
     default: bytes *= static_cast<size_t>(nRanks_);  // count is per rank: the largest buffer holds them all
   }
   return coll::PlanRequest{coll,     bytes,           nRanks_,          sliceBytes_,
