@@ -71,57 +71,40 @@ prims::Encoded encodedOf(const QuantOnceGroup& g, int q, const prims::Prims& pri
   return e;
 }
 
-Task receiveInOrder(const QuantOnceGroup& g, float* acc, const prims::Encoded* e, prims::Prims& prims) {
-  const size_t mine = g.chunks().size(g.me);
-  for (int s = 1; s < g.n(); ++s) {
-    const int q = mod(g.me + s, g.n());
-    CFX_CO_TRY(co_await prims.recvAccumulate(g.group[static_cast<size_t>(q)], acc, mine, *e));
-  }
-  co_return Status();
-}
-
 }  // namespace
 
 Task reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::Prims& prims) {
   const EvenSplit chunks = g.chunks();
   const size_t elt = dataTypeSize(g.type);
   compress::toFloat(g.type, in + chunks.begin(g.me) * elt, chunks.size(g.me), acc);
-  if (g.n() == 1) co_return Status();
-  // The Encodeds live in this frame until every strand has finished.
-  std::vector<prims::Encoded> enc(static_cast<size_t>(g.n()));
-  std::vector<Task> strands;
-  strands.reserve(static_cast<size_t>(g.n()));
+  const prims::Encoded mine = encodedOf(g, g.me, prims);
   for (int s = 1; s < g.n(); ++s) {
-    const int q = mod(g.me + s, g.n());
-    enc[static_cast<size_t>(q)] = encodedOf(g, q, prims);
-    strands.push_back(verbStrand(prims.sendEncoded(g.group[static_cast<size_t>(q)], in + chunks.begin(q) * elt,
-                                                   chunks.size(q), enc[static_cast<size_t>(q)])));
+    // Step s: chunk me - s to its owner, while the owner's chunk arrives from me + s.
+    const int to = mod(g.me - s, g.n());
+    const int from = mod(g.me + s, g.n());
+    const prims::Encoded out = encodedOf(g, to, prims);
+    CFX_CO_TRY(co_await prims::Parallel(
+        prims.sendEncoded(g.group[static_cast<size_t>(to)], in + chunks.begin(to) * elt, chunks.size(to), out),
+        prims.recvAccumulate(g.group[static_cast<size_t>(from)], acc, chunks.size(g.me), mine)));
   }
-  enc[static_cast<size_t>(g.me)] = encodedOf(g, g.me, prims);
-  strands.push_back(receiveInOrder(g, acc, &enc[static_cast<size_t>(g.me)], prims));
-  co_return co_await prims::Parallel(std::move(strands));
+  co_return Status();
 }
 
 Task shareFromOwners(const QuantOnceGroup& g, const char* framed, char* out, prims::Prims& prims) {
-  if (g.n() == 1) co_return Status();
   const EvenSplit chunks = g.chunks();
   const size_t elt = dataTypeSize(g.type);
-  std::vector<prims::Encoded> enc(static_cast<size_t>(g.n()));
-  for (int q = 0; q < g.n(); ++q) enc[static_cast<size_t>(q)] = encodedOf(g, q, prims);
-  enc[static_cast<size_t>(g.me)].framed = const_cast<char*>(framed);  // sent as it is, never written
-  std::vector<Task> strands;
-  strands.reserve(2 * static_cast<size_t>(g.n()));
+  prims::Encoded mine = encodedOf(g, g.me, prims);
+  mine.framed = const_cast<char*>(framed);  // sent as it is, never written
   for (int s = 1; s < g.n(); ++s) {
-    const int q = mod(g.me + s, g.n());
-    strands.push_back(verbStrand(prims.sendEncoded(g.group[static_cast<size_t>(q)], nullptr, chunks.size(g.me),
-                                                   enc[static_cast<size_t>(g.me)])));
+    const int to = mod(g.me - s, g.n());
+    const int from = mod(g.me + s, g.n());
+    const prims::Encoded theirs = encodedOf(g, from, prims);
+    CFX_CO_TRY(co_await prims::Parallel(
+        prims.sendEncoded(g.group[static_cast<size_t>(to)], nullptr, chunks.size(g.me), mine),
+        prims.recvDecoded(g.group[static_cast<size_t>(from)], out + chunks.begin(from) * elt, chunks.size(from),
+                          theirs)));
   }
-  for (int s = 1; s < g.n(); ++s) {
-    const int q = mod(g.me - s, g.n());
-    strands.push_back(verbStrand(prims.recvDecoded(g.group[static_cast<size_t>(q)], out + chunks.begin(q) * elt,
-                                                   chunks.size(q), enc[static_cast<size_t>(q)])));
-  }
-  co_return co_await prims::Parallel(std::move(strands));
+  co_return Status();
 }
 
 Task quantOnceAllReduce(const QuantOnceGroup& g, const char* in, char* out, float divide, prims::Prims& prims) {

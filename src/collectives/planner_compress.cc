@@ -38,8 +38,8 @@ double quantOnceUs(const PlanRequest& req, const topo::LinkFigures& link, double
   const CodecSpeed speed = codecSpeed(req.codec->format());
   const double fp32 = bytes * 4.0 / static_cast<double>(dataTypeSize(req.codec->valueType()));
   const double out = (g - 1) / g * bytes * wireRatio(req);
-  // A phase sends g - 1 messages, and each costs the rank a step's overhead on its core.
-  const double hop = link.latencyUs + (g - 1) * f.stepUs;
+  // A phase is g - 1 shifted steps (encoded.h), each a message latency and a step's overhead.
+  const double hop = (g - 1) * (link.latencyUs + f.stepUs);
   const double phase1 = std::max(transferUs(link, out), cpuUs((g - 1) / g * fp32, speed.encodeGBs) +
                                                             cpuUs((g - 1) / g * fp32, speed.decodeGBs));
   const double phase2 = std::max(transferUs(link, out), cpuUs(fp32 / g, speed.encodeGBs) +
@@ -83,7 +83,7 @@ double estimateCompressedUs(const PlanRequest& req, Algorithm algorithm) {
   const double fp32 = bytes * 4.0 / static_cast<double>(dataTypeSize(req.codec->valueType()));
   const double ratio = wireRatio(req);
   const double hop = f.ring.latencyUs + f.stepUs;
-  const double fanOut = f.ring.latencyUs + (n - 1) * f.stepUs;  // a phase of n - 1 messages per rank
+  const double fanOut = (n - 1) * (f.ring.latencyUs + f.stepUs);  // a phase of n - 1 shifted steps
   switch (algorithm) {
     case Algorithm::QuantOnce:
       if (req.coll == Collective::AllReduce) return quantOnceUs(req, f.ring, n, bytes);
