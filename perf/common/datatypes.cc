@@ -22,7 +22,7 @@ const TypeInfo kTypes[kNumTypes] = {
     {ncclFloat8e4m3, "f8e4m3", 1, true, true}, {ncclFloat8e5m2, "f8e5m2", 1, true, true},
 };
 
-const char* const kOpNames[kNumTestOps] = {"sum", "prod", "max", "min", "avg", "mulsum"};
+const char* const kOpNames[kNumTestOps + 1] = {"sum", "prod", "max", "min", "avg", "mulsum", "affine"};
 
 struct SmallFloat {
   int expBits;
@@ -101,7 +101,7 @@ int parseTypeName(const char* name) {
 }
 
 int parseOpName(const char* name) {
-  for (int i = 0; i < kNumTestOps; ++i) {
+  for (int i = 0; i <= kAffine; ++i) {
     if (strcmp(name, kOpNames[i]) == 0) return i;
   }
   if (strcmp(name, "all") == 0) return kAll;

@@ -15,6 +15,8 @@
 
 namespace cfx::perf {
 
+struct Options;
+
 // Element counts of one benchmark size (nccl-tests' GetCollByteCount).
 struct Layout {
   size_t sendCount;          // elements each rank sends from
@@ -36,6 +38,7 @@ struct OpArgs {
   int nRanks;
   ncclComm_t comm;
   const cfxCodec* codec = nullptr;  // --codec: the op runs through runCompressed with it
+  const struct Options* options = nullptr;  // the command line, for benchmarks with flags of their own
 };
 
 // One check iteration: prepare() writes this rank's input at `input` and the values expected at `result`
@@ -52,6 +55,7 @@ struct CheckArgs {
   void* input;
   const void* result;
   void* expected;
+  const struct Options* options = nullptr;
 };
 
 enum class OpColumn {
@@ -75,6 +79,12 @@ struct Collective {
   ncclResult_t (*runCompressed)(const OpArgs& args) = nullptr;
   // The results hold one encoding of each value (all-gather, broadcast) rather than a sum of encodings.
   bool movesData = false;
+  // Bit i set: the benchmark takes -o table entry i (default: sum .. mulsum).
+  uint32_t opMask = 0x3F;
+  // Where results are not exact (scan_perf's affine op): the tolerance of a check, 0 for bit-exact.
+  double (*tolerance)(const CheckArgs& args) = nullptr;
+  // Elements of one indivisible unit of this op (scan_perf's affine groups): sizes are rounded down to whole units.
+  size_t (*unitElems)(int opIndex, const struct Options& options) = nullptr;
 };
 
 // Per-rank count rounded down so each rank's block is a multiple of 16 bytes (nccl-tests' rule).

@@ -52,6 +52,9 @@ const struct option kLongOptions[] = {
     {"help", no_argument, nullptr, 'h'},
     {"codec", required_argument, nullptr, kOptCodec},
     {"codec_mode", required_argument, nullptr, kOptCodecMode},
+    {"exclusive", required_argument, nullptr, kOptExclusive},
+    {"rows", required_argument, nullptr, kOptRows},
+    {"cols", required_argument, nullptr, kOptCols},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -125,7 +128,9 @@ void printUsage(const char* programName) {
       "Conflux additions: [--codec <none|bf16|fp16|int8|mxint8|mxfp8|int4|fp8|topk:FRACTION[:values=int8|2bit|...]>\n\t"
       "    compressed all_reduce, reduce_scatter, all_gather and broadcast (conflux.h); each row is followed by\n\t"
       "    '# codec NAME wire_bytes_per_rank B rel_l2 E', and -c checks within the codec's error bound] \n\t"
-      "[--codec_mode <auto|always|never> where to compress (default: always)]\n"
+      "[--codec_mode <auto|always|never> where to compress (default: always)] \n\t"
+      "scan_perf: [--exclusive <0/1> cfxExScan instead of cfxScan (default: 0)] [-o affine with --rows <R> --cols <C>\n\t"
+      "    the affine (decayed-state) op on groups of R decays and an R x C state (default: 128 x 128)]\n"
       "Conflux host-memory notes: ranks are threads (-t) and/or processes started by cfxrun, torchrun, mpirun\n"
       "or srun (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS, with\n"
       "MASTER_ADDR/MASTER_PORT or CFX_MASTER_ADDR/CFX_MASTER_PORT). -g must be 1; -G and -D need a GPU build.\n",
@@ -317,6 +322,15 @@ bool parseOptions(int argc, char** argv, const char* programName, Options* o, in
         break;
       case kOptCodec:
         o->codec = optarg;
+        break;
+      case kOptExclusive:
+        o->exclusive = toInt(optarg);
+        break;
+      case kOptRows:
+        o->rows = toInt(optarg);
+        break;
+      case kOptCols:
+        o->cols = toInt(optarg);
         break;
       case kOptCodecMode:
         o->codecMode = optarg;

@@ -10,9 +10,11 @@
 
 namespace cfx::perf {
 
-// Index into the -o table: ncclSum..ncclAvg, then kMulSum for ncclRedOpCreatePreMulSum.
+// Index into the -o table: ncclSum..ncclAvg, then kMulSum for ncclRedOpCreatePreMulSum, then kAffine (scan_perf:
+// cfxRedOpCreateAffine with --rows and --cols).
 inline constexpr int kMulSum = 5;
-inline constexpr int kNumTestOps = 6;
+inline constexpr int kAffine = 6;
+inline constexpr int kNumTestOps = 6;  // what "-o all" runs; kAffine only by name
 inline constexpr int kAll = -1;  // "-d all" / "-o all" / "-r -1"
 
 struct Options {
@@ -50,11 +52,17 @@ struct Options {
   // Conflux only, long options (conflux.h codecs; all_reduce, reduce_scatter, all_gather and broadcast):
   std::string codec;                   // --codec NAME: none, bf16, int8, mxint8, mxfp8, int4, fp8, topk:F, ...
   std::string codecMode = "always";    // --codec_mode auto|always|never (cfxCompressMode)
+  int exclusive = 0;                   // --exclusive 0|1: scan_perf's cfxExScan
+  int rows = 128;                      // --rows: scan_perf's affine state rows (and decays per group)
+  int cols = 128;                      // --cols: its columns
 };
 
 // Long options without a short letter (Conflux additions): getopt_long returns these values for them.
 inline constexpr int kOptCodec = 1000;
 inline constexpr int kOptCodecMode = 1001;
+inline constexpr int kOptExclusive = 1002;
+inline constexpr int kOptRows = 1003;
+inline constexpr int kOptCols = 1004;
 
 // Parses argv like nccl-tests (getopt_long, optstring
 // "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:"). Returns true with *exitCode unset when the run

@@ -296,6 +296,11 @@ TestResult Rank::runAll() {
     if (compressed_ && type != ncclFloat32 && type != ncclFloat16 && type != ncclBfloat16) continue;
     for (int op = firstOp; op <= lastOp; ++op) {
       if (compressed_ && loopOps && op != ncclSum && op != ncclAvg) continue;
+      if (loopOps && (coll_.opMask & (1u << op)) == 0) {
+        if (o_.op != kAll && rank_ == 0) fprintf(stderr, "%s: op %s does not apply here\n", ctx_->programName, opName(op));
+        if (o_.op != kAll) return TestResult::InvalidUsage;
+        continue;
+      }
       for (int root = firstRoot; root <= lastRoot; ++root) {
         CFX_PERF_TRY(timeTest(static_cast<ncclDataType_t>(t), op, root));
       }
@@ -304,7 +309,15 @@ TestResult Rank::runAll() {
   return TestResult::Success;
 }
 
-void Rank::setupSize(size_t bytes) { layout_ = coll_.layout(bytes / elt_, elt_, nRanks_); }
+void Rank::setupSize(size_t bytes) {
+  size_t count = bytes / elt_;
+  if (coll_.unitElems != nullptr) {
+    // Whole units only (an affine op's groups): at least one, so every size runs something.
+    const size_t unit = std::max<size_t>(1, coll_.unitElems(opIndex_, o_));
+    count = std::max(unit, count / unit * unit);
+  }
+  layout_ = coll_.layout(count, elt_, nRanks_);
+}
 
 TestResult Rank::startColl(bool inPlace, int iter) {
   size_t totalBytes = std::max(layout_.sendCount, layout_.recvCount) * elt_;
@@ -329,6 +342,7 @@ TestResult Rank::startColl(bool inPlace, int iter) {
   a.rank = rank_;
   a.nRanks = nRanks_;
   a.comm = comm_;
+  a.options = &o_;
   if (compressed_) {
     a.codec = &codec_;
     CFX_PERF_NCCL(coll_.runCompressed(a));
@@ -350,13 +364,16 @@ TestResult Rank::timeTest(ncclDataType_t type, int opIndex, int root) {
   op_ = static_cast<ncclRedOp_t>(opIndex < kMulSum ? opIndex : ncclSum);
   CFX_PERF_TRY(barrier(comm_));
 
-  // mulsum: one ncclRedOpCreatePreMulSum op per (comm, type) for the whole test, destroyed at its end.
+  // mulsum: one ncclRedOpCreatePreMulSum op per (comm, type) for the whole test, destroyed at its end; affine
+  // (scan_perf) likewise from --rows and --cols.
   bool preMul = coll_.usesOp && opIndex == kMulSum;
   if (preMul) {
     alignas(8) unsigned char scalar[8];
     storePreMulScalar(type, rank_, scalar);
     CFX_PERF_NCCL(ncclRedOpCreatePreMulSum(&op_, scalar, type, ncclScalarHostImmediate, comm_));
   }
+  const bool affine = coll_.usesOp && opIndex == kAffine;
+  if (affine) CFX_PERF_NCCL(cfxRedOpCreateAffine(&op_, o_.rows, o_.cols, 0, type, comm_));
   sendBase_ = send_ + static_cast<size_t>(o_.unalign) * elt_;
   recvBase_ = recv_ + static_cast<size_t>(o_.unalign) * elt_;
 
@@ -385,7 +402,7 @@ TestResult Rank::timeTest(ncclDataType_t type, int opIndex, int root) {
     }
   } while (--repeat);
 
-  if (preMul) CFX_PERF_NCCL(ncclRedOpDestroy(op_, comm_));
+  if (preMul || affine) CFX_PERF_NCCL(ncclRedOpDestroy(op_, comm_));
   return TestResult::Success;
 }
 
@@ -404,13 +421,16 @@ TestResult Rank::checkOnce(bool inPlace, int64_t* wrongLocal) {
   char* result = inPlace ? recvBase_ + layout_.recvInPlaceOffset * rank_ * elt_ : recvBase_;
   c.result = result;
   c.expected = expected_;
+  c.options = &o_;
   coll_.prepare(c);
   beat();
   if (compressed_) CFX_PERF_TRY(codecTolerance(c));
+  const double tolerance = coll_.tolerance != nullptr ? coll_.tolerance(c) : 0;
   CFX_PERF_TRY(startColl(inPlace, 0));
-  if (compressed_) {
+  if (compressed_ || tolerance > 0) {
     double relL2 = 0;
-    *wrongLocal = countWrongWithin(type_, result, expected_, layout_.recvCount, tolerance_, &relL2);
+    *wrongLocal = countWrongWithin(type_, result, expected_, layout_.recvCount, compressed_ ? tolerance_ : tolerance,
+                                   &relL2);
     if (!inPlace) relL2_ = relL2;
   } else {
     bool ulp = opIndex_ == ncclAvg && typeInfo(type_).isFloat;

@@ -19,35 +19,52 @@ namespace cfx::prims {
 
 namespace {
 
-float loadValue(DataType t, const unsigned char* p, size_t i) {
-  if (t == DataType::Float32) {
+// Element access by type, inlined into each instantiation of the loops below (memcpy keeps unaligned user pointers
+// well-defined and compiles to plain loads).
+struct F32 {
+  static float load(const unsigned char* p, size_t i) {
     float f;
     std::memcpy(&f, p + 4 * i, 4);
     return f;
   }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return t == DataType::Bfloat16 ? fp::bf16ToFloat(h) : fp::halfToFloat(h);
-}
-
-void storeValue(DataType t, unsigned char* p, size_t i, float v) {
-  if (t == DataType::Float32) {
-    std::memcpy(p + 4 * i, &v, 4);
-    return;
+  static void store(unsigned char* p, size_t i, float v) { std::memcpy(p + 4 * i, &v, 4); }
+};
+struct Bf16 {
+  static float load(const unsigned char* p, size_t i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return fp::bf16ToFloat(h);
   }
-  const uint16_t h = t == DataType::Bfloat16 ? fp::floatToBf16(v) : fp::floatToHalf(v);
-  std::memcpy(p + 2 * i, &h, 2);
-}
+  static void store(unsigned char* p, size_t i, float v) {
+    const uint16_t h = fp::floatToBf16(v);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+};
+struct F16 {
+  static float load(const unsigned char* p, size_t i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return fp::halfToFloat(h);
+  }
+  static void store(unsigned char* p, size_t i, float v) {
+    const uint16_t h = fp::floatToHalf(v);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+};
 
 // Forbid contraction of gb * Sa + Sb into an FMA on the host compiler too: the value is rounded after the product.
-[[gnu::optimize("fp-contract=off")]] float affineState(float gb, float sa, float sb) {
-  const float scaled = gb * sa;
-  return scaled + sb;
+template <class T>
+[[gnu::optimize("fp-contract=off")]] void scaleAdd(unsigned char* out, const unsigned char* lower,
+                                                   const unsigned char* upper, size_t first, size_t n, float gb) {
+  for (size_t k = first; k < first + n; ++k) {
+    const float scaled = gb * T::load(lower, k);
+    T::store(out, k, scaled + T::load(upper, k));
+  }
 }
 
-void combineAffine(const ReduceOp& op, unsigned char* out, const unsigned char* lower, const unsigned char* upper,
-                   size_t count, size_t upperElem, const unsigned char* origin) {
-  const DataType t = op.type;
+template <class T>
+void combineAffineTyped(const ReduceOp& op, unsigned char* out, const unsigned char* lower, const unsigned char* upper,
+                        size_t count, size_t upperElem, const unsigned char* origin) {
   const size_t decays = op.scalarDecay ? 1 : op.rows;
   const size_t group = op.groupElems();
   // Runs that share one rule: the decays of a group, or one state row (the whole state for a scalar decay).
@@ -57,7 +74,7 @@ void combineAffine(const ReduceOp& op, unsigned char* out, const unsigned char* 
     const size_t pos = e % group;
     if (pos < decays) {
       const size_t n = std::min(decays - pos, count - i);
-      for (size_t k = i; k < i + n; ++k) storeValue(t, out, k, loadValue(t, lower, k) * loadValue(t, upper, k));
+      for (size_t k = i; k < i + n; ++k) T::store(out, k, T::load(lower, k) * T::load(upper, k));
       i += n;
       continue;
     }
@@ -65,9 +82,17 @@ void combineAffine(const ReduceOp& op, unsigned char* out, const unsigned char* 
     const size_t row = op.scalarDecay ? 0 : inState / op.cols;
     const size_t runLeft = op.scalarDecay ? group - pos : op.cols - inState % op.cols;
     const size_t n = std::min(runLeft, count - i);
-    const float gb = loadValue(t, origin, g * group + row);
-    for (size_t k = i; k < i + n; ++k) storeValue(t, out, k, affineState(gb, loadValue(t, lower, k), loadValue(t, upper, k)));
+    scaleAdd<T>(out, lower, upper, i, n, T::load(origin, g * group + row));
     i += n;
+  }
+}
+
+void combineAffine(const ReduceOp& op, unsigned char* out, const unsigned char* lower, const unsigned char* upper,
+                   size_t count, size_t upperElem, const unsigned char* origin) {
+  switch (op.type) {
+    case DataType::Bfloat16: return combineAffineTyped<Bf16>(op, out, lower, upper, count, upperElem, origin);
+    case DataType::Float16: return combineAffineTyped<F16>(op, out, lower, upper, count, upperElem, origin);
+    default: return combineAffineTyped<F32>(op, out, lower, upper, count, upperElem, origin);
   }
 }
 
@@ -123,7 +148,12 @@ Status writeIdentity(const ReduceOp& op, void* out, size_t count) {
   auto* o = static_cast<unsigned char*>(out);
   const size_t decays = op.scalarDecay ? 1 : op.rows;
   const size_t group = op.groupElems();
-  for (size_t i = 0; i < count; ++i) storeValue(op.type, o, i, i % group < decays ? 1.0f : 0.0f);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = i % group < decays ? 1.0f : 0.0f;
+    if (op.type == DataType::Float32) F32::store(o, i, v);
+    else if (op.type == DataType::Bfloat16) Bf16::store(o, i, v);
+    else F16::store(o, i, v);
+  }
   return Status();
 }
 
