@@ -20,7 +20,7 @@
 
 namespace cfxcmp {
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll };
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll, ExScan };
 
 struct Options {
   Coll coll = Coll::AllReduce;
@@ -35,7 +35,8 @@ struct Options {
 inline bool parseColl(const std::string& name, Coll* coll) {
   static const struct { const char* name; Coll coll; } kColls[] = {
       {"all_reduce", Coll::AllReduce}, {"all_gather", Coll::AllGather},
-      {"reduce_scatter", Coll::ReduceScatter}, {"broadcast", Coll::Broadcast}, {"alltoall", Coll::AllToAll}};
+      {"reduce_scatter", Coll::ReduceScatter}, {"broadcast", Coll::Broadcast}, {"alltoall", Coll::AllToAll},
+      {"exscan", Coll::ExScan}};
   for (const auto& c : kColls) {
     if (name == c.name) {
       *coll = c.coll;
@@ -93,6 +94,7 @@ inline Layout layoutFor(Coll coll, size_t nominalBytes, int nRanks) {
   switch (coll) {
     case Coll::AllReduce:
     case Coll::Broadcast:
+    case Coll::ExScan:
       return {count, count, count, count * sizeof(float)};
     case Coll::AllGather:
       return {perRank, perRank * n, perRank, perRank * n * sizeof(float)};
@@ -133,6 +135,9 @@ inline void fillExpected(Coll coll, int rank, int nRanks, const Layout& l, float
       case Coll::AllToAll:  // block q of the output is block `rank` of rank q's input
         v = inputValue(static_cast<int>(i / l.block), rank * l.block + i % l.block);
         break;
+      case Coll::ExScan:  // the ranks before this one (rank 0: untouched by MPI_Exscan, zero from the start)
+        for (int r = 0; r < rank; ++r) v += inputValue(r, i);
+        break;
     }
     expected[i] = v;
   }
@@ -152,7 +157,7 @@ inline double busFactor(Coll coll, int nRanks) {
       return 2.0 * (n - 1) / n;
     case Coll::Broadcast:
       return 1.0;
-    default:
+    default:  // the split collectives; ExScan as scan_perf defines it (every rank but the first receives a state)
       return (n - 1) / n;
   }
 }

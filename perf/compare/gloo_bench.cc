@@ -118,6 +118,8 @@ bool makeOp(const Ctx& ctx, const cfxcmp::Options& o, const cfxcmp::Layout& l, f
         gloo::alltoall(opts);
       };
       return true;
+    case Coll::ExScan:
+      return false;  // Gloo has no scan
   }
   return false;
 }

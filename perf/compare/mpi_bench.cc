@@ -38,6 +38,9 @@ void runOp(Coll coll, const cfxcmp::Layout& l, const float* send, float* recv, i
     case Coll::AllToAll:
       MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
       break;
+    case Coll::ExScan:
+      MPI_Exscan(send, recv, static_cast<int>(l.sendCount), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      break;
   }
 }
 
