@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -204,10 +205,14 @@ Task scanRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task scanBlelloch(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 
-// A 31-bit digest of what every rank must agree on about an op beyond its sizes (for Scan: the combine and its
-// shape, inclusive or exclusive, the datatype); 0 where sizes say enough. Core stamps it into every message of the
-// op (Prims::setOpSignature), so ranks that disagree fail with a named mismatch rather than combining garbage.
-uint32_t opSignature(const CollArgs& args);
+// What every message of the op carries (prims/op_stamp.h): the collective, datatype and op as a kind, and a digest
+// of the count, root, codec, scan mode and an ordered op's shape. Core stamps each op with it
+// (Prims::setOpStamp), so ranks whose calls differ in any of these fail on the first slot, naming both kinds.
+prims::OpStamp opStamp(const CollArgs& args);
+// A kind of opStamp by name: "AllReduce(sum, float32)".
+std::string stampKindName(uint32_t kind);
+// This rank's call in full: "AllReduce(sum, float32, count 1000)", "Broadcast(float32, count 10, root 3)".
+std::string describeCall(const CollArgs& args);
 // The deeper of allReduceTree's two trees on `nRanks` ranks: the hops a segment climbs and then descends.
 int treeDepth(int nRanks);
 

@@ -178,24 +178,4 @@ Task doublingScan(const ScanGroup& g, const char* in, char* out, size_t count, c
   co_return Status();
 }
 
-uint32_t opSignature(const CollArgs& args) {
-  if (args.coll != Collective::Scan) return 0;
-  uint32_t h = 2166136261u;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint8_t>(v >> (8 * i));
-      h *= 16777619u;
-    }
-  };
-  mix(static_cast<uint64_t>(args.coll));
-  mix(args.exclusive ? 1 : 0);
-  mix(static_cast<uint64_t>(args.type));
-  mix(static_cast<uint64_t>(args.op.combine));
-  mix(args.op.rows);
-  mix(args.op.cols);
-  mix(args.op.scalarDecay ? 1 : 0);
-  mix(args.op.combine == ReduceOp::Combine::User ? args.op.unitElems : 0);
-  return h & 0x7fffffffu;
-}
-
 }  // namespace cfx::coll

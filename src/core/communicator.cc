@@ -767,6 +767,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.yieldEvery = yieldEvery_;
   eo.timeout = options_.timeout;
   eo.health = health_.get();
+  eo.endpoints = &endpoints_;
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
   if (!st.ok() && revokedByPeer()) {

@@ -40,11 +40,22 @@ struct CollItem {
   uint64_t opCount;
 };
 
-// Plans and runs one collective on the collective channel; `prims` must outlive the returned Task.
-prims::Task runPlanned(Communicator* comm, const CollItem& item, prims::Prims& prims) {
+// Names both sides of a mismatched call in its verbs' errors.
+class CollNaming final : public prims::OpNaming {
+ public:
+  explicit CollNaming(const coll::CollArgs& args) : args_(args) {}
+  std::string kindName(uint32_t kind) const override { return coll::stampKindName(kind); }
+  std::string call() const override { return coll::describeCall(args_); }
+
+ private:
+  const coll::CollArgs& args_;
+};
+
+// Plans and runs one collective on the collective channel; `prims` and `naming` must outlive the returned Task.
+prims::Task runPlanned(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
   // What every message of the op carries besides its size, and where slices may be cut (a User op's units): set for
   // each op, so the next one starts from its own.
-  prims.setOpSignature(coll::opSignature(item.args));
+  prims.setOpStamp(coll::opStamp(item.args), &naming);
   const bool units = item.args.op.combine == ReduceOp::Combine::User;
   prims.setSliceUnit(units ? item.args.op.sliceUnitElems() * dataTypeSize(item.args.type) : 1);
   if (item.args.compress != nullptr) return runCompressedOp(comm, item.args, item.seq, item.opCount, prims);
@@ -60,7 +71,10 @@ prims::Task runPlanned(Communicator* comm, const CollItem& item, prims::Prims& p
 
 prims::Task runCollectives(Communicator* comm, std::vector<CollItem> items) {
   prims::Prims prims = comm->prims(transport::kCollChannel);
-  for (const CollItem& item : items) CFX_CO_TRY(co_await runPlanned(comm, item, prims));
+  for (const CollItem& item : items) {
+    const CollNaming naming(item.args);
+    CFX_CO_TRY(co_await runPlanned(comm, item, naming, prims));
+  }
   co_return Status();
 }
 
@@ -317,8 +331,9 @@ Status launchCollective(const Op& op) {
   CFX_TRY(comm->checkUsable());
   const CollItem item{op.args, comm->nextCollSeq(), comm->nextOpCount()};
   prims::Prims prims = comm->prims(transport::kCollChannel);
+  const CollNaming naming(item.args);
   prims::Work work;
-  work.task = runPlanned(comm, item, prims);
+  work.task = runPlanned(comm, item, naming, prims);
   work.what = coll::collectiveName(op.args.coll);
   work.opCount = item.opCount;
   work.rank = comm->rank();

@@ -77,6 +77,33 @@ Status checkPeers(const std::vector<Work*>& works, Culprit* culprit) {
   return st;
 }
 
+// A collective's message no op of this rank will read, found at the head of a collective-channel FIFO while a
+// stamped verb (op_stamp.h) waits: one of an op this rank finished (all of an op's messages are read by the op), or
+// one of this op with a different kind. Either is a mismatched call whose messages went to ranks that do not wait
+// for them, so the receives that would see it may never run (a Reduce on one rank where the others all-reduce).
+// A message of a later op is a peer running ahead and is left alone.
+Status checkStrays(const std::vector<Work*>& works, transport::Endpoints& endpoints) {
+  Status st;
+  forEachParked(works, [&](const Work& w) {
+    const Transfer& t = *w.waiting;
+    if (!st.ok() || tagKind(t.tag) == 0) return;
+    const auto& ends = endpoints.recv[transport::kCollChannel];
+    for (size_t peer = 0; peer < ends.size() && st.ok(); ++peer) {
+      size_t bytes = 0;
+      uint64_t tag = 0;
+      if (ends[peer] == nullptr || ends[peer]->tryPeek(&bytes, &tag) == nullptr) continue;
+      const uint32_t behind = (tagSeq(t.tag) - tagSeq(tag)) & kTagSeqMask;
+      const bool finished = behind != 0 && behind <= kTagSeqMask / 2;
+      if (!finished && (behind != 0 || tagKind(tag) == tagKind(t.tag))) continue;
+      const std::string detail = finished ? "its message waits unread from an op this rank finished"
+                                          : "its message waits unread beside the one this rank expects";
+      st = Status::error(Errc::InvalidUsage,
+                         describeMismatch(static_cast<int>(peer), tag, t.tag, t.naming, detail));
+    }
+  });
+  return st;
+}
+
 // The error every survivor returns once the monitor knows of failed ranks: it names all of them (rank, host, pid,
 // cause, who saw it and during which operation) and this rank's own unfinished operation and sequence number.
 Status failedRanksError(const std::vector<Work*>& works, const ft::HealthMonitor& health) {
@@ -263,6 +290,7 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       tlLastStallCheck = beforeCheck;
       Culprit culprit;
       if (Status st = checkPeers(works, &culprit); !st.ok()) return blame(works, std::move(st), culprit, options.health);
+      if (options.endpoints != nullptr) CFX_TRY(checkStrays(works, *options.endpoints));
     }
     options.doorbell->wait(seq, deadline.remaining(interval));
   }

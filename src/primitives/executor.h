@@ -61,6 +61,9 @@ struct ExecOptions {
   std::chrono::milliseconds checkInterval{200}; // how often a sleeping rank checks that its peers live
   std::chrono::milliseconds timeout{0};         // fail after this long without any progress; 0 = never
   ft::HealthMonitor* health = nullptr;          // the communicator's; null in unit tests without one
+  // The communicator's ends, whose collective channel a stalled rank scans for messages of ops it finished or of a
+  // different kind of op (strays): a mismatch the receives it waits on may never see. Null: no scan.
+  transport::Endpoints* endpoints = nullptr;
 };
 
 // Where a rank runs, for the waiting policy: `pinnedCpu` is the one CPU this rank may run on (-1 when it may run on

@@ -19,11 +19,6 @@
 namespace cfx::prims {
 
 namespace {
-// Tag = (op sequence << 32) | message bytes (bits 0..30; bit 31 is transport::kDirectTagFlag). Both sides of a
-// message compute the same tag from their own call's arguments, so a mismatch in call order or count shows up on
-// the first slot. A DirectRegion also carries the full size, which the receiver checks.
-constexpr uint64_t kSizeMask = 0x7fffffffu;
-uint64_t makeTag(uint32_t opSeq, size_t bytes) { return (static_cast<uint64_t>(opSeq) << 32) | (bytes & kSizeMask); }
 
 // Reading a DirectRegion: pieces read straight into their destination by one call, and how much one progress()
 // call reads before it returns so the executor can move the other Works of this rank.
@@ -51,16 +46,12 @@ char* scratch(size_t bytes) {
 }  // namespace
 
 Status Transfer::mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const {
-  // The tag's low bits are the message size, with a digest of the op's kind folded in for ops that have one
-  // (Prims::setOpSignature): when they differ, the size printed for the sender is only what its tag says.
-  return Status::error(
-      Errc::InvalidUsage,
-      strprintf("mismatched operation across ranks: rank %d sent op #%u with a message tagged %#zx (%s %zu B), but "
-                "this rank expects op #%u tagged %#zx (%zu bytes, slice %zu B) from it; every rank must call the same "
-                "collectives in the same order with the same counts, ops and types",
-                recvPeer, static_cast<unsigned>(inTag >> 32), inMessageBytes,
-                (inTag & transport::kDirectTagFlag) ? "direct slot" : "slice", inSlotBytes,
-                static_cast<unsigned>(tag >> 32), static_cast<size_t>(tag & kSizeMask), bytes, expectSlot));
+  // When the tags differ only in their low bits, the sender's size is only what its tag says under this rank's
+  // parameters (op_stamp.h).
+  const std::string detail =
+      strprintf("expecting %zu bytes in slices of %zu B; its %s holds %zu B for a message of %zu B", bytes, expectSlot,
+                (inTag & transport::kDirectTagFlag) ? "direct slot" : "slice", inSlotBytes, inMessageBytes);
+  return Status::error(Errc::InvalidUsage, describeMismatch(recvPeer, inTag, tag, naming, detail));
 }
 
 void Transfer::combineOrdered(char* out, const char* in, size_t n) {
@@ -167,7 +158,7 @@ bool Transfer::checkFirstSlot() {
   inChecked = true;
   if ((inTag & transport::kDirectTagFlag) == 0) return true;  // slices: progressSlices() checks each one
   if ((inTag & ~transport::kDirectTagFlag) != tag || inBytes != sizeof(transport::DirectRegion)) {
-    error = mismatch(inTag, inTag & kSizeMask, inBytes, std::min(sliceBytes, bytes));
+    error = mismatch(inTag, (inTag ^ tag ^ bytes) & kTagSizeMask, inBytes, std::min(sliceBytes, bytes));
     return true;
   }
   std::memcpy(&region, in, sizeof(region));
@@ -196,7 +187,7 @@ bool Transfer::progressSlices(bool* moved) {
       in = static_cast<const char*>(recv->tryPeek(&inBytes, &inTag));
       if (in == nullptr) return false;
       if (inTag != tag || inBytes != n) {
-        error = mismatch(inTag, inTag & kSizeMask, inBytes, n);
+        error = mismatch(inTag, (inTag ^ tag ^ bytes) & kTagSizeMask, inBytes, n);
         return true;
       }
     }
@@ -359,7 +350,8 @@ TransferAwaiter Prims::make(Transfer::Kind kind, int from, int to, const void* l
   t.sliceBytes = unitSliceBytes();
   t.op = op;
   t.post = post;
-  t.tag = makeTag(opSeq_, bytes ^ opSignature_);
+  t.tag = makeTag(opSeq_, stamp_, bytes);
+  t.naming = naming_;
   t.streamBytes = std::max(bytes, opBytes_);
   if (t.needsRecv()) {
     t.recv = ep_->recv[channel_][from].get();

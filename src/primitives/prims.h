@@ -54,6 +54,7 @@
 
 #include "common/types.h"
 #include "compress/codec.h"
+#include "primitives/op_stamp.h"
 #include "primitives/task.h"
 #include "transport/transport.h"
 
@@ -130,7 +131,8 @@ struct Transfer {
   bool post = false;
   bool partialFirst = false;  // RecvCombineCopy: `local` is the left operand (exchange algorithms fix the order)
   bool sendFrom = false;      // the send end takes slices from our memory (SendEnd::postFrom)
-  uint64_t tag = 0;
+  uint64_t tag = 0;                  // op_stamp.h
+  const OpNaming* naming = nullptr;  // names both sides of a mismatch
   size_t offset = 0;  // bytes of the message processed (received and/or sent) so far; wire bytes when encoded
   // Ordered combines: index of local[0] within its buffer, from which Affine finds each element's group.
   size_t firstElem = 0;
@@ -224,15 +226,21 @@ class Prims {
   // While set, every verb that sends adds the bytes it puts on the wire (a codec message's framed bytes) to *counter:
   // what a compressed op reports it sent (cfxCommGetCompressStats). Null (the default) counts nothing.
   void setSentCounter(uint64_t* counter) { sentCounter_ = counter; }
-  // Every message made from now on folds `signature` into its tag's size field: ranks that call the same op with
-  // different combines or shapes (coll::opSignature) then fail on the first slice. 0 (the default) changes nothing.
-  void setOpSignature(uint32_t signature) { opSignature_ = signature & 0x7fffffffu; }
+  // Every message made from now on carries `stamp` in its tag (op_stamp.h), so ranks whose calls differ in kind or
+  // parameters fail on the first slot, with both sides named by `naming` (may be null; kept alive by the caller
+  // while the op runs). The default stamp (kind 0) is a point-to-point message's.
+  void setOpStamp(OpStamp stamp, const OpNaming* naming) {
+    stamp_ = stamp;
+    naming_ = naming;
+  }
   // Every verb made from now on cuts its slices at a multiple of `bytes` (a User op's unit, so the function always
   // sees whole units); 1 (the default) cuts anywhere. Both ends of every message must set the same unit.
   void setSliceUnit(size_t bytes) { sliceUnit_ = bytes == 0 ? 1 : bytes; }
   // The slice verbs cut now: sliceBytes() rounded down to the unit (0 when a unit exceeds a slice).
   size_t unitSliceBytes() const { return sliceBytes_ / sliceUnit_ * sliceUnit_; }
   uint32_t opSeq() const { return opSeq_; }
+  const OpStamp& opStamp() const { return stamp_; }
+  const OpNaming* opNaming() const { return naming_; }
   // The operation's largest buffer, in bytes: copies of its messages stream past the caches (copy.h) when the
   // operation as a whole is that large, even where each message is smaller (blocks of many ranks).
   void setOpBytes(size_t bytes) { opBytes_ = bytes; }
@@ -311,7 +319,8 @@ class Prims {
   uint32_t opSeq_ = 0;
   size_t opBytes_ = 0;
   size_t sliceUnit_ = 1;
-  uint32_t opSignature_ = 0;
+  OpStamp stamp_;
+  const OpNaming* naming_ = nullptr;
   uint64_t* sentCounter_ = nullptr;
 };
 

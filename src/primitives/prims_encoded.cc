@@ -17,10 +17,6 @@ namespace cfx::prims {
 
 namespace {
 
-uint64_t encodedTag(uint32_t opSeq, size_t framedBytes, uint32_t signature) {
-  return (static_cast<uint64_t>(opSeq) << 32) | ((framedBytes ^ signature) & 0x7fffffffu);
-}
-
 // This thread's fp32 scratch of at least n values, for one slice at a time.
 float* sliceScratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -85,12 +81,9 @@ bool Transfer::progressEncoded(bool* moved) {
       if (inTag != tag || inBytes != w) {
         error = Status::error(
             Errc::InvalidUsage,
-            strprintf("mismatched operation across ranks: rank %d sent op #%u with a slice of %zu bytes (digest %#x) "
-                      "where this rank expects op #%u of %zu values in codec %s (slices of %zu bytes, digest %#x); "
-                      "every rank must call the same collectives in the same order with the same counts and codec",
-                      recvPeer, static_cast<unsigned>(inTag >> 32), inBytes, static_cast<unsigned>(inTag & 0x7fffffffu),
-                      static_cast<unsigned>(tag >> 32), encCount, compress::codecText(c.spec()).c_str(), w,
-                      static_cast<unsigned>(tag & 0x7fffffffu)));
+            describeMismatch(recvPeer, inTag, tag, naming,
+                             strprintf("expecting %zu values in codec %s, slices of %zu B; its slice holds %zu B",
+                                       encCount, compress::codecText(c.spec()).c_str(), w, inBytes)));
         return true;
       }
     }
@@ -121,7 +114,8 @@ TransferAwaiter Prims::makeEncoded(Transfer::Kind kind, int from, int to, const 
   t.pieceElems = piece;
   t.directOut = false;  // wire bytes are made per slice: there is no buffer of them to read in place
   t.sendFrom = false;
-  t.tag = encodedTag(opSeq_, framed, e.codec->signature());
+  // The codec's digest joins the op's: ranks that encode differently fail on the first piece.
+  t.tag = makeTag(opSeq_, OpStamp{stamp_.kind, (stamp_.params ^ e.codec->signature()) & 0x7fffffffu}, framed);
   if (t.error.ok() && piece == 0 && count > 0) {
     t.error = Status::error(Errc::InvalidArgument,
                             strprintf("codec %s: one block does not fit a FIFO slot of %zu bytes; use a smaller block",

@@ -63,7 +63,7 @@ ScanRun runScan(int n, Algorithm algorithm, size_t count, const ReduceOp& op, bo
   const coll::Plan plan{algorithm, &layout};
   run.status = world.runRanks([&](int r, prims::Prims& p) {
     // What core does for every op: the op's signature on its messages, and a User op's units kept whole.
-    p.setOpSignature(coll::opSignature(args[static_cast<size_t>(r)]));
+    p.setOpStamp(coll::opStamp(args[static_cast<size_t>(r)]), nullptr);
     p.setSliceUnit(op.combine == ReduceOp::Combine::User ? op.unitElems * dataTypeSize(op.type) : 1);
     return coll::runCollective(args[static_cast<size_t>(r)], plan, p);
   });
@@ -277,7 +277,7 @@ TEST(Scan, RanksDisagreeingOnTheAffineShapeFailByName) {
   }
   const coll::Plan plan{Algorithm::Chain};
   const auto st = world.runRanks([&](int r, prims::Prims& p) {
-    p.setOpSignature(coll::opSignature(args[static_cast<size_t>(r)]));
+    p.setOpStamp(coll::opStamp(args[static_cast<size_t>(r)]), nullptr);
     return coll::runCollective(args[static_cast<size_t>(r)], plan, p);
   }, std::chrono::seconds(3));
   EXPECT_EQ(st[1].code(), Errc::InvalidUsage) << st[1].message();

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every message of a collective says about its call (prims/op_stamp.h): the kind a receiver can name
+// (collective, datatype, op) and a digest of the rest every rank must agree on.
+#include <string>
+
+#include "collectives/collective.h"
+#include "common/status.h"
+
+namespace cfx::coll {
+
+namespace {
+
+// The op as the kind carries it (4 bits). 0: a collective that does not reduce.
+enum class OpClass : uint32_t { None, Sum, Prod, Max, Min, IntAvg, ScaledSum, Affine, User };
+constexpr const char* kOpClassNames[] = {"",   "sum", "prod", "max", "min", "avg", "sum with a pre-multiplier",
+                                         "affine", "user op"};
+
+bool reduces(Collective c) {
+  return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter ||
+         c == Collective::Scan;
+}
+bool rooted(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+         c == Collective::Scatter || c == Collective::BroadcastDelta;
+}
+
+OpClass opClass(const CollArgs& args) {
+  if (!reduces(args.coll)) return OpClass::None;
+  const ReduceOp& op = args.op;
+  switch (op.combine) {
+    case ReduceOp::Combine::Sum:
+      // A float avg is a sum of inputs pre-multiplied by 1/n (types.cc), as a PreMulSum is: the wire cannot tell
+      // them apart, and ranks that mix them still agree on one result.
+      if (op.preMultiply) return OpClass::ScaledSum;
+      return op.postDivide ? OpClass::IntAvg : OpClass::Sum;
+    case ReduceOp::Combine::Prod: return OpClass::Prod;
+    case ReduceOp::Combine::Max: return OpClass::Max;
+    case ReduceOp::Combine::Min: return OpClass::Min;
+    case ReduceOp::Combine::Affine: return OpClass::Affine;
+    case ReduceOp::Combine::User: return OpClass::User;
+  }
+  return OpClass::None;
+}
+
+struct Fnv {
+  uint32_t h = 2166136261u;
+  void mix(uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint8_t>(v >> (8 * i));
+      h *= 16777619u;
+    }
+  }
+};
+
+}  // namespace
+
+prims::OpStamp opStamp(const CollArgs& args) {
+  prims::OpStamp s;
+  s.kind = (static_cast<uint32_t>(args.coll) + 1) | (static_cast<uint32_t>(args.type) << 4) |
+           (static_cast<uint32_t>(opClass(args)) << 8);
+  Fnv f;
+  f.mix(args.count);
+  if (rooted(args.coll)) f.mix(static_cast<uint64_t>(args.root));
+  if (args.coll == Collective::Scan) f.mix(args.exclusive ? 1 : 0);
+  const ReduceOp& op = args.op;
+  if (op.combine == ReduceOp::Combine::Affine) {
+    f.mix(op.rows);
+    f.mix(op.cols);
+    f.mix(op.scalarDecay ? 1 : 0);
+  }
+  if (op.combine == ReduceOp::Combine::User) f.mix(op.unitElems);
+  if (args.compress != nullptr) {
+    f.mix(args.compress->codec.signature());
+    f.mix(static_cast<uint64_t>(args.compress->mode));
+    f.mix(args.compress->average ? 1 : 0);
+  }
+  s.params = f.h & 0x7fffffffu;
+  return s;
+}
+
+std::string stampKindName(uint32_t kind) {
+  const uint32_t c = kind & 0xf;
+  const uint32_t t = (kind >> 4) & 0xf;
+  const uint32_t o = (kind >> 8) & 0xf;
+  if (c == 0 || c > kNumCollectives || t >= static_cast<uint32_t>(kNumDataTypes) || o > 8) {
+    return strprintf("an unknown op (kind %#x)", kind);
+  }
+  std::string s = collectiveName(static_cast<Collective>(c - 1));
+  s += "(";
+  if (o != 0) s += std::string(kOpClassNames[o]) + ", ";
+  s += dataTypeName(static_cast<DataType>(t));
+  return s + ")";
+}
+
+std::string describeCall(const CollArgs& args) {
+  const OpClass o = opClass(args);
+  std::string s = collectiveName(args.coll);
+  if (args.coll == Collective::Scan && args.exclusive) s = "ExScan";
+  s += "(";
+  if (o != OpClass::None) s += std::string(kOpClassNames[static_cast<uint32_t>(o)]) + ", ";
+  s += strprintf("%s, count %zu", dataTypeName(args.type), args.count);
+  if (rooted(args.coll)) s += strprintf(", root %d", args.root);
+  if (args.op.combine == ReduceOp::Combine::Affine) {
+    s += strprintf(", %ux%u%s", args.op.rows, args.op.cols, args.op.scalarDecay ? " scalar decay" : "");
+  }
+  if (args.op.combine == ReduceOp::Combine::User) s += strprintf(", units of %u", args.op.unitElems);
+  if (args.compress != nullptr) s += ", codec " + compress::codecText(args.compress->codec.spec());
+  return s + ")";
+}
+
+}  // namespace cfx::coll
