@@ -45,14 +45,23 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
-COLLS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
+COLLS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "exscan")
 GLOO_ALGOS = {
     "all_reduce": ("ring", "ring_chunked", "halving_doubling", "bcube"),
     "all_gather": ("ring", "default"),
     "reduce_scatter": ("halving_doubling",),
     "broadcast": ("one_to_all", "default"),
     "alltoall": ("default",),
+    "exscan": (),  # Gloo has no scan
 }
+# Our perf binary and its extra flags per collective: the exclusive sum scan is scan_perf --exclusive 1, as MPI_Exscan.
+PERF_OF = {"exscan": ("scan", ["--exclusive", "1"])}
+
+
+def perf_cmd(a, coll):
+    """The Conflux perf binary for `coll` and the flags that make it run that collective."""
+    name, extra = PERF_OF.get(coll, (coll, []))
+    return os.path.join(a.build, "perf", f"{name}_perf"), extra
 # Gloo's UnboundBuffer collectives ("default": gloo::allgather, gloo::broadcast, gloo::alltoall) take 0.1-0.35 s per
 # op from 1 MiB on in Debian's Gloo (2022 snapshot; 0.005-0.05 GB/s) and cannot finish a sweep to 256 MiB within
 # any sane timeout, so they run up to this size only.
@@ -233,9 +242,9 @@ def make_netns_variants(a, sizes, benches, bed, work):
     where = f"r = 0..{a.np - 1} on host r / {per_host}"
     variants = []
 
-    perf = os.path.join(a.build, "perf", f"{a.coll}_perf")
+    perf, extra = perf_cmd(a, a.coll)
     cmd = [perf, "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(a.factor), "-n", str(a.iters), "-w",
-           str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"]
+           str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"] + extra
     # With several links every rank's NICs are rails (the bootstrap still takes the first match, the primary).
     rails = {} if a.link_count == 1 else {"CFX_SOCKET_RAILS": str(a.link_count)}
     envs = [dict(e, MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="29500", NCCL_HOSTID=bed.hosts[h], CFX_PERF_ROTATE="0",
@@ -298,9 +307,9 @@ def make_variants(a, sizes, benches):
     variants = []
 
     cfxrun = os.path.join(a.build, "perf", "cfxrun")
-    perf = os.path.join(a.build, "perf", f"{a.coll}_perf")
+    perf, extra = perf_cmd(a, a.coll)
     cmd = [cfxrun, "-n", str(a.np), "--timeout", str(a.timeout), perf, "-b", str(lo), "-e", str(hi),
-           "-f", str(a.factor), "-n", str(a.iters), "-w", str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"]
+           "-f", str(a.factor), "-n", str(a.iters), "-w", str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"] + extra
     # The peers' benchmarks reuse one buffer per size; nccl-tests (and our perf tools) would walk through the
     # largest size's buffers and time every smaller op on memory out of the caches.
     variants.append(Variant("conflux", [cmd], [dict(env, CFX_PERF_ROTATE="0")], parse_nccl_tests,
@@ -575,7 +584,7 @@ def main():
     raw = os.path.abspath(a.raw_dir or os.path.join(REPO, "perf", "results", "raw", tag))
     os.makedirs(out, exist_ok=True)
     os.makedirs(raw, exist_ok=True)
-    for tool in ("cfxrun", f"{a.coll}_perf"):
+    for tool in ("cfxrun", os.path.basename(perf_cmd(a, a.coll)[0])):
         if not os.access(os.path.join(a.build, "perf", tool), os.X_OK):
             sys.exit(f"compare: {a.build}/perf/{tool} not found; build it with "
                      f"`cmake --build {a.build} --target cfx_perf` (or run `make compare`)")
