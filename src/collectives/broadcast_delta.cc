@@ -125,10 +125,10 @@ Task broadcastDeltaChain(const CollArgs& args, Plan, prims::Prims& prims) {
       CFX_CO_TRY_ASSIGN(payload, takeScratch(h.bytes));
     }
     CFX_CO_TRY(co_await chainBytes(payload.data(), h.bytes, args.root, prims));
-    if (root) {
-      std::memcpy(d.previous, args.sendbuff, bytes);
-    } else if (Status st = compress::applyDelta(mode, payload.data(), h.bytes, h.changed, d.previous, args.count, elt);
-               !st.ok()) {
+    // The root too applies the payload to its kept state: it touches only the changed elements, where a copy of
+    // the buffer would pass over all of them.
+    if (Status st = compress::applyDelta(mode, payload.data(), h.bytes, h.changed, d.previous, args.count, elt);
+        !st.ok()) {
       d.hasPrevious = false;
       co_return Status::error(Errc::RemoteError, strprintf("delta broadcast from rank %d: %s; the next call sends the "
                                                            "whole buffer", args.root, st.message().c_str()));
