@@ -42,14 +42,15 @@ OpClass opClass(const CollArgs& args) {
   return OpClass::None;
 }
 
-struct Fnv {
-  uint32_t h = 2166136261u;
+// A digest of a few words, a multiply and a shift per word: it runs on every op, and needs to tell calls apart,
+// not resist anyone.
+struct Mix {
+  uint64_t h = 0x243f6a8885a308d3ull;
   void mix(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint8_t>(v >> (8 * i));
-      h *= 16777619u;
-    }
+    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
   }
+  uint32_t digest31() const { return static_cast<uint32_t>(h ^ (h >> 32)) & 0x7fffffffu; }
 };
 
 }  // namespace
@@ -58,7 +59,7 @@ prims::OpStamp opStamp(const CollArgs& args) {
   prims::OpStamp s;
   s.kind = (static_cast<uint32_t>(args.coll) + 1) | (static_cast<uint32_t>(args.type) << 4) |
            (static_cast<uint32_t>(opClass(args)) << 8);
-  Fnv f;
+  Mix f;
   f.mix(args.count);
   if (rooted(args.coll)) f.mix(static_cast<uint64_t>(args.root));
   if (args.coll == Collective::Scan) f.mix(args.exclusive ? 1 : 0);
@@ -74,7 +75,7 @@ prims::OpStamp opStamp(const CollArgs& args) {
     f.mix(static_cast<uint64_t>(args.compress->mode));
     f.mix(args.compress->average ? 1 : 0);
   }
-  s.params = f.h & 0x7fffffffu;
+  s.params = f.digest31();
   return s;
 }
 
