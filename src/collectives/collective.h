@@ -209,6 +209,8 @@ Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 // of the count, root, codec, scan mode and an ordered op's shape. Core stamps each op with it
 // (Prims::setOpStamp), so ranks whose calls differ in any of these fail on the first slot, naming both kinds.
 prims::OpStamp opStamp(const CollArgs& args);
+// Broadcast, Reduce, Gather, Scatter and BroadcastDelta: the collectives whose root means something.
+bool rootedCollective(Collective c);
 // A kind of opStamp by name: "AllReduce(sum, float32)".
 std::string stampKindName(uint32_t kind);
 // This rank's call in full: "AllReduce(sum, float32, count 1000)", "Broadcast(float32, count 10, root 3)".

@@ -19,10 +19,6 @@ bool reduces(Collective c) {
   return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter ||
          c == Collective::Scan;
 }
-bool rooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
-         c == Collective::Scatter || c == Collective::BroadcastDelta;
-}
 
 OpClass opClass(const CollArgs& args) {
   if (!reduces(args.coll)) return OpClass::None;
@@ -55,13 +51,18 @@ struct Mix {
 
 }  // namespace
 
+bool rootedCollective(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+         c == Collective::Scatter || c == Collective::BroadcastDelta;
+}
+
 prims::OpStamp opStamp(const CollArgs& args) {
   prims::OpStamp s;
   s.kind = (static_cast<uint32_t>(args.coll) + 1) | (static_cast<uint32_t>(args.type) << 4) |
            (static_cast<uint32_t>(opClass(args)) << 8);
   Mix f;
   f.mix(args.count);
-  if (rooted(args.coll)) f.mix(static_cast<uint64_t>(args.root));
+  if (rootedCollective(args.coll)) f.mix(static_cast<uint64_t>(args.root));
   if (args.coll == Collective::Scan) f.mix(args.exclusive ? 1 : 0);
   const ReduceOp& op = args.op;
   if (op.combine == ReduceOp::Combine::Affine) {
@@ -100,7 +101,7 @@ std::string describeCall(const CollArgs& args) {
   s += "(";
   if (o != OpClass::None) s += std::string(kOpClassNames[static_cast<uint32_t>(o)]) + ", ";
   s += strprintf("%s, count %zu", dataTypeName(args.type), args.count);
-  if (rooted(args.coll)) s += strprintf(", root %d", args.root);
+  if (rootedCollective(args.coll)) s += strprintf(", root %d", args.root);
   if (args.op.combine == ReduceOp::Combine::Affine) {
     s += strprintf(", %ux%u%s", args.op.rows, args.op.cols, args.op.scalarDecay ? " scalar decay" : "");
   }

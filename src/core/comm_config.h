@@ -41,6 +41,7 @@ struct CommOptions {
   coll::PlannerOptions planner;                     // NCCL_ALGO
   topo::TopologyOptions topology;                   // NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE
   ft::HealthOptions health;                         // CFX_HEARTBEAT_MS, CFX_HEARTBEAT_MISSES
+  bool checkCalls = false;                          // CFX_CHECK_CALLS: every collective agrees on its call first
   static CommOptions fromParams();
 };
 

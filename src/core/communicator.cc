@@ -54,6 +54,13 @@ CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
           "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, tree, chain, direct, recdouble, exchange; ^ excludes; "
           "per-collective form allreduce:ring;broadcast:chain.");
 
+CFX_PARAM(int, checkCallsParam, "CFX_CHECK_CALLS", 0,
+          "1: every collective first all-gathers each rank's call (collective, datatype, op, count, root, codec), so "
+          "a mismatched call fails with ncclInvalidUsage on every rank, naming each rank's call, before any data "
+          "moves. 0 (the default) finds mismatches from the tags of the op's own messages, at no cost: a rank whose "
+          "part of a mismatched op only sends (a root that disagrees) then learns it at its next call, or from "
+          "ncclCommGetAsyncError. Costs one small all-gather per collective. Must be the same on every rank.",
+          param::inRange(0, 1));
 CFX_PARAM(std::string, protoParam, "NCCL_PROTO", "",
           "Restrict protocols, NCCL_ALGO's syntax with Simple, LL, LL128. This library has Simple only: a spec that "
           "excludes it for a collective is reported (WARN, and in the op's INFO/TUNING line) and Simple is used.");
@@ -70,6 +77,7 @@ CommOptions CommOptions::fromParams() {
   o.spins = spinCountParam.get();
   o.hostId = hostIdParam.get();
   o.health = ft::HealthOptions::fromParams();
+  o.checkCalls = checkCallsParam.get() != 0;
   o.net = netParam.get();
   o.topology = topo::TopologyOptions::fromParams();
   if (!algoParam.get().empty()) {

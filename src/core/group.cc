@@ -13,6 +13,7 @@
 #include "common/cuda_driver.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "core/call_check.h"
 #include "core/compressed_op.h"
 #include "core/group_launch.h"
 
@@ -52,7 +53,7 @@ class CollNaming final : public prims::OpNaming {
 };
 
 // Plans and runs one collective on the collective channel; `prims` and `naming` must outlive the returned Task.
-prims::Task runPlanned(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
+prims::Task runOne(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
   // What every message of the op carries besides its size, and where slices may be cut (a User op's units): set for
   // each op, so the next one starts from its own.
   prims.setOpStamp(coll::opStamp(item.args), &naming);
@@ -67,6 +68,18 @@ prims::Task runPlanned(Communicator* comm, const CollItem& item, const CollNamin
   CFX_INFO(log::Sys::Tuning, "%s opCount %lx: %s", coll::collectiveName(item.args.coll),
            static_cast<unsigned long>(item.opCount), coll::describePlan(req, plan, comm->options().planner).c_str());
   return coll::runCollective(item.args, plan, prims);
+}
+
+// CFX_CHECK_CALLS: the ranks agree on the call before it runs (call_check.h).
+prims::Task runChecked(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
+  prims.setOpStamp(coll::opStamp(item.args), &naming);
+  CFX_CO_TRY(co_await checkCall(item.args, item.seq, prims));
+  co_return co_await runOne(comm, item, naming, prims);
+}
+
+prims::Task runPlanned(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
+  if (comm->options().checkCalls) return runChecked(comm, item, naming, prims);
+  return runOne(comm, item, naming, prims);
 }
 
 prims::Task runCollectives(Communicator* comm, std::vector<CollItem> items) {
