@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a new user's environment does, through the public API: every documented launcher form creates a
+// communicator, and a malformed one is refused naming its variable. Ranks are forked processes (integration layer).
+#include <arpa/inet.h>
+#include <conflux.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "integration/multiproc.h"
+
+namespace cfx::itest {
+namespace {
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Every launcher variable a test may set, cleared in the child first so the test's own launcher cannot leak in.
+void clearLauncherVariables() {
+  for (const char* v :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK",
+        "NCCL_COMM_ID", "MASTER_ADDR", "MASTER_PORT", "CFX_MASTER_ADDR", "CFX_MASTER_PORT"}) {
+    unsetenv(v);
+  }
+}
+
+// Two ranks create a communicator from the given root variables and all-reduce their ranks.
+void initFromEnvAndAllReduce(const std::vector<std::pair<std::string, std::string>>& root) {
+  runRanks(2, [&](RankContext& ctx) {
+    clearLauncherVariables();
+    for (const auto& [k, v] : root) setenv(k.c_str(), v.c_str(), 1);
+    setenv("RANK", std::to_string(ctx.rank()).c_str(), 1);
+    setenv("WORLD_SIZE", "2", 1);
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(cfxCommInitFromEnv(&comm), ncclSuccess) << ncclGetLastError(nullptr);
+    std::vector<int> v(257, ctx.rank() + 1);
+    ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    for (int x : v) ASSERT_EQ(x, 3);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+}
+
+TEST(UserEnv, CommInitFromEnvHonoursNcclCommId) {
+  initFromEnvAndAllReduce({{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(freePort())}});
+}
+
+TEST(UserEnv, CommInitFromEnvAcceptsCfxMasterAddrWithItsPort) {
+  initFromEnvAndAllReduce({{"CFX_MASTER_ADDR", "127.0.0.1:" + std::to_string(freePort())}});
+}
+
+TEST(UserEnv, CommInitFromEnvRefusesARankWithTrailingText) {
+  runRanks(1, [](RankContext&) {
+    clearLauncherVariables();
+    setenv("RANK", "1x", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    ncclComm_t comm = nullptr;
+    EXPECT_EQ(cfxCommInitFromEnv(&comm), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("RANK=1x is not a whole decimal number"), std::string::npos)
+        << ncclGetLastError(nullptr);
+  });
+}
+
+TEST(UserEnv, GetLaunchInfoReportsTheLaunchWithoutCreatingAnything) {
+  runRanks(1, [](RankContext&) {
+    clearLauncherVariables();
+    cfxLaunchInfo info;
+    ASSERT_EQ(cfxGetLaunchInfo(&info), ncclSuccess);
+    EXPECT_EQ(info.rank, 0);
+    EXPECT_EQ(info.nRanks, 1);
+    EXPECT_STREQ(info.launcher, "");
+    setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "::1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    ASSERT_EQ(cfxGetLaunchInfo(&info), ncclSuccess);
+    EXPECT_EQ(info.rank, 3);
+    EXPECT_EQ(info.nRanks, 4);
+    EXPECT_EQ(info.localRank, 1);
+    EXPECT_EQ(info.localRanks, 2);
+    EXPECT_STREQ(info.launcher, "Open MPI");
+    EXPECT_STREQ(info.rootAddress, "[::1]:29500");
+    EXPECT_EQ(cfxGetLaunchInfo(nullptr), ncclInvalidArgument);
+  });
+}
+
+}  // namespace
+}  // namespace cfx::itest
