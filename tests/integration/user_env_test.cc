@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a new user's environment does, through the public API: every documented launcher form creates a
-// communicator, and a malformed one is refused naming its variable. Ranks are forked processes (integration layer).
+// communicator, a malformed one is refused naming its variable, and WARN lines name the line that found the
+// error. Ranks are forked processes (integration layer).
 #include <arpa/inet.h>
 #include <conflux.h>
 #include <gtest/gtest.h>
@@ -9,6 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,18 @@ int freePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
   return ntohs(addr.sin_port);
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int countMatches(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
 // Every launcher variable a test may set, cleared in the child first so the test's own launcher cannot leak in.
@@ -99,6 +115,28 @@ TEST(UserEnv, GetLaunchInfoReportsTheLaunchWithoutCreatingAnything) {
     EXPECT_STREQ(info.rootAddress, "[::1]:29500");
     EXPECT_EQ(cfxGetLaunchInfo(nullptr), ncclInvalidArgument);
   });
+}
+
+// Before, every WARN named api/api_call.cc:10, where errors were printed, and the real place came last in brackets.
+TEST(UserEnv, WarnLinesNameTheLineThatFoundTheError) {
+  const std::string path = ::testing::TempDir() + "cfx_user_env_warn_" + std::to_string(getpid()) + ".log";
+  runRanks(1, [&](RankContext&) {
+    clearLauncherVariables();
+    setenv("NCCL_DEBUG", "WARN", 1);
+    setenv("NCCL_DEBUG_FILE", path.c_str(), 1);
+    setenv("RANK", "1x", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    cfxLaunchInfo info;
+    EXPECT_EQ(cfxGetLaunchInfo(&info), ncclInvalidUsage);
+    ncclComm_t comm = nullptr;
+    EXPECT_EQ(ncclCommInitRank(&comm, 0, ncclUniqueId{}, 0), ncclInvalidArgument);  // the log flushes every line
+  });
+  const std::string log = readFile(path);
+  unlink(path.c_str());
+  EXPECT_EQ(countMatches(log, R"(\[\d+\] common/launch_env\.cc:\d+ NCCL WARN cfxGetLaunchInfo: RANK=1x)"), 1) << log;
+  EXPECT_EQ(countMatches(log, R"(\[\d+\] api/comm_api\.cc:\d+ NCCL WARN ncclCommInitRank: invalid nranks 0)"), 1)
+      << log;
+  EXPECT_EQ(log.find("api_call.cc"), std::string::npos) << log;
 }
 
 }  // namespace
