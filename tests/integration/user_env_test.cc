@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a new user's environment does, through the public API: every documented launcher form creates a
-// communicator, a malformed one is refused naming its variable, and WARN lines name the line that found the
-// error. Ranks are forked processes (integration layer).
+// communicator, a malformed one is refused naming its variable, WARN lines name the line that found the error,
+// NCCL_ALGO settings written for NVIDIA's library still apply, and NCCL_* variables this library does not read
+// are each reported once. Ranks are forked processes (integration layer).
 #include <arpa/inet.h>
 #include <conflux.h>
 #include <gtest/gtest.h>
@@ -137,6 +138,34 @@ TEST(UserEnv, WarnLinesNameTheLineThatFoundTheError) {
   EXPECT_EQ(countMatches(log, R"(\[\d+\] api/comm_api\.cc:\d+ NCCL WARN ncclCommInitRank: invalid nranks 0)"), 1)
       << log;
   EXPECT_EQ(log.find("api_call.cc"), std::string::npos) << log;
+}
+
+TEST(UserEnv, SettingsWrittenForNvidiasLibraryAreAppliedOrReportedOnce) {
+  const std::string path = ::testing::TempDir() + "cfx_user_env_info_" + std::to_string(getpid()) + ".log";
+  RunOptions options;
+  options.env = {{"NCCL_DEBUG", "INFO"},       {"NCCL_DEBUG_SUBSYS", "ENV"}, {"NCCL_DEBUG_FILE", path + ".%p"},
+                 {"NCCL_ALGO", "^NVLS,Ring"},  {"NCCL_IB_DISABLE", "1"},     {"NCCL_P2P_DISABLE", "1"},
+                 {"NCCL_BUFFSIZE", "8388608"}, {"NCCL_TESTS_MIN_BW", "1"}};
+  runRanks(2, options, [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    ncclComm_t second = nullptr;  // a second communicator must not repeat the lines
+    ASSERT_EQ(ncclCommSplit(comm, 0, ctx.rank(), &second, nullptr), ncclSuccess);
+    cfxPlanInfo plan;
+    ASSERT_EQ(cfxCommGetPlan(comm, cfxCollAllReduce, 1 << 22, ncclFloat32, &plan), ncclSuccess);
+    EXPECT_STRNE(plan.algorithm, "Ring") << "^NVLS,Ring must still exclude Ring: " << plan.text;
+    EXPECT_EQ(ncclCommDestroy(second), ncclSuccess);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    const std::string mine = path + "." + std::to_string(getpid());
+    const std::string log = readFile(mine);
+    unlink(mine.c_str());
+    const std::string ignored = " set by environment to [^ ]+, but this library does not use it: ignored";
+    EXPECT_EQ(countMatches(log, "NCCL INFO NCCL_IB_DISABLE" + ignored), 1) << log;
+    EXPECT_EQ(countMatches(log, "NCCL INFO NCCL_P2P_DISABLE" + ignored), 1) << log;
+    EXPECT_EQ(countMatches(log, "NCCL INFO NCCL_BUFFSIZE" + ignored), 1) << log;
+    EXPECT_EQ(countMatches(log, "does not use it"), 3) << "only unread NCCL_* variables, and not nccl-tests': " << log;
+    EXPECT_EQ(countMatches(log, "NCCL_ALGO names NVLS, which this library does not have: skipped"), 1) << log;
+  });
 }
 
 }  // namespace
