@@ -55,28 +55,40 @@ void clearLauncherVariables() {
   }
 }
 
-// Two ranks create a communicator from the given root variables and all-reduce their ranks.
-void initFromEnvAndAllReduce(const std::vector<std::pair<std::string, std::string>>& root) {
-  runRanks(2, [&](RankContext& ctx) {
+// nRanks ranks create a communicator from torchrun's rank variables and the given others (the root), and all-reduce.
+void initFromEnvAndAllReduce(int nRanks, const std::vector<std::pair<std::string, std::string>>& vars) {
+  runRanks(nRanks, [&](RankContext& ctx) {
     clearLauncherVariables();
-    for (const auto& [k, v] : root) setenv(k.c_str(), v.c_str(), 1);
+    for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
     setenv("RANK", std::to_string(ctx.rank()).c_str(), 1);
-    setenv("WORLD_SIZE", "2", 1);
+    setenv("WORLD_SIZE", std::to_string(nRanks).c_str(), 1);
     ncclComm_t comm = nullptr;
     ASSERT_EQ(cfxCommInitFromEnv(&comm), ncclSuccess) << ncclGetLastError(nullptr);
-    std::vector<int> v(257, ctx.rank() + 1);
+    int rank = -1;
+    int count = 0;
+    EXPECT_EQ(ncclCommUserRank(comm, &rank), ncclSuccess);
+    EXPECT_EQ(rank, ctx.rank());
+    EXPECT_EQ(ncclCommCount(comm, &count), ncclSuccess);
+    EXPECT_EQ(count, nRanks);
+    std::vector<int> v(1001, ctx.rank() + 1);
     ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    for (int x : v) ASSERT_EQ(x, 3);
+    for (int x : v) ASSERT_EQ(x, nRanks * (nRanks + 1) / 2);
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
   });
 }
 
+TEST(UserEnv, CommInitFromEnvTakesTorchrunsVariables) {
+  initFromEnvAndAllReduce(3, {{"MASTER_ADDR", "127.0.0.1"},
+                              {"MASTER_PORT", std::to_string(freePort())},
+                              {"TORCHELASTIC_RUN_ID", "user-env-test"}});
+}
+
 TEST(UserEnv, CommInitFromEnvHonoursNcclCommId) {
-  initFromEnvAndAllReduce({{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(freePort())}});
+  initFromEnvAndAllReduce(2, {{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(freePort())}});
 }
 
 TEST(UserEnv, CommInitFromEnvAcceptsCfxMasterAddrWithItsPort) {
-  initFromEnvAndAllReduce({{"CFX_MASTER_ADDR", "127.0.0.1:" + std::to_string(freePort())}});
+  initFromEnvAndAllReduce(2, {{"CFX_MASTER_ADDR", "127.0.0.1:" + std::to_string(freePort())}});
 }
 
 TEST(UserEnv, CommInitFromEnvRefusesARankWithTrailingText) {
@@ -90,6 +102,16 @@ TEST(UserEnv, CommInitFromEnvRefusesARankWithTrailingText) {
     EXPECT_EQ(cfxCommInitFromEnv(&comm), ncclInvalidUsage);
     EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("RANK=1x is not a whole decimal number"), std::string::npos)
         << ncclGetLastError(nullptr);
+  });
+}
+
+TEST(UserEnv, CommInitFromEnvWithoutALauncherIsInvalidUsage) {
+  runRanks(1, [](RankContext&) {
+    clearLauncherVariables();
+    ncclComm_t comm = nullptr;
+    EXPECT_EQ(cfxCommInitFromEnv(&comm), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("no launcher environment found"), std::string::npos);
+    EXPECT_EQ(cfxCommInitFromEnv(nullptr), ncclInvalidArgument);
   });
 }
 
