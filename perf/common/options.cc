@@ -11,12 +11,14 @@
 #include <getopt.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "datatypes.h"
@@ -299,9 +301,7 @@ int* intFlag(Options* o, int flag) {
   return nullptr;
 }
 
-}  // namespace
-
-bool parseOptions(int argc, char** argv, const char* programName, Options* o, int* exitCode) {
+bool parseCommandLine(int argc, char** argv, const char* programName, Options* o, int* exitCode) {
   optind = 1;
   opterr = 0;  // getopt's own messages would come from every rank, in a different wording from ours
   auto invalid = [&] {
@@ -389,6 +389,16 @@ bool parseOptions(int argc, char** argv, const char* programName, Options* o, in
     o->deviceCtaCount = 16;
   }
   return validate(o, exitCode);
+}
+
+}  // namespace
+
+bool parseOptions(int argc, char** argv, const char* programName, Options* o, int* exitCode) {
+  if (parseCommandLine(argc, argv, programName, o, exitCode)) return true;
+  // A launcher that stops the job at its first failing rank (cfxrun, mpirun) would otherwise stop rank 0, the one
+  // rank that prints the message, before it printed: the silent ranks fail a moment later.
+  if (*exitCode != 0 && !printsUsageErrors()) std::this_thread::sleep_for(std::chrono::seconds(1));
+  return false;
 }
 
 }  // namespace cfx::perf
