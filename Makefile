@@ -2,7 +2,8 @@
 #   make demo   installs missing Debian packages, builds, runs a 4-rank all-reduce benchmark on host memory
 #   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan,
 #               then every wire fuzzer briefly
-# Other targets: deps, build, check-layers, env-doc, compare (see perf/README.md), fuzz (tests/fuzz/README.md), clean.
+# Other targets: deps, build, check-layers, env-doc, package (Debian packages; docs/USER_GUIDE.md), compare (see
+# perf/README.md), fuzz (tests/fuzz/README.md), clean.
 
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -11,13 +12,14 @@ BUILD ?= build
 # Open MPI, gfortran and mpi4py serve the MPI interposer's tests; UCX the ucx transport; clang 16's libFuzzer the
 # wire fuzzers; iperf3 the raw-TCP baselines of the namespace test bed; hipcc the AMD build of the device kernels
 # (the CUDA build uses the toolkit's nvcc when /usr/local/cuda has one).
-# libxxhash-dev gives the 128-bit state hashes, compiled in from its header.
+# libxxhash-dev gives the 128-bit state hashes, compiled in from its header. dpkg-dev (dpkg-shlibdeps) and file serve
+# `make package` and its test.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
                 iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py python3-numpy \
-                libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc
+                libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc dpkg-dev file
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc clean
+.PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc package clean
 
 all: build
 
@@ -85,6 +87,10 @@ check-layers:
 
 env-doc: build
 	$(BUILD)/tools/cfx_env_doc > docs/ENV.md
+
+# The Debian packages of the build, from CPack (packaging/CMakeLists.txt): $(BUILD)/packages/*.deb.
+package: build
+	cd $(BUILD) && cpack -G DEB
 
 clean:
 	rm -rf build build-asan build-tsan $(FUZZ_BUILD)

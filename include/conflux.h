@@ -99,23 +99,50 @@ ncclResult_t cfxHostStreamDestroy(cfxHostStream_t stream);
  * root's address from the environment instead of an ncclUniqueId. Collective: every process of the job calls
  * it, and it blocks until all have joined (like ncclCommInitRank, with the default configuration).
  *
- * Rank and size come from the first launcher found, in this order:
- *   torchrun / torch.distributed  RANK, WORLD_SIZE
+ * Rank and size come from the first launcher found, in this order (docs/ENV.md lists every variable):
+ *   torchrun, cfxrun              RANK, WORLD_SIZE
  *   Open MPI                      OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
- *   Slurm                         SLURM_PROCID, SLURM_NTASKS
- * The root (rank 0) listens at, in this order: NCCL_COMM_ID (host:port); MASTER_ADDR and MASTER_PORT;
- * CFX_MASTER_ADDR (host or host:port). Every process must see the same values.
+ *   Slurm                         SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS)
+ *   PMI (MPICH, Intel MPI)        PMI_RANK, PMI_SIZE
+ * The root (rank 0) listens at, in this order: NCCL_COMM_ID (host:port or [v6]:port); MASTER_ADDR (a host alone)
+ * and MASTER_PORT; CFX_MASTER_ADDR (host, host:port, [v6]:port or a bare IPv6 address) with CFX_MASTER_PORT where
+ * it has no port. Every process must see the same values. Numbers are whole decimal numbers: RANK=1x, RANK=-1 and
+ * RANK=" 1" are refused. cfxGetLaunchInfo reads the same variables without creating anything.
  *
  * Thread safety: as ncclCommInitRank; call it once per process and communicator.
  * Returns:
  *   ncclSuccess          *comm holds the new communicator.
  *   ncclInvalidArgument  comm is NULL.
  *   ncclInvalidUsage     no supported launcher variables were found, a value is malformed (for example
- *                        RANK=1x or RANK >= WORLD_SIZE), or no root address is set. The WARN names the variable.
+ *                        RANK=1x, RANK >= WORLD_SIZE or MASTER_PORT=http), or no root address is set. The WARN
+ *                        names the variable.
  *   ncclSystemError      the root address cannot be resolved or bound, or a local resource ran out.
  *   ncclRemoteError      a peer did not join within the bootstrap timeout, died, or failed authentication.
  *   ncclInternalError    a bug in the library. */
 ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm);
+
+/* Where this process sits in its launcher's job, as cfxCommInitFromEnv reads it. Filled by cfxGetLaunchInfo. */
+#define CFX_ROOT_ADDRESS_BYTES 272
+typedef struct {
+  int rank;          /* this process's rank; 0 when no launcher variables are set */
+  int nRanks;        /* processes in the job; 1 when no launcher variables are set */
+  int localRank;     /* this process's index on its host (LOCAL_RANK, ...); -1 when the launcher does not say */
+  int localRanks;    /* processes on this host; -1 when the launcher does not say */
+  char launcher[32]; /* "torchrun" (also cfxrun), "Open MPI", "Slurm" or "PMI"; "" when none was found */
+  char rootAddress[CFX_ROOT_ADDRESS_BYTES]; /* "host:port" or "[v6]:port" of the bootstrap root; "" when unset */
+} cfxLaunchInfo;
+
+/* Reads the launcher's variables (see cfxCommInitFromEnv) without creating anything: a GPU program picks its
+ * device from localRank before it creates its communicator, and a tool checks the launch before it starts work.
+ * No launcher variables at all is a single-process run: ncclSuccess, rank 0 of 1, launcher "".
+ *
+ * Thread safety: any thread, any time; it only reads the environment.
+ * Returns:
+ *   ncclSuccess          *info has been written.
+ *   ncclInvalidArgument  info is NULL.
+ *   ncclInvalidUsage     a variable is malformed, as for cfxCommInitFromEnv; the WARN (and ncclGetLastError)
+ *                        names it. */
+ncclResult_t cfxGetLaunchInfo(cfxLaunchInfo* info);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Failed peers

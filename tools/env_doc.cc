@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/launch_env.h"
 #include "common/param.h"
+#include "perf_env.h"
 
 namespace {
 
@@ -30,13 +32,30 @@ std::string render() {
       << "Generated from the knob registry by `make env-doc`; a unit test fails when this file is out of date.\n"
       << "`NCCL_*` variables keep NCCL's meaning; `CFX_*` are Conflux's own. Values are read once, when a\n"
       << "communicator is created. The environment wins over `NCCL_CONF_FILE` (or `~/.nccl.conf`), which wins over\n"
-      << "`/etc/nccl.conf`. An invalid value logs a WARN and the default is kept.\n\n"
+      << "`/etc/nccl.conf`. An invalid value logs a WARN and the default is kept. An `NCCL_*` variable that is set\n"
+      << "but not listed here is logged once at INFO/ENV as ignored (NVIDIA's library has it; this one does not).\n\n"
       << "| variable | type | default | meaning |\n|---|---|---|---|\n";
   for (auto* p : params) {
     std::string def = p->defaultText();
     if (def == "-2147483648") def = "(unset)";
     out << "| `" << p->name() << "` | " << p->typeName() << " | " << (def.empty() ? "(empty)" : "`" + escape(def) + "`")
         << " | " << escape(p->help()) << " |\n";
+  }
+  out << "\n## Launcher variables\n\n"
+      << "Read by `cfxCommInitFromEnv`, `cfxGetLaunchInfo` and the perf tools (one parser, "
+         "`src/common/launch_env.h`),\n"
+      << "never from the config files. The first launcher whose rank variable is set wins, in this order; numbers are\n"
+      << "whole decimal numbers (`RANK=1x` is refused). `cfxrun` sets `MASTER_ADDR`, `MASTER_PORT`, `RANK`,\n"
+      << "`WORLD_SIZE`, `LOCAL_RANK` and `LOCAL_WORLD_SIZE`.\n\n"
+      << "| variable | meaning |\n|---|---|\n";
+  for (const cfx::launch::LaunchVariable& v : cfx::launch::launchVariables()) {
+    out << "| `" << v.name << "` | " << escape(v.meaning) << " |\n";
+  }
+  out << "\n## Perf tools\n\n"
+      << "Read by `all_reduce_perf` and the other perf binaries (`perf/common/perf_env.h`), not by the library.\n\n"
+      << "| variable | meaning |\n|---|---|\n";
+  for (const cfx::perf::PerfVariable& v : cfx::perf::kPerfVariables) {
+    out << "| `" << v.name << "` | " << escape(v.meaning) << " |\n";
   }
   return out.str();
 }

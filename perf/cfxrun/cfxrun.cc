@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// cfxrun: a minimal local launcher for the perf suite and for any program that bootstraps from torchrun-style
-// variables. It forks N copies of a program with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK and
-// LOCAL_WORLD_SIZE set, shows rank 0's stdout (all ranks' with --all-output) and every rank's stderr, and
-// treats the job as one unit: when a rank fails, is killed, or --timeout expires, the others get SIGTERM and,
-// after a grace period, SIGKILL, and cfxrun exits non-zero with a line naming the rank.
+// cfxrun: a local launcher for any program that bootstraps from torchrun-style variables (cfxCommInitFromEnv,
+// torch.distributed's env://, the perf suite). It forks N copies of a program with MASTER_ADDR, MASTER_PORT, RANK,
+// WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set, shows rank 0's stdout (all ranks' with --all-output) and every
+// rank's stderr, and treats the job as one unit: when a rank fails, is killed, or --timeout expires, the others
+// get SIGTERM and, after a grace period, SIGKILL, and cfxrun exits non-zero with a line naming the rank. With
+// NCCL_DEBUG set (or --tag-output), every rank's stdout and stderr pass through, each line prefixed "[rank R] "
+// (rank_output.h), so a WARN from any rank is seen and attributed.
 //
-//   cfxrun -n N [--host-port ADDR:PORT] [--bind auto|core|none] [--all-output] [--timeout SECONDS]
-//          [--grace SECONDS] prog [args...]
+//   cfxrun -n N [--host-port ADDR:PORT] [--bind auto|core|none] [--all-output] [--tag-output]
+//          [--timeout SECONDS] [--grace SECONDS] prog [args...]
 //
 // Binding: like mpirun (which binds to cores by default), rank r is pinned to the r-th CPU of cfxrun's own
 // affinity set when there are at least as many CPUs as ranks. Unpinned, the scheduler often puts two ranks on
@@ -39,6 +41,8 @@
 #include <thread>
 #include <vector>
 
+#include "rank_output.h"
+
 namespace {
 
 constexpr int kUsageError = 2;
@@ -55,6 +59,7 @@ struct Args {
   std::string hostPort;
   Bind bind = Bind::Auto;
   bool allOutput = false;
+  bool tagOutput = false;  // --tag-output, or NCCL_DEBUG set
   double timeoutSec = 0;
   double graceSec = 5;
   std::vector<char*> command;
@@ -62,8 +67,10 @@ struct Args {
 
 void usage(FILE* out) {
   fprintf(out,
-          "usage: cfxrun -n N [--host-port ADDR:PORT] [--bind auto|core|none] [--all-output] [--timeout SECONDS]\n"
-          "              [--grace SECONDS] prog [args...]\n"
+          "usage: cfxrun -n N [--host-port ADDR:PORT] [--bind auto|core|none] [--all-output] [--tag-output]\n"
+          "              [--timeout SECONDS] [--grace SECONDS] prog [args...]\n"
+          "Starts N copies of prog, rank r with MASTER_ADDR, MASTER_PORT, RANK=r, WORLD_SIZE=N, LOCAL_RANK=r and\n"
+          "LOCAL_WORLD_SIZE=N set (what torchrun sets; cfxCommInitFromEnv and torch's env:// read them).\n"
           "  -n, --nranks N       number of processes (ranks) to start\n"
           "  --host-port A:P      rendezvous address given as MASTER_ADDR/MASTER_PORT (default 127.0.0.1 and a\n"
           "                       free port)\n"
@@ -71,6 +78,8 @@ void usage(FILE* out) {
           "                       many CPUs as ranks, else leave ranks unbound; core: pin round-robin always;\n"
           "                       none: never pin\n"
           "  --all-output         show every rank's stdout (default: rank 0 only; stderr is always shown)\n"
+          "  --tag-output         pass every rank's stdout and stderr through, each line prefixed '[rank R] '\n"
+          "                       (the default when NCCL_DEBUG is set, so every rank's WARN lines are seen)\n"
           "  --timeout SECONDS    kill the whole job after SECONDS and exit 124\n"
           "  --grace SECONDS      time between SIGTERM and SIGKILL when stopping ranks (default 5)\n");
 }
@@ -85,12 +94,13 @@ bool parseDouble(const char* text, double* out) {
 }
 
 bool parseArgs(int argc, char** argv, Args* a) {
-  enum { kHostPort = 1000, kBind, kAllOutput, kTimeout, kGrace };
+  enum { kHostPort = 1000, kBind, kAllOutput, kTagOutput, kTimeout, kGrace };
   const struct option longOptions[] = {
       {"nranks", required_argument, nullptr, 'n'},
       {"host-port", required_argument, nullptr, kHostPort},
       {"bind", required_argument, nullptr, kBind},
       {"all-output", no_argument, nullptr, kAllOutput},
+      {"tag-output", no_argument, nullptr, kTagOutput},
       {"timeout", required_argument, nullptr, kTimeout},
       {"grace", required_argument, nullptr, kGrace},
       {"help", no_argument, nullptr, 'h'},
@@ -127,6 +137,9 @@ bool parseArgs(int argc, char** argv, Args* a) {
       case kAllOutput:
         a->allOutput = true;
         break;
+      case kTagOutput:
+        a->tagOutput = true;
+        break;
       case kTimeout:
         if (!parseDouble(optarg, &a->timeoutSec)) {
           fprintf(stderr, "cfxrun: --timeout needs a number of seconds, got '%s'\n", optarg);
@@ -157,6 +170,7 @@ bool parseArgs(int argc, char** argv, Args* a) {
     usage(stderr);
     return false;
   }
+  if (const char* debug = getenv("NCCL_DEBUG"); debug != nullptr && debug[0] != '\0') a->tagOutput = true;
   for (int i = optind; i < argc; ++i) a->command.push_back(argv[i]);
   a->command.push_back(nullptr);
   return true;
@@ -315,7 +329,7 @@ void stopAll(std::vector<Child>& children, int* running, double graceSec) {
 }
 
 [[noreturn]] void execChild(const Args& a, const std::string& program, int rank, int cpu, const std::string& addr,
-                            const std::string& port) {
+                            const std::string& port, cfxrun::RankOutput* tagged) {
   setpgid(0, 0);
   if (cpu >= 0) {
     cpu_set_t one;
@@ -334,7 +348,9 @@ void stopAll(std::vector<Child>& children, int* running, double graceSec) {
   setenv("WORLD_SIZE", std::to_string(a.nRanks).c_str(), 1);
   setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
   setenv("LOCAL_WORLD_SIZE", std::to_string(a.nRanks).c_str(), 1);
-  if (rank != 0 && !a.allOutput) {
+  if (tagged != nullptr) {
+    tagged->attachChild(rank);
+  } else if (rank != 0 && !a.allOutput) {
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) {
       dup2(devnull, STDOUT_FILENO);
@@ -377,6 +393,9 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
 
+  cfxrun::RankOutput output;
+  if (a.tagOutput && !output.open(a.nRanks)) return 1;
+  cfxrun::RankOutput* tagged = a.tagOutput ? &output : nullptr;
   fflush(stdout);
   fflush(stderr);
   std::vector<Child> children(a.nRanks);
@@ -388,13 +407,19 @@ int main(int argc, char** argv) {
       stopAll(children, &running, a.graceSec);
       return 1;
     }
-    if (pid == 0) execChild(a, program, r, binding.empty() ? -1 : binding[static_cast<size_t>(r)], addr, port);
+    if (pid == 0) execChild(a, program, r, binding.empty() ? -1 : binding[static_cast<size_t>(r)], addr, port, tagged);
     setpgid(pid, pid);  // also in the parent, so kill(-pid) works even before the child runs
     children[r].pid = pid;
     children[r].running = true;
     ++running;
   }
 
+  if (tagged) tagged->closeChildEnds();
+  // Relays what is left of the ranks' output (tagged mode) before cfxrun's own last line and exit.
+  auto finish = [&](int code) {
+    if (tagged) tagged->drain(1000);
+    return code;
+  };
   const auto start = std::chrono::steady_clock::now();
   while (running > 0) {
     int failed = reap(children, &running);
@@ -402,13 +427,13 @@ int main(int argc, char** argv) {
       fprintf(stderr, "cfxrun: rank %d (pid %d) %s; stopping the other ranks\n", failed, children[failed].pid,
               describe(children[failed].status).c_str());
       stopAll(children, &running, a.graceSec);
-      return exitCodeOf(children[failed].status);
+      return finish(exitCodeOf(children[failed].status));
     }
     if (gInterrupt) {
       int sig = gInterrupt;
       fprintf(stderr, "cfxrun: received signal %d (%s); stopping all ranks\n", sig, strsignal(sig));
       stopAll(children, &running, a.graceSec);
-      return 128 + sig;
+      return finish(128 + sig);
     }
     if (a.timeoutSec > 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > a.timeoutSec) {
@@ -418,9 +443,13 @@ int main(int argc, char** argv) {
       }
       fprintf(stderr, "; stopping them\n");
       stopAll(children, &running, a.graceSec);
-      return kTimeoutExit;
+      return finish(kTimeoutExit);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (tagged) {
+      tagged->pump(20);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
-  return 0;
+  return finish(0);
 }

@@ -96,8 +96,7 @@ int parseTypeName(const char* name) {
     if (strcmp(name, t.name) == 0) return static_cast<int>(t.type);
   }
   if (strcmp(name, "all") == 0) return kAll;
-  printf("invalid type %s, defaulting to %s .. \n", name, kTypes[ncclFloat32].name);
-  return ncclFloat32;
+  return kUnknownName;
 }
 
 int parseOpName(const char* name) {
@@ -105,8 +104,7 @@ int parseOpName(const char* name) {
     if (strcmp(name, kOpNames[i]) == 0) return i;
   }
   if (strcmp(name, "all") == 0) return kAll;
-  printf("invalid op %s, defaulting to %s .. \n", name, kOpNames[0]);
-  return 0;
+  return kUnknownName;
 }
 
 void storeElement(ncclDataType_t type, double value, void* dst) {

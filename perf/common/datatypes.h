@@ -24,8 +24,9 @@ const TypeInfo& typeInfo(ncclDataType_t type);
 // The nccl-tests op names: sum prod max min avg mulsum.
 const char* opName(int opIndex);
 
-// Table index of a -d/-o argument, kAll for "all"; an unknown name prints nccl-tests' message and falls back
-// to float / sum as nccl-tests does.
+// Table index of a -d/-o argument, kAll for "all", kUnknownName for anything else (nccl-tests falls back to
+// float / sum there; options.cc refuses it instead, so a typo cannot benchmark something else).
+inline constexpr int kUnknownName = -2;
 int parseTypeName(const char* name);
 int parseOpName(const char* name);
 

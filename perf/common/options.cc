@@ -2,20 +2,32 @@
 // perf harness: command-line parsing. We use getopt_long because nccl-tests does: the flags are short options
 // with values ("-b 8 -e 128M -f 2", "-r -1"), long names accept "--name value", "--name=value" and unique
 // prefixes, and scripts written for nccl-tests rely on exactly those rules. A CLI library would change them.
+// Where nccl-tests is lenient we are strict, so a typo cannot pass a CI gate: an unknown flag, a missing value, a
+// stray argument, a number with trailing text and an unknown -d/-o name each exit 6 (InvalidUsage) with one line
+// on stderr, printed by the job's rank 0 only (nccl-tests prints usage and exits 0, or falls back to a default).
 #include "options.h"
 
+#include <conflux.h>
 #include <getopt.h>
 
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
 
 #include "datatypes.h"
 
 namespace cfx::perf {
 namespace {
 
-constexpr const char* kOptString = "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:";
+// The leading ':' makes getopt return ':' for a missing value (and '?' for an unknown flag) without printing.
+constexpr const char* kOptString = ":t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:";
 
 const struct option kLongOptions[] = {
     {"nthreads", required_argument, nullptr, 't'},
@@ -80,7 +92,45 @@ double parseSize(const char* text) {
   }
 }
 
-int toInt(const char* text) { return static_cast<int>(strtol(text, nullptr, 0)); }
+// Usage errors are the same on every rank, so only the job's rank 0 (or a process started without a launcher)
+// prints them; the others exit with the same status in silence.
+bool printsUsageErrors() {
+  static const bool prints = [] {
+    cfxLaunchInfo info;
+    return cfxGetLaunchInfo(&info) != ncclSuccess || info.rank == 0;
+  }();
+  return prints;
+}
+
+[[gnu::format(printf, 1, 2)]] void usageError(const char* fmt, ...) {
+  if (!printsUsageErrors()) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+}
+
+// How the user spells a flag: "-n" for one with a letter, "--rows" for a long-only one.
+std::string flagName(int flag) {
+  if (flag < 256) return std::string("-") + static_cast<char>(flag);
+  for (const option& o : kLongOptions) {
+    if (o.name != nullptr && o.val == flag) return std::string("--") + o.name;
+  }
+  return "?";
+}
+
+// An integer in strtol's base-0 forms (12, 0x10, -1), with nothing after it.
+bool readInt(const char* text, int flag, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = strtol(text, &end, 0);
+  if (errno != 0 || end == text || *end != '\0' || v < INT_MIN || v > INT_MAX) {
+    usageError("invalid value '%s' for %s: not an integer\n", text, flagName(flag).c_str());
+    return false;
+  }
+  *out = static_cast<int>(v);
+  return true;
+}
 
 void printUsage(const char* programName) {
   printf(
@@ -141,7 +191,7 @@ void printUsage(const char* programName) {
 bool readSize(const char* text, const char* what, size_t* out) {
   double parsed = parseSize(text);
   if (parsed < 0) {
-    fprintf(stderr, "invalid size specified for '%s'\n", what);
+    usageError("invalid size specified for '%s'\n", what);
     return false;
   }
   *out = static_cast<size_t>(parsed);
@@ -151,18 +201,18 @@ bool readSize(const char* text, const char* what, size_t* out) {
 // Rejects combinations that cannot work, and warns and fixes those nccl-tests also fixes.
 bool validate(Options* o, int* exitCode) {
   if (o->minBytes > o->maxBytes) {
-    fprintf(stderr, "invalid sizes for 'minbytes' and 'maxbytes': %llu > %llu\n",
-            static_cast<unsigned long long>(o->minBytes), static_cast<unsigned long long>(o->maxBytes));
+    usageError("invalid sizes for 'minbytes' and 'maxbytes': %llu > %llu\n",
+               static_cast<unsigned long long>(o->minBytes), static_cast<unsigned long long>(o->maxBytes));
     *exitCode = -1;
     return false;
   }
   if (o->nGpus != 1) {
-    fprintf(stderr, "-g (GPUs per thread) needs GPU support; use -t for several ranks per process\n");
+    usageError("-g (GPUs per thread) needs GPU support; use -t for several ranks per process\n");
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
   if (o->nThreads < 1) {
-    fprintf(stderr, "-t (threads per process) must be at least 1, got %d\n", o->nThreads);
+    usageError("-t (threads per process) must be at least 1, got %d\n", o->nThreads);
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
@@ -174,60 +224,99 @@ bool validate(Options* o, int* exitCode) {
     return false;
   }
   if (o->deviceImpl > 0) {
-    fprintf(stderr, "-D (device implementation) needs a GPU build; host-memory runs use the library's collectives\n");
+    usageError("-D (device implementation) needs a GPU build; host-memory runs use the library's collectives\n");
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
   if (o->iters < 1 || o->aggIters < 1 || o->warmupIters < 0 || o->check < 0 || o->runCycles < 0) {
-    fprintf(stderr, "invalid iteration counts: -n and -m must be >= 1; -w, -c and -N must be >= 0\n");
+    usageError("invalid iteration counts: -n and -m must be >= 1; -w, -c and -N must be >= 0\n");
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
   if (o->average < 0 || o->average > 3) {
-    fprintf(stderr, "-a (average) must be 0, 1, 2 or 3, got %d\n", o->average);
+    usageError("-a (average) must be 0, 1, 2 or 3, got %d\n", o->average);
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
   if (o->blocking < 0 || o->blocking > 3) {
-    fprintf(stderr, "-z (blocking) must be 0, 1, 2 or 3, got %d\n", o->blocking);
+    usageError("-z (blocking) must be 0, 1, 2 or 3, got %d\n", o->blocking);
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
   if (o->unalign < 0) {
-    fprintf(stderr, "-u (unalign) must be >= 0, got %d\n", o->unalign);
+    usageError("-u (unalign) must be >= 0, got %d\n", o->unalign);
     *exitCode = static_cast<int>(TestResult::InvalidUsage);
     return false;
   }
   if (o->perIterTiming != 0 && o->perIterTiming != 1) {
-    fprintf(stderr, "per-iteration timing (-I) only supports 0=off or 1=on. Disabling.\n");
+    usageError("per-iteration timing (-I) only supports 0=off or 1=on. Disabling.\n");
     o->perIterTiming = 0;
   }
   if (o->perIterSkip < 0 || o->perIterSkip >= o->iters) {
-    fprintf(stderr, "per-iteration skip (-K) must be between 0 and %d. Disabling.\n", o->iters - 1);
+    usageError("per-iteration skip (-K) must be between 0 and %d. Disabling.\n", o->iters - 1);
     o->perIterSkip = 0;
   }
   if (o->perIterSkip && !o->perIterTiming) {
-    fprintf(stderr, "per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.\n");
+    usageError("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.\n");
     o->perIterSkip = 0;
   }
   return true;
 }
 
-}  // namespace
+// The flags whose value is one int, and the member each sets.
+constexpr std::pair<int, int Options::*> kIntFlags[] = {
+    {'t', &Options::nThreads},
+    {'g', &Options::nGpus},
+    {'n', &Options::iters},
+    {'m', &Options::aggIters},
+    {'w', &Options::warmupIters},
+    {'N', &Options::runCycles},
+    {'c', &Options::check},
+    {'p', &Options::parallelInit},
+    {'r', &Options::root},
+    {'z', &Options::blocking},
+    {'y', &Options::streamNull},
+    {'T', &Options::timeoutSec},
+    {'G', &Options::cudaGraphLaunches},
+    {'C', &Options::reportCpuTime},
+    {'S', &Options::reportTimestamps},
+    {'a', &Options::average},
+    {'R', &Options::localRegister},
+    {'M', &Options::memoryReport},
+    {'I', &Options::perIterTiming},
+    {'K', &Options::perIterSkip},
+    {'x', &Options::ctaPolicy},
+    {'D', &Options::deviceImpl},
+    {'V', &Options::deviceCtaCount},
+    {'u', &Options::unalign},
+    {kOptExclusive, &Options::exclusive},
+    {kOptRows, &Options::rows},
+    {kOptCols, &Options::cols},
+};
 
-bool parseOptions(int argc, char** argv, const char* programName, Options* o, int* exitCode) {
+int* intFlag(Options* o, int flag) {
+  for (const auto& [f, member] : kIntFlags) {
+    if (f == flag) return &(o->*member);
+  }
+  return nullptr;
+}
+
+bool parseCommandLine(int argc, char** argv, const char* programName, Options* o, int* exitCode) {
   optind = 1;
+  opterr = 0;  // getopt's own messages would come from every rank, in a different wording from ours
+  auto invalid = [&] {
+    *exitCode = static_cast<int>(TestResult::InvalidUsage);
+    return false;
+  };
   for (;;) {
     int longIndex = 0;
-    int c = getopt_long(argc, argv, kOptString, kLongOptions, &longIndex);
+    const int c = getopt_long(argc, argv, kOptString, kLongOptions, &longIndex);
     if (c == -1) break;
+    if (int* value = intFlag(o, c)) {
+      if (!readInt(optarg, c, value)) return invalid();
+      continue;
+    }
     switch (c) {
-      case 't':
-        o->nThreads = toInt(optarg);
-        break;
-      case 'g':
-        o->nGpus = toInt(optarg);
-        break;
       case 'b':
         if (!readSize(optarg, "minbytes", &o->minBytes)) return *exitCode = -1, false;
         break;
@@ -237,118 +326,79 @@ bool parseOptions(int argc, char** argv, const char* programName, Options* o, in
       case 'i':
         if (!readSize(optarg, "stepBytes", &o->stepBytes)) return *exitCode = -1, false;
         break;
-      case 'f':
-        o->stepFactor = static_cast<size_t>(strtol(optarg, nullptr, 0));
+      case 'f': {
+        int factor = 0;
+        if (!readInt(optarg, 'f', &factor)) return invalid();
+        o->stepFactor = static_cast<size_t>(factor);
         break;
-      case 'n':
-        o->iters = toInt(optarg);
-        break;
-      case 'm':
-        o->aggIters = toInt(optarg);
-        break;
-      case 'w':
-        o->warmupIters = toInt(optarg);
-        break;
-      case 'N':
-        o->runCycles = toInt(optarg);
-        break;
-      case 'c':
-        o->check = toInt(optarg);
-        break;
-      case 'p':
-        o->parallelInit = toInt(optarg);
-        break;
+      }
       case 'o':
         o->op = parseOpName(optarg);
+        if (o->op == kUnknownName) {
+          usageError("invalid op '%s' for -o (sum prod max min avg mulsum all; affine for scan_perf)\n", optarg);
+          return invalid();
+        }
         break;
       case 'd':
         o->type = parseTypeName(optarg);
-        break;
-      case 'r':
-        o->root = toInt(optarg);
-        break;
-      case 'z':
-        o->blocking = toInt(optarg);
-        break;
-      case 'y':
-        o->streamNull = toInt(optarg);
-        break;
-      case 'T':
-        o->timeoutSec = toInt(optarg);
-        break;
-      case 'G':
-        o->cudaGraphLaunches = toInt(optarg);
-        break;
-      case 'C':
-        o->reportCpuTime = toInt(optarg);
+        if (o->type == kUnknownName) {
+          usageError(
+              "invalid datatype '%s' for -d (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 "
+              "f8e4m3 f8e5m2 all)\n",
+              optarg);
+          return invalid();
+        }
         break;
       case 'J':
         o->outputFile = optarg;
         break;
-      case 'S':
-        o->reportTimestamps = toInt(optarg);
-        break;
-      case 'a':
-        o->average = toInt(optarg);
-        break;
-      case 'R':
-        o->localRegister = toInt(optarg);
-        break;
-      case 'M':
-        o->memoryReport = toInt(optarg);
-        break;
-      case 'I':
-        o->perIterTiming = toInt(optarg);
-        break;
-      case 'K':
-        o->perIterSkip = toInt(optarg);
-        break;
-      case 'x':
-        o->ctaPolicy = toInt(optarg);
-        break;
-      case 'D':
-        o->deviceImpl = toInt(optarg);
-        break;
-      case 'V':
-        o->deviceCtaCount = toInt(optarg);
-        if (o->deviceCtaCount <= 0 || o->deviceCtaCount > 128) {
-          fprintf(stderr, "device_cta_count (-V) must be positive and less than 128, got %d. Using default value 16.\n",
-                  o->deviceCtaCount);
-          o->deviceCtaCount = 16;
-        }
-        break;
-      case 'u':
-        o->unalign = toInt(optarg);
-        break;
       case kOptCodec:
         o->codec = optarg;
-        break;
-      case kOptExclusive:
-        o->exclusive = toInt(optarg);
-        break;
-      case kOptRows:
-        o->rows = toInt(optarg);
-        break;
-      case kOptCols:
-        o->cols = toInt(optarg);
         break;
       case kOptCodecMode:
         o->codecMode = optarg;
         if (o->codecMode != "auto" && o->codecMode != "always" && o->codecMode != "never") {
-          printf("invalid --codec_mode '%s': expected auto, always or never\n", optarg);
-          *exitCode = -1;
-          return false;
+          usageError("invalid --codec_mode '%s': expected auto, always or never\n", optarg);
+          return invalid();
         }
         break;
       case 'h':
-      default:
-        if (c != 'h') printf("invalid option '%c'\n", c);
         printUsage(programName);
         *exitCode = 0;
         return false;
+      case ':':
+        usageError("%s: option '%s' needs a value (-h lists the flags)\n", programName, argv[optind - 1]);
+        return invalid();
+      default:  // '?': a flag nobody knows, or an ambiguous prefix of long ones
+        if (optopt != 0) {
+          usageError("%s: unknown option '-%c' (-h lists the flags)\n", programName, optopt);
+        } else {
+          usageError("%s: unknown or ambiguous option '%s' (-h lists the flags)\n", programName, argv[optind - 1]);
+        }
+        return invalid();
     }
   }
+  if (optind < argc) {
+    usageError("%s: unexpected argument '%s': every value follows its flag (-h lists the flags)\n", programName,
+               argv[optind]);
+    return invalid();
+  }
+  if (o->deviceCtaCount <= 0 || o->deviceCtaCount > 128) {
+    usageError("device_cta_count (-V) must be positive and less than 128, got %d. Using default value 16.\n",
+               o->deviceCtaCount);
+    o->deviceCtaCount = 16;
+  }
   return validate(o, exitCode);
+}
+
+}  // namespace
+
+bool parseOptions(int argc, char** argv, const char* programName, Options* o, int* exitCode) {
+  if (parseCommandLine(argc, argv, programName, o, exitCode)) return true;
+  // A launcher that stops the job at its first failing rank (cfxrun, mpirun) would otherwise stop rank 0, the one
+  // rank that prints the message, before it printed: the silent ranks fail a moment later.
+  if (*exitCode != 0 && !printsUsageErrors()) std::this_thread::sleep_for(std::chrono::seconds(1));
+  return false;
 }
 
 }  // namespace cfx::perf

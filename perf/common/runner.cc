@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "datatypes.h"
+#include "perf_env.h"
 #include "verify.h"
 
 namespace cfx::perf {
@@ -264,7 +265,7 @@ TestResult Rank::run(RankOutcome* outcome) {
   CFX_PERF_TRY(tearDown());
 
   // Every rank saw the same combined times, so every rank computes the same average and the same verdict.
-  const char* minBwEnv = getenv("NCCL_TESTS_MIN_BW");
+  const char* minBwEnv = getenv(kMinBwVariable);
   double minBw = minBwEnv ? atof(minBwEnv) : -1;
   double avgBw = bwCount_ ? bwSum_ / bwCount_ : 0;
   outcome->outOfBounds = static_cast<int>(failed);
@@ -325,7 +326,7 @@ TestResult Rank::startColl(bool inPlace, int iter) {
   // the whole sweep fits there. CFX_PERF_ROTATE=0 keeps every iteration at the start, as MPI and Gloo benchmarks
   // (and perf/compare's) do, so a comparison times every library on the same, equally warm memory.
   static const bool rotate = [] {
-    const char* v = getenv("CFX_PERF_ROTATE");
+    const char* v = getenv(kRotateVariable);
     return v == nullptr || std::string(v) != "0";
   }();
   size_t steps = totalBytes && rotate ? maxBytes_ / totalBytes : 1;

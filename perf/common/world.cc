@@ -2,9 +2,9 @@
 // perf harness: launcher detection, communicator creation and the small control-plane collectives.
 #include "world.h"
 
+#include <conflux.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,51 +13,12 @@
 namespace cfx::perf {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = getenv(name);
-  return (v && v[0]) ? v : nullptr;
-}
-
-// Strict decimal integer; false on anything else.
-bool parseInt(const char* text, int* out) {
-  if (!text) return false;
-  char* end = nullptr;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 1 << 30) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
-struct LauncherVars {
-  const char* name;
-  const char* rank;
-  const char* size;
-  const char* localRank;
-  const char* localSize;
-};
-
-// In order of preference. Slurm's step size wins over the allocation's when both are set.
-const LauncherVars kLaunchers[] = {
-    {"torchrun-style", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE"},
-    {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE"},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-};
-
 std::string shortHostname() {
   char buf[1024] = "";
   gethostname(buf, sizeof(buf) - 1);
   std::string h = buf;
   size_t dot = h.find('.');
   return dot == std::string::npos ? h : h.substr(0, dot);
-}
-
-// host:port for NCCL_COMM_ID; IPv6 literals get brackets.
-std::string joinAddress(const std::string& host, const std::string& port) {
-  if (host.find(':') != std::string::npos && host.front() != '[') return "[" + host + "]:" + port;
-  return host + ":" + port;
 }
 
 long long meminfoField(const char* field) {
@@ -77,43 +38,30 @@ long long meminfoField(const char* field) {
 TestResult detectWorld(const Options& options, World* w) {
   w->nThreads = options.nThreads;
   w->hostname = shortHostname();
-  for (const LauncherVars& l : kLaunchers) {
-    int rank = 0, size = 0;
-    if (!parseInt(env(l.rank), &rank) || !parseInt(env(l.size), &size)) continue;
-    if (size < 1 || rank >= size) {
-      fprintf(stderr, "%s: %s=%s is not a valid rank for %s=%s\n", w->hostname.c_str(), l.rank, env(l.rank), l.size,
-              env(l.size));
-      return TestResult::InvalidUsage;
-    }
-    w->launcher = l.name;
-    w->proc = rank;
-    w->nProcs = size;
-    int v = 0;
-    if (parseInt(env(l.localRank), &v)) w->localProc = v;
-    if (parseInt(env(l.localSize), &v) && v > 0) w->localProcs = v;
-    break;
+  // The library's own reader of launcher variables (the one cfxCommInitFromEnv uses), so a variable means the
+  // same thing to the tools as to the library.
+  cfxLaunchInfo info;
+  if (cfxGetLaunchInfo(&info) != ncclSuccess) {
+    fprintf(stderr, "%s: %s\n", w->hostname.c_str(), ncclGetLastError(nullptr));
+    return TestResult::InvalidUsage;
   }
+  w->nProcs = info.nRanks;
   w->nRanks = w->nProcs * w->nThreads;
-  if (w->nProcs == 1) {
-    w->launcher.clear();
-    w->proc = 0;
-    return TestResult::Success;
-  }
-  const char* addr = env("MASTER_ADDR") ? env("MASTER_ADDR") : env("CFX_MASTER_ADDR");
-  const char* port = env("MASTER_ADDR") ? env("MASTER_PORT") : env("CFX_MASTER_PORT");
-  if (addr && port) {
-    w->rootAddress = joinAddress(addr, port);
-    // Must precede the first NCCL call: the library reads it when it builds the id and the bootstrap root.
-    setenv("NCCL_COMM_ID", w->rootAddress.c_str(), 1);
-  } else if (env("NCCL_COMM_ID")) {
-    w->rootAddress = env("NCCL_COMM_ID");
-  } else {
+  if (w->nProcs == 1) return TestResult::Success;
+  w->launcher = info.launcher;
+  w->proc = info.rank;
+  if (info.localRank >= 0) w->localProc = info.localRank;
+  if (info.localRanks > 0) w->localProcs = info.localRanks;
+  if (info.rootAddress[0] == '\0') {
     fprintf(stderr,
-            "%s: %d processes (%s launch) but no rendezvous address: set MASTER_ADDR and MASTER_PORT (or "
-            "CFX_MASTER_ADDR and CFX_MASTER_PORT, or NCCL_COMM_ID=<host>:<port>) to the address rank 0 listens on\n",
+            "%s: %d processes (%s launch) but no rendezvous address: set MASTER_ADDR and MASTER_PORT, "
+            "CFX_MASTER_ADDR=<host>:<port>, or NCCL_COMM_ID=<host>:<port> to the address rank 0 listens on\n",
             w->hostname.c_str(), w->nProcs, w->launcher.c_str());
     return TestResult::InvalidUsage;
   }
+  w->rootAddress = info.rootAddress;
+  // Must precede the first NCCL call that builds an id: ncclGetUniqueId reads it once.
+  setenv("NCCL_COMM_ID", w->rootAddress.c_str(), 1);
   return TestResult::Success;
 }
 

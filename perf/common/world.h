@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // perf harness: who the ranks are and how they meet. Three launch modes, all through the public API only:
-//   (a) several processes under a launcher: rank and size from RANK/WORLD_SIZE (torchrun, cfxrun),
-//       OMPI_COMM_WORLD_RANK/SIZE (mpirun) or SLURM_PROCID/SLURM_NTASKS (srun), the root from
-//       MASTER_ADDR/MASTER_PORT or CFX_MASTER_ADDR/CFX_MASTER_PORT (or an NCCL_COMM_ID the user set). Every
+//   (a) several processes under a launcher: rank, size and the root's address as cfxGetLaunchInfo reads them
+//       (the library's reader, shared with cfxCommInitFromEnv: RANK/WORLD_SIZE from torchrun or cfxrun,
+//       OMPI_COMM_WORLD_*, SLURM_*, PMI_*; NCCL_COMM_ID, MASTER_ADDR/MASTER_PORT or CFX_MASTER_ADDR). Every
 //       process sets NCCL_COMM_ID=<addr>:<port> before its first NCCL call and calls ncclGetUniqueId itself:
 //       the id then just encodes that address and rank 0 runs the bootstrap root inside init (NCCL semantics).
 //   (b) -t N threads per process: global rank = process rank * N + thread; the id is shared in memory.
@@ -26,7 +26,7 @@ struct World {
   int nRanks = 1;           // nProcs * nThreads
   int localProc = 0;        // index of this process on its host (LOCAL_RANK and friends)
   int localProcs = 1;       // processes on this host
-  std::string launcher;     // "torchrun-style", "Open MPI", "Slurm", or "" when single-process
+  std::string launcher;     // "torchrun", "Open MPI", "Slurm", "PMI", or "" when single-process
   std::string rootAddress;  // host:port given to NCCL_COMM_ID, empty when single-process
   std::string hostname;     // up to the first '.', as nccl-tests prints it
 };

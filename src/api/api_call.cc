@@ -7,8 +7,11 @@
 namespace cfx::api {
 
 void report(const char* apiName, const Status& st) {
-  CFX_WARN("%s: %s (%s) [%s]", apiName, st.message().c_str(), errcName(st.code()), st.origin().c_str());
+  // The WARN carries the error's origin as its location, as NCCL's WARN names the line that found the problem;
+  // the CFX_TRY frames it passed through follow at INFO.
   const auto& frames = st.frames();
+  log::write(log::Level::Warn, log::Sys::Init, frames.front(), "%s: %s (%s)", apiName, st.message().c_str(),
+             errcName(st.code()));
   for (size_t i = 1; i < frames.size(); ++i) {
     const char* file = frames[i].file_name();
     const char* rel = std::strstr(file, "/src/");

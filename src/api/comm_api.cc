@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator lifecycle and query entry points (api layer).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -8,6 +9,7 @@
 #include "api/config_api.h"
 #include "cfx_config.h"
 #include "common/cuda_driver.h"
+#include "common/launch_env.h"
 #include "common/param.h"
 #include "conflux.h"
 #include "core/group.h"
@@ -433,45 +435,38 @@ CFX_API ncclResult_t cfxGetVersion(int* release) {
 
 CFX_API ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm) {
   return api::call("cfxCommInitFromEnv", [&]() -> Status {
-    auto env = [](const char* name) -> const char* {
-      const char* v = std::getenv(name);
-      return v && *v ? v : nullptr;
-    };
-    const char* rankText = env("RANK");
-    const char* sizeText = env("WORLD_SIZE");
-    const char* jobId = env("TORCHELASTIC_RUN_ID");
-    if (!rankText) {
-      rankText = env("OMPI_COMM_WORLD_RANK");
-      sizeText = env("OMPI_COMM_WORLD_SIZE");
-      jobId = env("OMPI_MCA_ess_base_jobid");
-    }
-    if (!rankText) {
-      rankText = env("SLURM_PROCID");
-      sizeText = env("SLURM_NTASKS");
-      jobId = env("SLURM_JOB_ID");
-    }
-    if (!rankText || !sizeText) {
+    if (comm == nullptr) return Status::error(Errc::InvalidArgument, "comm pointer is NULL");
+    CFX_TRY_ASSIGN(const launch::LaunchEnv env, launch::parseLaunchEnv(launch::processEnv));
+    if (!env.found()) {
       return Status::error(Errc::InvalidUsage,
-                           "no launcher environment found: set RANK and WORLD_SIZE (torchrun), or run under Open MPI or Slurm");
+                           "no launcher environment found: set RANK and WORLD_SIZE (torchrun, "
+                           "cfxrun), or run under Open MPI, Slurm or a PMI launcher");
     }
-    const char* addr = env("MASTER_ADDR") ? env("MASTER_ADDR") : env("CFX_MASTER_ADDR");
-    const char* port = env("MASTER_PORT") ? env("MASTER_PORT") : env("CFX_MASTER_PORT");
-    if (!addr || !port) {
-      return Status::error(Errc::InvalidUsage, "set MASTER_ADDR and MASTER_PORT (or CFX_MASTER_ADDR/CFX_MASTER_PORT) to "
-                                               "the address rank 0 can listen on");
-    }
-    char* end = nullptr;
-    const long rank = std::strtol(rankText, &end, 10);
-    const long size = std::strtol(sizeText, &end, 10);
+    if (env.rootAddress.empty()) return Status::error(Errc::InvalidUsage, launch::kRootHint);
+    CFX_INFO(log::Sys::Init, "%s launch: rank %d of %d, bootstrap root %s (from %s)", env.launcher.c_str(), env.rank,
+             env.nRanks, env.rootAddress.c_str(), env.rootFrom.c_str());
     std::string secret = transport::readBootstrapParams().secretText;
-    if (secret.empty() && jobId) secret = jobId;
-    const bool v6 = std::strchr(addr, ':') != nullptr;
-    const std::string hostPort = v6 ? strprintf("[%s]:%s", addr, port) : strprintf("%s:%s", addr, port);
-    CFX_TRY_ASSIGN(transport::UniqueId id, transport::uniqueIdFromAddress(hostPort, secret, /*startRoot=*/true));
+    if (secret.empty()) secret = env.jobId;
+    CFX_TRY_ASSIGN(transport::UniqueId id, transport::uniqueIdFromAddress(env.rootAddress, secret, /*startRoot=*/true));
     ncclUniqueId raw;
     std::memset(&raw, 0, sizeof(raw));
     id.encode(reinterpret_cast<uint8_t*>(raw.internal));
-    return api::initRank(comm, static_cast<int>(size), raw, static_cast<int>(rank), nullptr);
+    return api::initRank(comm, env.nRanks, raw, env.rank, nullptr);
+  });
+}
+
+CFX_API ncclResult_t cfxGetLaunchInfo(cfxLaunchInfo* info) {
+  return api::call("cfxGetLaunchInfo", [&]() -> Status {
+    if (info == nullptr) return Status::error(Errc::InvalidArgument, "info is NULL");
+    CFX_TRY_ASSIGN(const launch::LaunchEnv env, launch::parseLaunchEnv(launch::processEnv));
+    std::memset(info, 0, sizeof(*info));
+    info->rank = env.rank;
+    info->nRanks = env.nRanks;
+    info->localRank = env.localRank;
+    info->localRanks = env.localRanks;
+    std::snprintf(info->launcher, sizeof(info->launcher), "%s", env.launcher.c_str());
+    std::snprintf(info->rootAddress, sizeof(info->rootAddress), "%s", env.rootAddress.c_str());
+    return Status();
   });
 }
 

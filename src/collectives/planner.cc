@@ -300,14 +300,32 @@ Status forEachSection(std::string_view knob, std::string_view spec, const char* 
   return Status();
 }
 
-// Applies one NCCL_ALGO section to `opts`; returns an error text or "".
-std::string applyAlgoSection(const SpecSection& section, PlannerOptions& opts) {
+// NCCL's algorithms that this library does not have. Settings written for NCCL name them ("^NVLS" is common, and
+// PyTorch's deterministic mode sets it), so they are skipped, and the rest of the spec still applies.
+constexpr std::string_view kNcclOnlyAlgorithms[] = {"CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+
+std::optional<std::string_view> ncclOnlyAlgorithm(std::string_view name) {
+  for (std::string_view n : kNcclOnlyAlgorithms) {
+    if (equalsIgnoreCase(name, n)) return n;
+  }
+  return std::nullopt;
+}
+
+// Applies one NCCL_ALGO section to `opts`, adding NCCL's names it skipped to `skipped` (each once); returns an
+// error text or "".
+std::string applyAlgoSection(const SpecSection& section, PlannerOptions& opts, std::vector<std::string>& skipped) {
   uint32_t named = 0;
   for (std::string_view name : section.names) {
     const std::optional<Algorithm> a = algorithmByName(name);
     if (!a) {
-      return strprintf("unknown algorithm \"%.*s\" (this library has: %s)", static_cast<int>(name.size()), name.data(),
-                       algorithmsOf(std::nullopt).c_str());
+      if (const std::optional<std::string_view> nccl = ncclOnlyAlgorithm(name)) {
+        if (std::find(skipped.begin(), skipped.end(), *nccl) == skipped.end()) skipped.emplace_back(*nccl);
+        continue;
+      }
+      return strprintf(
+          "unknown algorithm \"%.*s\" (this library has: %s; NCCL's CollNetDirect, CollNetChain, NVLS, "
+          "NVLSTree and PAT are accepted and skipped)",
+          static_cast<int>(name.size()), name.data(), algorithmsOf(std::nullopt).c_str());
     }
     if (section.coll && !hasAlgorithm(*section.coll, *a) &&
         !hasCompressedAlgorithm(*section.coll, *a, compress::Format::Int8) &&
@@ -345,11 +363,13 @@ std::string applyProtoSection(const SpecSection& section, PlannerOptions& opts) 
 
 }  // namespace
 
-Result<PlannerOptions> parseAlgoSpec(std::string_view spec) {
+Result<PlannerOptions> parseAlgoSpec(std::string_view spec, std::vector<std::string>* skipped) {
   PlannerOptions opts;
   opts.algoSpec = std::string(trim(spec));
+  std::vector<std::string> ncclOnly;
   CFX_TRY(forEachSection("NCCL_ALGO", spec, "algorithm",
-                         [&](const SpecSection& section) { return applyAlgoSection(section, opts); }));
+                         [&](const SpecSection& section) { return applyAlgoSection(section, opts, ncclOnly); }));
+  if (skipped != nullptr) *skipped = std::move(ncclOnly);
   return opts;
 }
 

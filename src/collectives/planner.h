@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "collectives/collective.h"
 #include "common/status.h"
@@ -118,11 +119,14 @@ struct PlannerOptions {
 // section replaces an earlier one for the collectives it covers. A list names the algorithms allowed,
 // comma-separated, or with a leading '^' the algorithms excluded. Names are case-insensitive; blanks around
 // them are ignored; an empty spec allows everything.
+// NCCL's algorithms this library lacks (CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT) are skipped: they are
+// stored in *skipped (when not null, each once, in NCCL's spelling) for the caller to log, and the rest of the
+// spec applies, so "^NVLS" allows everything and "NVLS,Tree" allows Tree.
 // Errors (InvalidArgument, saying what was wrong and what is accepted): an unknown collective or algorithm
 // name, an empty name, or a collective section naming an algorithm that does not implement that collective.
 // A section without a prefix may leave a collective with no allowed algorithm; choosePlan then falls back to
 // its default and describePlan says so.
-Result<PlannerOptions> parseAlgoSpec(std::string_view spec);
+Result<PlannerOptions> parseAlgoSpec(std::string_view spec, std::vector<std::string>* skipped = nullptr);
 
 // Parses NCCL_PROTO into `opts` (simpleExcluded, protoSpec), with NCCL_ALGO's syntax: sections separated by ';',
 // optionally prefixed by a collective, each a comma list of protocols allowed or, after '^', excluded. Names:

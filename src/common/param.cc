@@ -2,6 +2,8 @@
 // Knob registry implementation: config files, strict parsing, ENV logging (common layer).
 #include "common/param.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -49,6 +51,12 @@ void loadFile(const std::string& path, std::map<std::string, std::string>& into)
     if (!key.empty()) into.emplace(key, trim(line.substr(eq + 1)));
   }
 }
+
+// Declared for the registry (docs/ENV.md, and so it is not reported as ignored); configValues() reads it with
+// getenv, since going through the registry would ask the files for the name of the file.
+CFX_PARAM(std::string, confFileParam, "NCCL_CONF_FILE", "",
+          "A file of NAME=value lines ('#' starts a comment) read instead of ~/.nccl.conf; /etc/nccl.conf is read "
+          "after either. The environment wins over both files, and NCCL_CONF_FILE wins over /etc/nccl.conf.");
 
 const std::map<std::string, std::string>& configValues() {
   ConfigFiles& cf = configFiles();
@@ -160,6 +168,37 @@ Validator<std::string> oneOf(std::vector<std::string> choices) {
     for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
     return "not one of: " + list;
   };
+}
+
+std::vector<std::pair<std::string, std::string>> undeclared(const std::string& prefix,
+                                                            const std::vector<std::string>& exempt) {
+  std::map<std::string, std::string> found(configValues());
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos) found[std::string(entry.substr(0, eq))] = entry.substr(eq + 1);  // env wins
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, value] : found) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    bool skip = false;
+    for (const std::string& e : exempt) skip = skip || name.compare(0, e.size(), e) == 0;
+    for (const ParamBase* p : registry()) skip = skip || name == p->name();
+    if (!skip) out.emplace_back(name, value);
+  }
+  return out;
+}
+
+void logIgnoredNcclVariables() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const auto& [name, value] : undeclared("NCCL_", {"NCCL_TESTS_"})) {
+      CFX_INFO(log::Sys::Env,
+               "%s set by environment to %s, but this library does not use it: ignored "
+               "(docs/ENV.md lists the variables it reads).",
+               name.c_str(), value.c_str());
+    }
+  });
 }
 
 void reloadConfigFilesForTesting() {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cfx::param {
@@ -130,6 +131,16 @@ Validator<T> atLeast(T lo) {
 }
 
 Validator<std::string> oneOf(std::vector<std::string> choices);
+
+// Variables named `prefix`* that are set (in the environment or a config file) but that no knob declares, with
+// their values, in name order; names starting with one of `exempt` are left out (variables other programs of the
+// job read, such as nccl-tests' NCCL_TESTS_*).
+std::vector<std::pair<std::string, std::string>> undeclared(const std::string& prefix,
+                                                            const std::vector<std::string>& exempt);
+
+// Logs each of undeclared("NCCL_", {"NCCL_TESTS_"}) once per process at INFO/ENV as ignored, so a drop-in user
+// learns why a setting written for NVIDIA's library had no effect.
+void logIgnoredNcclVariables();
 
 // Test hook: forget cached config-file contents so a test can point NCCL_CONF_FILE elsewhere.
 void reloadConfigFilesForTesting();

@@ -71,6 +71,7 @@ CFX_PARAM(std::string, netParam, "CFX_NET", "",
           "when built with UCX). See docs/notes/ucx_transport.md.");
 
 CommOptions CommOptions::fromParams() {
+  param::logIgnoredNcclVariables();
   CommOptions o;
   o.timeout = std::chrono::milliseconds(timeoutMsParam.get());
   o.bootstrap = transport::readBootstrapParams();
@@ -81,9 +82,19 @@ CommOptions CommOptions::fromParams() {
   o.net = netParam.get();
   o.topology = topo::TopologyOptions::fromParams();
   if (!algoParam.get().empty()) {
-    auto parsed = coll::parseAlgoSpec(algoParam.get());
+    std::vector<std::string> skipped;
+    auto parsed = coll::parseAlgoSpec(algoParam.get(), &skipped);
     if (parsed.ok()) {
       o.planner = std::move(parsed).value();
+      static std::once_flag once;  // the knob is read once per process; so is what it said
+      std::call_once(once, [&] {
+        for (const std::string& name : skipped) {
+          CFX_INFO(log::Sys::Env,
+                   "NCCL_ALGO names %s, which this library does not have: skipped; the rest of "
+                   "NCCL_ALGO=%s applies",
+                   name.c_str(), algoParam.get().c_str());
+        }
+      });
     } else {
       CFX_WARN("NCCL_ALGO=%s ignored: %s", algoParam.get().c_str(), parsed.status().message().c_str());
     }

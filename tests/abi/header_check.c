@@ -31,6 +31,10 @@ CFX_CHECK_STATIC(cfx_version_code, CFX_VERSION_CODE == CFX_MAJOR * 10000 + CFX_M
 CFX_CHECK_STATIC(failure_info_size, sizeof(cfxFailureInfo) == 24 + 64 + 32 + CFX_FAILURE_TEXT_BYTES);
 CFX_CHECK_STATIC(failure_info_seq, offsetof(cfxFailureInfo, opSeq) == 16 && offsetof(cfxFailureInfo, host) == 24);
 CFX_CHECK_STATIC(failure_reasons, cfxFailureExited == 1 && cfxFailureConnectionLost == 2 && cfxFailureHung == 3);
+/* cfxLaunchInfo too. */
+CFX_CHECK_STATIC(launch_info_size, sizeof(cfxLaunchInfo) == 16 + 32 + CFX_ROOT_ADDRESS_BYTES);
+CFX_CHECK_STATIC(launch_info_text,
+                 offsetof(cfxLaunchInfo, launcher) == 16 && offsetof(cfxLaunchInfo, rootAddress) == 48);
 
 static int failures = 0;
 
@@ -63,6 +67,7 @@ static void checkSignatures(void) {
   CFX_CHECK_SIGNATURE(ncclResult_t, (cfxHostStream_t), cfxHostStreamSynchronize);
   CFX_CHECK_SIGNATURE(ncclResult_t, (cfxHostStream_t), cfxHostStreamDestroy);
   CFX_CHECK_SIGNATURE(ncclResult_t, (ncclComm_t*), cfxCommInitFromEnv);
+  CFX_CHECK_SIGNATURE(ncclResult_t, (cfxLaunchInfo*), cfxGetLaunchInfo);
   CFX_CHECK_SIGNATURE(ncclResult_t, (ncclComm_t, cfxFailureInfo*, int, int*), cfxCommGetFailures);
   CFX_CHECK_SIGNATURE(ncclTeam_t, (ncclComm_t), ncclTeamWorld);
   CFX_CHECK_SIGNATURE(ncclResult_t, (ncclComm_t), ncclCommResume);

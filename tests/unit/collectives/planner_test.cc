@@ -128,7 +128,7 @@ TEST(Planner, ParserRejectsBadSpecsWithAReason) {
   const Case cases[] = {
       {"collnet", "unknown algorithm \"collnet\""},
       {"broadcast:tree", "Broadcast has no Tree algorithm"},
-      {"ring,nvls", "unknown algorithm \"nvls\""},
+      {"ring,nvlsx", "unknown algorithm \"nvlsx\""},
       {"allreduce:ring;bcast:chain", "unknown collective \"bcast\""},
       {"broadcast:ring", "Broadcast has no Ring algorithm"},
       {"allreduce:^chain", "AllReduce has no Chain algorithm"},
@@ -144,6 +144,42 @@ TEST(Planner, ParserRejectsBadSpecsWithAReason) {
     EXPECT_NE(r.status().message().find(c.mentions), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("NCCL_ALGO"), std::string::npos) << r.status().message();
   }
+}
+
+TEST(Planner, NcclsAlgorithmsWeLackAreSkippedAndTheRestApplies) {
+  std::vector<std::string> skipped;
+  // PyTorch's deterministic mode sets ^NVLS: it excludes nothing here, where it used to discard the whole spec.
+  Result<PlannerOptions> r = parseAlgoSpec("^NVLS", &skipped);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(skipped, std::vector<std::string>{"NVLS"});
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    EXPECT_TRUE(r.value().allows(Collective::AllReduce, static_cast<Algorithm>(a)));
+  }
+
+  r = parseAlgoSpec("nvls,Tree,nvlstree", &skipped);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(skipped, (std::vector<std::string>{"NVLS", "NVLSTree"}));  // NCCL's spelling, each once
+  EXPECT_EQ(choose(Collective::AllReduce, size_t{1} << 24, 8, r.value()), Algorithm::Tree);
+  EXPECT_FALSE(r.value().allows(Collective::AllReduce, Algorithm::Ring));
+
+  r = parseAlgoSpec("allreduce:^CollNetDirect,CollNetChain,PAT,Ring;broadcast:^NVLS", &skipped);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(skipped, (std::vector<std::string>{"CollNetDirect", "CollNetChain", "PAT", "NVLS"}));
+  EXPECT_FALSE(r.value().allows(Collective::AllReduce, Algorithm::Ring));
+  EXPECT_TRUE(r.value().allows(Collective::AllReduce, Algorithm::Tree));
+  EXPECT_TRUE(r.value().allows(Collective::Broadcast, Algorithm::Chain));
+
+  // Only NCCL's names in an allow list: nothing this library has is allowed, so the default choice runs and the
+  // op's INFO/TUNING line says so.
+  r = parseAlgoSpec("NVLS", &skipped);
+  ASSERT_TRUE(r.ok());
+  const PlanRequest req{Collective::AllReduce, 4096, 8, kSlice};
+  EXPECT_NE(describePlan(req, choosePlan(req, r.value()), r.value()).find("allows no algorithm"), std::string::npos);
+
+  // A misspelt name is still refused, and the message lists NCCL's names that are accepted.
+  r = parseAlgoSpec("^NVSL", &skipped);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("NVLSTree and PAT are accepted and skipped"), std::string::npos);
 }
 
 TEST(Planner, DescribePlanIsOneLineWithTheDecision) {
