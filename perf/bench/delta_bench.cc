@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   std::vector<ncclComm_t> comms(static_cast<size_t>(n));
   if (ncclCommInitAll(comms.data(), n, nullptr) != ncclSuccess) return 1;
   std::vector<std::vector<float>> buf(static_cast<size_t>(n), std::vector<float>(count, 0.0f));
-  std::iota(buf[0].begin(), buf[0].end(), 0.0f);
+  // Small values, so that adding 1 changes every element it touches (above 2^24 an fp32 + 1 can round to itself).
+  for (size_t j = 0; j < count; ++j) buf[0][j] = static_cast<float>(j % 4096) * 0.25f;
   std::vector<size_t> positions(count);
   std::iota(positions.begin(), positions.end(), size_t{0});
   std::barrier sync(n);
