@@ -12,7 +12,9 @@
 
 namespace cfx::compress::detail {
 
+// An empty share may come with null pointers, which memcpy may not be given even for zero bytes.
 void loadFloats(DataType type, const void* in, size_t n, float* out) {
+  if (n == 0) return;
   const auto* p = static_cast<const unsigned char*>(in);
   if (type == DataType::Float32) {
     std::memcpy(out, p, n * sizeof(float));
@@ -26,6 +28,7 @@ void loadFloats(DataType type, const void* in, size_t n, float* out) {
 }
 
 void storeFloats(DataType type, const float* v, size_t n, void* out) {
+  if (n == 0) return;
   auto* p = static_cast<unsigned char*>(out);
   if (type == DataType::Float32) {
     std::memcpy(p, v, n * sizeof(float));

@@ -96,7 +96,7 @@ void encodeDelta(const DeltaPlan& plan, const void* state, const void* previous,
   const auto* p = static_cast<const unsigned char*>(previous);
   auto* o = static_cast<unsigned char*>(out);
   if (plan.mode == DeltaMode::Full) {
-    std::memcpy(o, s, count * eltSize);
+    if (count != 0) std::memcpy(o, s, count * eltSize);
     return;
   }
   const size_t width = indexBytes(count);
@@ -124,7 +124,7 @@ Status applyDelta(DeltaMode mode, const void* encoded, uint64_t encodedBytes, ui
                                    static_cast<unsigned long long>(encodedBytes)));
   }
   if (mode == DeltaMode::Full) {
-    std::memcpy(st, in, count * eltSize);
+    if (count != 0) std::memcpy(st, in, count * eltSize);
     return Status();
   }
   const size_t width = indexBytes(count);
