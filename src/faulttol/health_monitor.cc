@@ -164,10 +164,11 @@ void HealthMonitor::setRevokeSink(RevokeSink sink) {
   revokeSink_ = std::move(sink);
 }
 
-void HealthMonitor::announceRevoke() {
-  revokeSeen_.store(true, std::memory_order_release);
+void HealthMonitor::announceRevoke(Errc code, const std::string& reason) {
+  if (revokeSeen_.exchange(true, std::memory_order_acq_rel)) return;  // this revoke's news is already out
+  const std::vector<uint8_t> payload = wire::encodeRevoke(RevokeNotice{rank_, code, reason});
   for (int r = 0; r < nRanks_; ++r) {
-    if (r != rank_) sendTo(r, wire::Revoke, wire::encodeRevoke(rank_));
+    if (r != rank_) sendTo(r, wire::Revoke, payload);
   }
 }
 
@@ -354,18 +355,19 @@ void HealthMonitor::handleDatagram(std::span<const uint8_t> bytes, const sockadd
     }
   }
   if (h.kind == wire::Revoke) {
-    Result<int> origin = wire::decodeRevoke(opened->payload, nRanks_);
-    if (!origin.ok()) {
+    Result<RevokeNotice> notice = wire::decodeRevoke(opened->payload, nRanks_);
+    if (!notice.ok()) {
       CFX_WARN("health monitor of rank %d: bad revoke notice from rank %d: %s", rank_, h.sender,
-               origin.status().message().c_str());
+               notice.status().message().c_str());
       return;
     }
     if (!revokeSeen_.exchange(true, std::memory_order_acq_rel)) {
-      CFX_INFO(log::Sys::Ft, "rank %d: rank %d revoked the communicator (heard from rank %d)", rank_, *origin, h.sender);
+      CFX_INFO(log::Sys::Ft, "rank %d: rank %d revoked the communicator (heard from rank %d)%s%s", rank_,
+               notice->origin, h.sender, notice->reason.empty() ? "" : ": ", notice->reason.c_str());
       for (int r = 0; r < nRanks_; ++r) {
-        if (r != rank_ && r != h.sender && r != *origin) sendTo(r, wire::Revoke, wire::encodeRevoke(*origin));
+        if (r != rank_ && r != h.sender && r != notice->origin) sendTo(r, wire::Revoke, opened->payload);
       }
-      if (revokeSink_) revokeSink_(*origin);
+      if (revokeSink_) revokeSink_(*notice);
       if (doorbell_ != nullptr) doorbell_->ring();
     }
   }

@@ -70,6 +70,13 @@ struct Failure {
   std::string describe() const;  // "rank 2 (host h, pid 123) exited: ...; detected by rank 3 during ..."
 };
 
+// A revoke as every rank learns it: who revoked, and why when it was not ncclCommRevoke.
+struct RevokeNotice {
+  int origin = -1;         // the rank that revoked
+  Errc code = Errc::Ok;    // Ok: ncclCommRevoke; else the error that made origin revoke (a mismatched call)
+  std::string reason;      // that error's text, clipped to a datagram's room
+};
+
 struct HealthOptions {
   std::chrono::milliseconds period{500};  // CFX_HEARTBEAT_MS; 0 turns heartbeats off (notices still flow)
   int misses = 6;                         // CFX_HEARTBEAT_MISSES: silent periods before a peer is Hung
@@ -89,13 +96,15 @@ class HealthMonitor {
  public:
   // Called once per new failure learned (first-hand or by notice), from whichever thread learned it.
   using FailureSink = std::function<void(const Failure&)>;
-  // Called once, the first time a revoke notice arrives, with the rank that sent it (the monitor thread, or a
-  // pollNow caller). Set before start().
-  using RevokeSink = std::function<void(int byRank)>;
+  // Called once, the first time a revoke notice arrives, with the notice (the monitor thread, or a pollNow caller).
+  // Set before start().
+  using RevokeSink = std::function<void(const RevokeNotice&)>;
   void setRevokeSink(RevokeSink sink);
-  // Tells every peer that this communicator is revoked (ncclCommRevoke). Each rank that hears it first forwards it
-  // to all others, so one lost datagram does not leave a rank running. Bounded: datagrams only.
-  void announceRevoke();
+  // Tells every peer that this communicator is revoked: by ncclCommRevoke (code Ok), or because this rank found an
+  // error every rank must fail with (a mismatched call: InvalidUsage and its text). Each rank that hears it first
+  // forwards it to all others, so one lost datagram does not leave a rank running. Bounded: datagrams only. Only
+  // the first announcement or notice of a communicator counts; later ones are not sent.
+  void announceRevoke(Errc code = Errc::Ok, const std::string& reason = {});
 
   // Binds the UDP socket on `bindAddress`'s IP (any port). SystemError when it cannot.
   static Result<std::unique_ptr<HealthMonitor>> open(int rank, int nRanks, const HealthOptions& options,

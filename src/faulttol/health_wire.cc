@@ -12,28 +12,52 @@ namespace cfx::ft::wire {
 
 namespace {
 
-constexpr std::string_view kLabel = "cfx-health-v1";
+constexpr std::string_view kLabel = "cfx-health-v2";
 constexpr size_t kFailureFixedBytes = 32;
+constexpr size_t kRevokeFixedBytes = 12;
 
 std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n); }
 
 }  // namespace
 
-std::vector<uint8_t> encodeRevoke(int origin) {
-  const auto o = static_cast<uint32_t>(origin);
-  return {static_cast<uint8_t>(o >> 24), static_cast<uint8_t>(o >> 16), static_cast<uint8_t>(o >> 8),
-          static_cast<uint8_t>(o)};
+std::vector<uint8_t> encodeRevoke(const RevokeNotice& r) {
+  const std::string text = clip(r.reason, kMaxTextBytes);
+  std::vector<uint8_t> v;
+  v.reserve(kRevokeFixedBytes + text.size());
+  Out o(v);
+  o.u32(static_cast<uint32_t>(r.origin));
+  o.u32(static_cast<uint32_t>(r.code));
+  o.u16(static_cast<uint16_t>(text.size()));
+  o.u16(0);
+  o.bytes(text);
+  return v;
 }
 
-Result<int> decodeRevoke(std::span<const uint8_t> payload, int nRanks) {
-  if (payload.size() != 4) {
-    return Status::error(Errc::InvalidUsage, strprintf("revoke payload of %zu bytes, expected 4", payload.size()));
+Result<RevokeNotice> decodeRevoke(std::span<const uint8_t> payload, int nRanks) {
+  In in(payload);
+  RevokeNotice r;
+  const uint32_t origin = in.u32();
+  const uint32_t code = in.u32();
+  const size_t textLen = in.u16();
+  const uint16_t reserved = in.u16();
+  if (in.bad()) return Status::error(Errc::InvalidUsage, "revoke notice shorter than its fixed part");
+  if (reserved != 0) {
+    return Status::error(Errc::InvalidUsage, strprintf("revoke notice with 0x%04x in its reserved field", reserved));
   }
-  const uint32_t o = (uint32_t{payload[0]} << 24) | (uint32_t{payload[1]} << 16) | (uint32_t{payload[2]} << 8) | payload[3];
-  if (o >= static_cast<uint32_t>(nRanks)) {
-    return Status::error(Errc::InvalidUsage, strprintf("revoke from rank %u of %d", o, nRanks));
+  if (origin >= static_cast<uint32_t>(nRanks)) {
+    return Status::error(Errc::InvalidUsage, strprintf("revoke from rank %u of %d", origin, nRanks));
   }
-  return static_cast<int>(o);
+  // A notice names an error a rank ran into, never "success" in disguise or a state (InProgress).
+  if (code != 0 && (code > static_cast<uint32_t>(Errc::Timeout) || code == static_cast<uint32_t>(Errc::InProgress))) {
+    return Status::error(Errc::InvalidUsage, strprintf("revoke notice with unknown error code %u", code));
+  }
+  if (textLen > kMaxTextBytes || textLen != in.left()) {
+    return Status::error(Errc::InvalidUsage, "revoke notice text length does not match the payload");
+  }
+  r.origin = static_cast<int>(origin);
+  r.code = static_cast<Errc>(code);
+  r.reason = in.text(textLen);
+  return r;
 }
 
 std::vector<uint8_t> encodeFailure(const Failure& f) {

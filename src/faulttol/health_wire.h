@@ -5,11 +5,14 @@
 //   header   magic u32 "CFXH" | version u16 | kind u16 | commTag u64 | sender u32 | nRanks u32 | counter u64 |
 //            known u32 | payloadBytes u32                                                               40 B
 //   payload  Heartbeat, Leaving: none.
-//            Revoke: origin u32 (the rank that called ncclCommRevoke; the sender may be forwarding it).
+//            Revoke: origin u32 | code u32 | textLen u16 | 0 u16 | text  (origin: the rank that revoked, which the
+//                    sender may be forwarding; code 0 for ncclCommRevoke, else the error (an Errc) that made origin
+//                    revoke, such as InvalidUsage for a mismatched call, with its text: the reason every rank's op
+//                    then fails with)
 //            Failure: rank u32 | reason u32 | detectedBy u32 | pid u32 | opSeq u64 |
 //                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended;
 //                     a non-zero reserved u16 is rejected)
-//   mac      HMAC-SHA256(secret, "cfx-health-v1" || header || payload)                                   32 B
+//   mac      HMAC-SHA256(secret, "cfx-health-v2" || header || payload)                                   32 B
 // decode() checks, in this order, the size bounds, magic, version, communicator, sender and rank ranges, the
 // payload length against the datagram length, and the MAC; it never reads past the datagram.
 #pragma once
@@ -25,7 +28,7 @@
 namespace cfx::ft::wire {
 
 inline constexpr uint32_t kMagic = 0x43465848;  // "CFXH"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;  // 2: a revoke notice carries its reason
 inline constexpr size_t kHeaderBytes = 40;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxDatagramBytes = 1024;
@@ -44,8 +47,8 @@ struct Header {
   uint32_t known = 0;  // failures the sender knows
 };
 
-std::vector<uint8_t> encodeRevoke(int origin);
-Result<int> decodeRevoke(std::span<const uint8_t> payload, int nRanks);
+std::vector<uint8_t> encodeRevoke(const RevokeNotice& r);
+Result<RevokeNotice> decodeRevoke(std::span<const uint8_t> payload, int nRanks);
 std::vector<uint8_t> encodeFailure(const Failure& f);
 Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks);
 

@@ -42,10 +42,11 @@ bool validHeader(std::span<const uint8_t> d, int nRanks) {
 void payload(const wire::Opened& opened, int nRanks) {
   const std::vector<uint8_t>& p = opened.payload;
   if (opened.header.kind == wire::Revoke) {
-    cfx::Result<int> origin = wire::decodeRevoke(p, nRanks);
-    if (!origin.ok()) return;
-    cfx::fuzz::check(*origin >= 0 && *origin < nRanks, "a revoke's origin is a rank of the communicator");
-    cfx::fuzz::check(wire::encodeRevoke(*origin) == p, "an accepted revoke re-encodes identically");
+    cfx::Result<cfx::ft::RevokeNotice> notice = wire::decodeRevoke(p, nRanks);
+    if (!notice.ok()) return;
+    cfx::fuzz::check(notice->origin >= 0 && notice->origin < nRanks, "a revoke's origin is a rank of the communicator");
+    cfx::fuzz::check(notice->code != cfx::Errc::InProgress, "a revoke's code is an error or none");
+    cfx::fuzz::check(wire::encodeRevoke(*notice) == p, "an accepted revoke re-encodes identically");
     return;
   }
   if (opened.header.kind != wire::FailureNotice) return;

@@ -293,7 +293,9 @@ void healthDatagrams() {
   h.kind = wire::Leaving;
   healthDatagram("leaving", nRanks, h, {});
   h.kind = wire::Revoke;
-  healthDatagram("revoke", nRanks, h, wire::encodeRevoke(5));
+  healthDatagram("revoke", nRanks, h, wire::encodeRevoke({5, cfx::Errc::Ok, ""}));
+  healthDatagram("revoke_mismatch", nRanks, h,
+                 wire::encodeRevoke({5, cfx::Errc::InvalidUsage, "mismatched operation across ranks: rank 2 sent"}));
   cfx::ft::Failure f;
   f.rank = 6;
   f.reason = cfx::ft::FailureReason::Hung;

@@ -75,7 +75,8 @@ TEST(HealthWire, SealedDatagramOpensWithItsHeaderAndPayload) {
   EXPECT_EQ(f->text, "no heartbeat");
 }
 
-// A revoke notice carries the rank that revoked (the sender may forward it); a kind beyond the known ones is refused even when the MAC
+// A revoke notice carries the rank that revoked (the sender may forward it) and, for a revoke that an error caused,
+// the error's code and text; a kind beyond the known ones is refused even when the MAC
 // is right (an older or newer peer must not be misread).
 TEST(HealthWire, RevokeNoticeOpensAndUnknownKindsAreRefused) {
   wire::Header h;
@@ -84,17 +85,31 @@ TEST(HealthWire, RevokeNoticeOpensAndUnknownKindsAreRefused) {
   h.sender = 1;
   h.nRanks = 3;
   h.counter = 9;
-  auto sealed = wire::seal(h, wire::encodeRevoke(2), kSecret);  // rank 1 forwards rank 2's revoke
+  const cfx::ft::RevokeNotice mismatch{2, cfx::Errc::InvalidUsage, "mismatched operation across ranks: ..."};
+  auto sealed = wire::seal(h, wire::encodeRevoke(mismatch), kSecret);  // rank 1 forwards rank 2's revoke
   ASSERT_TRUE(sealed.ok());
   auto opened = wire::open(*sealed, kSecret, kTag, 3);
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   EXPECT_EQ(opened->header.kind, wire::Revoke);
   EXPECT_EQ(opened->header.sender, 1);
-  auto origin = wire::decodeRevoke(opened->payload, 3);
-  ASSERT_TRUE(origin.ok());
-  EXPECT_EQ(*origin, 2);
-  EXPECT_FALSE(wire::decodeRevoke(wire::encodeRevoke(3), 3).ok()) << "origin out of range";
+  auto notice = wire::decodeRevoke(opened->payload, 3);
+  ASSERT_TRUE(notice.ok()) << notice.status().message();
+  EXPECT_EQ(notice->origin, 2);
+  EXPECT_EQ(notice->code, cfx::Errc::InvalidUsage);
+  EXPECT_EQ(notice->reason, mismatch.reason);
+  auto plain = wire::decodeRevoke(wire::encodeRevoke({0, cfx::Errc::Ok, ""}), 3);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->code, cfx::Errc::Ok);
+  EXPECT_FALSE(wire::decodeRevoke(wire::encodeRevoke({3, cfx::Errc::Ok, ""}), 3).ok()) << "origin out of range";
   EXPECT_FALSE(wire::decodeRevoke({}, 3).ok()) << "no origin";
+  EXPECT_FALSE(wire::decodeRevoke(wire::encodeRevoke({1, cfx::Errc::InProgress, "x"}), 3).ok()) << "not an error";
+  EXPECT_FALSE(wire::decodeRevoke(wire::encodeRevoke({1, static_cast<cfx::Errc>(99), "x"}), 3).ok()) << "unknown";
+  std::vector<uint8_t> longer = wire::encodeRevoke(mismatch);
+  longer.push_back('!');
+  EXPECT_FALSE(wire::decodeRevoke(longer, 3).ok()) << "text length disagrees with the payload";
+  std::vector<uint8_t> reserved = wire::encodeRevoke(mismatch);
+  reserved[10] = 1;
+  EXPECT_FALSE(wire::decodeRevoke(reserved, 3).ok()) << "reserved field set";
   h.kind = static_cast<uint16_t>(wire::Revoke + 1);
   auto unknown = wire::seal(h, {}, kSecret);
   ASSERT_TRUE(unknown.ok());
@@ -222,7 +237,7 @@ TEST(HealthMonitor, AReportedFailureReachesEverySurvivorOnceWithTheDetectorsReco
 TEST(HealthMonitor, ASilentPeerIsDeclaredHungByEveryOtherRank) {
   HealthOptions o;
   o.period = 20ms;
-  o.misses = 4;
+  o.misses = 25;  // live peers must not look hung on a loaded machine (at 4 misses, 80 ms, they did)
   Mesh mesh(3, o, /*silent=*/{2});
   for (int r : {0, 1}) {
     ASSERT_TRUE(waitFor([&] { return mesh[r].failedCount() >= 1; })) << "rank " << r;
