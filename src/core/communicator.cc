@@ -501,7 +501,7 @@ Status Communicator::startHealth() {
     id.address = addrs[static_cast<size_t>(p)];
   }
   // A revoke by any rank stops this rank's work too (NCCL: ncclCommRevoke stops all in-flight operations).
-  health_->setRevokeSink([this](int byRank) { revokedRemotely(byRank); });
+  health_->setRevokeSink([this](const ft::RevokeNotice& notice) { revokedRemotely(notice); });
   return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
     setAsyncError(Status::error(Errc::RemoteError, f.describe()));
   });
@@ -741,6 +741,13 @@ void Communicator::setAsyncError(const Status& st) {
 std::string Communicator::stopCause() const {
   if (!revoked()) return abortFlag_.load(std::memory_order_acquire) ? "communicator was aborted" : "";
   const int by = revokedBy_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard lock(revokeMutex_);
+    if (revokeCode_ != Errc::Ok && by >= 0) {
+      return strprintf("communicator was revoked by rank %d after it found %s", by, revokeReason_.c_str());
+    }
+    if (revokeCode_ != Errc::Ok) return "communicator was revoked by this rank after it found " + revokeReason_;
+  }
   if (by >= 0) return strprintf("communicator was revoked by rank %d (ncclCommRevoke)", by);
   return revokedHere_.load(std::memory_order_relaxed)
              ? strprintf("communicator was revoked by rank %d (this rank's ncclCommRevoke)", rank_)
@@ -789,8 +796,17 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.endpoints = &endpoints_;
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
+  // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here.
   if (!st.ok() && revokedByPeer()) {
-    st = Status::error(st.code(), stopCause() + ": " + st.message());
+    Errc code = st.code();
+    {
+      std::lock_guard lock(revokeMutex_);
+      if (revokeCode_ != Errc::Ok) code = revokeCode_;
+    }
+    st = code == st.code() ? Status::error(code, stopCause() + ": " + st.message())
+                           : Status::error(code, stopCause());
+  } else if (prims::isMismatch(st)) {
+    revokeForMismatch(st);
   }
   if (!st.ok()) setAsyncError(st);
   return st;
@@ -905,8 +921,8 @@ void Communicator::progressLoop() {
     if (!st.ok() && job.deferred.after) {
       // Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the
       // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after this rank's own abort
-      // or revoke, which end every pending op on purpose; a peer's revoke is news here.
-      if (!abortFlag_.load(std::memory_order_acquire) || revokedByPeer()) {
+      // or revoke, which end every pending op on purpose; a peer's revoke, or one for a mismatch, is news here.
+      if (!abortFlag_.load(std::memory_order_acquire) || revokedByPeer() || revokedForError()) {
         CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
                  rank_, st.message().c_str());
       }
@@ -963,12 +979,40 @@ void Communicator::abort() {
   }
 }
 
-void Communicator::revokedRemotely(int byRank) {
-  revokedBy_.store(byRank, std::memory_order_relaxed);
+void Communicator::revokedRemotely(const ft::RevokeNotice& notice) {
+  {
+    std::lock_guard lock(revokeMutex_);
+    revokeCode_ = notice.code;
+    revokeReason_ = notice.reason;
+  }
+  revokedBy_.store(notice.origin, std::memory_order_relaxed);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
   if (doorbell_) doorbell_->ring();
   wakeProgress();  // a device job still waiting for its stream fails now
+}
+
+// The ranks' calls differ and data has moved: whatever sits in the FIFOs belongs to no op the others will run, so
+// the communicator cannot go on. Every other rank's op is stopped with this error, through the health channel's
+// revoke notice, rather than left to time out or to see a closed connection (docs/DESIGN.md, "Mismatched calls").
+// Queued work fails fast on the flag; destroy, split and shrink still work, as after ncclCommRevoke.
+void Communicator::revokeForMismatch(const Status& st) {
+  if (revoked()) return;  // another rank's revoke, or an earlier mismatch, was first
+  // The text says "this rank"; on the ranks that read it, that is this one.
+  std::string reason = st.message();
+  const std::string me = strprintf("rank %d", rank_);
+  for (size_t at = reason.find("this rank"); at != std::string::npos; at = reason.find("this rank", at + me.size())) {
+    reason.replace(at, 9, me);
+  }
+  {
+    std::lock_guard lock(revokeMutex_);
+    revokeCode_ = st.code();
+    revokeReason_ = reason;
+  }
+  if (health_) health_->announceRevoke(st.code(), reason);
+  abortFlag_.store(true, std::memory_order_release);
+  revoked_.store(true, std::memory_order_release);
+  if (doorbell_) doorbell_->ring();
 }
 
 Status Communicator::revoke() {

@@ -249,7 +249,9 @@ class Communicator {
   // registerWindow's collective part, on whichever thread runs it; stops early on abort or a failed peer.
   Status mapWindow(const void* key, const void* buff, size_t bytes);
   void runWindowSetups();            // windowSetupThread_'s body: the queue, in order, until empty or a failure
-  void revokedRemotely(int byRank);  // from the health monitor: another rank revoked this communicator
+  void revokedRemotely(const ft::RevokeNotice& notice);  // from the health monitor: another rank revoked it
+  // This rank's op found a mismatched call: revoke with that error, so every rank's op fails with it.
+  void revokeForMismatch(const Status& st);
   void progressLoop();
   void stopProgressThread();
 
@@ -305,9 +307,19 @@ class Communicator {
   std::atomic<bool> revoked_{false};
   std::atomic<int> revokedBy_{-1};  // the rank whose revoke notice reached us; -1 when revoked here or not at all
   std::atomic<bool> revokedHere_{false};  // ncclCommRevoke was called on this rank
+  // Why the communicator was revoked when it was not ncclCommRevoke (a mismatched call, found here or by the rank
+  // revokedBy_): the error every op then fails with. Written once, before revoked_ is set; read after it is.
+  mutable std::mutex revokeMutex_;
+  Errc revokeCode_ = Errc::Ok;
+  std::string revokeReason_;
   // Stopped by another rank's revoke, not by this rank's own abort or revoke: news to report, not a deliberate stop.
   bool revokedByPeer() const {
     return revokedBy_.load(std::memory_order_relaxed) >= 0 && !revokedHere_.load(std::memory_order_relaxed);
+  }
+  // Revoked because a rank found a mismatched call, not by anyone's ncclCommRevoke.
+  bool revokedForError() const {
+    std::lock_guard lock(revokeMutex_);
+    return revokeCode_ != Errc::Ok;
   }
   bool finalized_ = false;
 

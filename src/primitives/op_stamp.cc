@@ -23,9 +23,9 @@ std::string describeMismatch(int peer, uint64_t inTag, uint64_t expectTag, const
   } else {
     why = "the same collective, datatype and op, but a different count, root, codec or op shape";
   }
-  return strprintf("mismatched operation across ranks: rank %d sent a message of %s (op #%u, tag %#llx) while this "
+  return strprintf("%s: rank %d sent a message of %s (op #%u, tag %#llx) while this "
                    "rank runs %s (op #%u, %s, tag %#llx): %s",
-                   peer, kindOf(inTag).c_str(), tagSeq(inTag), static_cast<unsigned long long>(inTag), mine.c_str(),
+                   std::string(kMismatchText).c_str(), peer, kindOf(inTag).c_str(), tagSeq(inTag), static_cast<unsigned long long>(inTag), mine.c_str(),
                    tagSeq(expectTag), detail.c_str(), static_cast<unsigned long long>(expectTag), why.c_str());
 }
 

@@ -16,6 +16,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "common/status.h"
 
 namespace cfx::prims {
 
@@ -51,5 +54,13 @@ constexpr uint32_t tagKind(uint64_t tag) { return static_cast<uint32_t>(tag >> 3
 // their kinds by name, and what differs. `detail` says what this rank expected of the message (sizes, codec).
 std::string describeMismatch(int peer, uint64_t inTag, uint64_t expectTag, const OpNaming* naming,
                              const std::string& detail);
+// Every mismatch error starts so. The verbs' own (data has moved: the communicator revokes on them) go on with ": ";
+// core's call check, which fails before any data moves, with " (CFX_CHECK_CALLS)".
+inline constexpr std::string_view kMismatchText = "mismatched operation across ranks";
+inline bool isMismatch(const Status& st) {
+  const std::string& m = st.message();
+  return st.code() == Errc::InvalidUsage && m.starts_with(kMismatchText) &&
+         std::string_view(m).substr(kMismatchText.size()).starts_with(": ");
+}
 
 }  // namespace cfx::prims
