@@ -66,7 +66,10 @@ test-main: check-layers python-ext
 # tests (label python). A step of its own: `make build` and the library never need PyTorch. Incremental.
 PYTHON ?= /usr/bin/python3
 python-ext:
-	cd python && MAX_JOBS=$(JOBS) $(PYTHON) setup.py -q build_ext --inplace --build-temp $(CURDIR)/$(BUILD)/python-ext
+	@mkdir -p $(BUILD)
+	@echo "Building the torch backend (python/csrc) against $$($(PYTHON) -c 'import torch; print("PyTorch", torch.__version__)')"
+	@cd python && MAX_JOBS=$(JOBS) $(PYTHON) setup.py -q build_ext --inplace --build-temp $(CURDIR)/$(BUILD)/python-ext \
+	  > $(CURDIR)/$(BUILD)/python-ext.log 2>&1 || { cat $(CURDIR)/$(BUILD)/python-ext.log; exit 1; }
 
 # Sanitizer builds use -O1 -g1: quick to compile, fast enough to run, and still give file:line in reports. They
 # build only the tests they run (unit, integration) and no device kernels (the main build compiles those).

@@ -37,9 +37,53 @@ class GilRelease {
 
 // ---- ConfluxWork -------------------------------------------------------------------------------------------------
 
+// ---- Completer ---------------------------------------------------------------------------------------------------
+
+Completer::Completer() : thread_([this] { loop(); }) {}
+
+Completer::~Completer() { stop(); }
+
+void Completer::add(c10::intrusive_ptr<ConfluxWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopping_) {
+      queue_.push_back(std::move(work));
+      cv_.notify_one();
+      return;
+    }
+  }
+  work->completeFromStream();
+}
+
+void Completer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void Completer::loop() {
+  for (;;) {
+    c10::intrusive_ptr<ConfluxWork> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and done
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    work->completeFromStream();
+  }
+}
+
+// ---- ConfluxWork -------------------------------------------------------------------------------------------------
+
 ConfluxWork::ConfluxWork(int rank, c10d::OpType opType, const char* name, cfxHostStream_t stream,
                          std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive, Finish finish,
-                         std::chrono::steady_clock::time_point deadline)
+                         std::chrono::steady_clock::time_point deadline, std::shared_ptr<Completer> completer)
     : c10d::Work(rank, opType),
       name_(name),
       stream_(stream),
@@ -47,7 +91,8 @@ ConfluxWork::ConfluxWork(int rank, c10d::OpType opType, const char* name, cfxHos
       keepAlive_(std::move(keepAlive)),
       finish_(std::move(finish)),
       deadline_(deadline),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      completer_(std::move(completer)) {}
 
 ConfluxWork::~ConfluxWork() {
   // Completed by now unless nobody waited and the group is gone; destroying waits for the operation either way, so
@@ -55,7 +100,17 @@ ConfluxWork::~ConfluxWork() {
   if (stream_ != nullptr) (void)api().hostStreamDestroy(stream_);
 }
 
-bool ConfluxWork::isCompleted() {
+bool ConfluxWork::isCompleted() { return poll(); }
+
+bool ConfluxWork::over() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return true;
+  }
+  return api().hostStreamQuery(stream_) != ncclInProgress;
+}
+
+bool ConfluxWork::poll() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (completed_) return true;
@@ -83,10 +138,14 @@ bool ConfluxWork::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) {
     completeFromStream();
   } else {
-    // The completion thread completes every Work in order; wait for it, bounded.
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!cv_.wait_for(lock, timeout, [this] { return completed_; })) {
-      TORCH_CHECK(false, "conflux: ", name_, " still running after the ", timeout.count(), " ms wait() allowed");
+    // A bounded wait polls: the stream's own wait has no bound.
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    auto nap = std::chrono::microseconds(10);
+    while (!poll()) {
+      TORCH_CHECK(std::chrono::steady_clock::now() < until, "conflux: ", name_, " still running after the ",
+                  timeout.count(), " ms wait() allowed");
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(10000));
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -94,7 +153,13 @@ bool ConfluxWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> ConfluxWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> ConfluxWork::getFuture() {
+  // The future must complete even if nobody ever waits on this Work: hand it to the completer (once).
+  if (!futureAsked_.exchange(true)) {
+    completer_->add(c10::intrusive_ptr<ConfluxWork>::unsafe_reclaim_from_nonowning(this));
+  }
+  return future_;
+}
 
 void ConfluxWork::setCause(std::string cause) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -175,7 +240,7 @@ ProcessGroupConflux::ProcessGroupConflux(AdoptTag, ncclComm_t comm, int rank, in
 }
 
 void ProcessGroupConflux::startThreads() {
-  completion_ = std::thread([this] { completionLoop(); });
+  completer_ = std::make_shared<Completer>();
   watchdog_ = std::thread([this] { watchdogLoop(); });
 }
 
@@ -184,6 +249,7 @@ ProcessGroupConflux::~ProcessGroupConflux() {
   bool idle;
   {
     std::lock_guard<std::mutex> lock(pendingMutex_);
+    reapLocked();
     idle = pending_.empty();
   }
   {
@@ -197,11 +263,11 @@ ProcessGroupConflux::~ProcessGroupConflux() {
   {
     std::lock_guard<std::mutex> lock(pendingMutex_);
     stopping_ = true;
+    pending_.clear();  // a Work still held elsewhere completes (with the abort's error) when it is waited on
   }
-  pendingCv_.notify_all();
   watchdogCv_.notify_all();
-  completion_.join();
   watchdog_.join();
+  completer_->stop();
 }
 
 ncclComm_t ProcessGroupConflux::liveComm() {
@@ -226,69 +292,61 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupConflux::enqueue(Launch launch) {
     }
     work = c10::make_intrusive<ConfluxWork>(rank_, launch.type, launch.name, stream, std::move(launch.outputs),
                                             std::move(launch.keepAlive), std::move(launch.finish),
-                                            std::chrono::steady_clock::now() + timeout);
+                                            std::chrono::steady_clock::now() + timeout, completer_);
   }
-  {
-    std::lock_guard<std::mutex> lock(pendingMutex_);
-    pending_.push_back(work);
-  }
-  pendingCv_.notify_all();
+  std::lock_guard<std::mutex> lock(pendingMutex_);
+  reapLocked();
+  pending_.push_back(work);
   return work;
 }
 
-void ProcessGroupConflux::drain() {
-  std::unique_lock<std::mutex> lock(pendingMutex_);
-  pendingCv_.wait(lock, [this] { return pending_.empty(); });
+void ProcessGroupConflux::reapLocked() {
+  // Operations end in call order, so the first one still running ends the scan.
+  while (!pending_.empty() && pending_.front()->over()) pending_.pop_front();
 }
 
-void ProcessGroupConflux::completionLoop() {
-  for (;;) {
-    c10::intrusive_ptr<ConfluxWork> work;
-    {
-      std::unique_lock<std::mutex> lock(pendingMutex_);
-      pendingCv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
-      if (pending_.empty()) return;  // stopping and drained
-      work = pending_.front();
-    }
-    // Completes in call order: the progress thread runs the operations in that order anyway.
-    work->completeFromStream();
-    {
-      std::lock_guard<std::mutex> lock(pendingMutex_);
-      pending_.pop_front();
-    }
-    pendingCv_.notify_all();  // drain() and the destructor
+void ProcessGroupConflux::drain() {
+  std::deque<c10::intrusive_ptr<ConfluxWork>> works;
+  {
+    std::lock_guard<std::mutex> lock(pendingMutex_);
+    works.swap(pending_);
   }
+  for (auto& work : works) work->completeFromStream();  // bounded by the failure deadlines and the watchdog
 }
 
 void ProcessGroupConflux::watchdogLoop() {
   std::unique_lock<std::mutex> lock(pendingMutex_);
+  bool revoked = false;
   while (!stopping_) {
     // Looks at least once a second (PyTorch's timeouts are seconds to minutes), and at the earliest deadline.
+    reapLocked();
     auto wake = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    for (const auto& work : pending_) wake = std::min(wake, work->deadline());
+    if (!revoked) {
+      for (const auto& work : pending_) wake = std::min(wake, work->deadline());
+    }
     watchdogCv_.wait_until(lock, wake);
-    if (stopping_) return;
+    if (stopping_ || revoked) continue;
     const auto now = std::chrono::steady_clock::now();
-    auto late = std::find_if(pending_.begin(), pending_.end(), [&](const auto& w) { return w->deadline() <= now; });
+    auto late = std::find_if(pending_.begin(), pending_.end(),
+                             [&](const auto& w) { return w->deadline() <= now && !w->over(); });
     if (late == pending_.end()) continue;
+    revoked = true;
     const std::string cause = std::string((*late)->name()) + " ran past its timeout (" +
                               std::to_string(options_->timeout.count()) +
                               " ms unless the operation set its own); the communicator was revoked, so this and "
                               "every later operation of the group fail";
-    std::vector<c10::intrusive_ptr<ConfluxWork>> works(pending_.begin(), pending_.end());
+    for (auto& w : pending_) w->setCause(cause);
     lock.unlock();
-    for (auto& w : works) w->setCause(cause);
     {
       std::lock_guard<std::mutex> call(callMutex_);
       if (comm_ != nullptr && brokenBy_.empty()) {
         brokenBy_ = cause;
-        // Stops the operations in flight here and, through the revoke notice, on every peer.
+        // Stops the operations in flight here and, through the revoke notice, on every peer; they fail as it
+        // reaches them, and nothing new is accepted.
         (void)api().commRevoke(comm_, NCCL_REVOKE_DEFAULT);
       }
     }
     lock.lock();
-    // Nothing more to do for these Works: they fail as the revoke reaches them; wait for them to leave.
-    pendingCv_.wait(lock, [&] { return stopping_ || pending_.empty() || pending_.front() != works.front(); });
   }
 }
 

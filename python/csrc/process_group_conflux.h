@@ -2,10 +2,12 @@
 // ProcessGroupConflux: the torch.distributed backend "conflux" on host memory (CPU tensors).
 //
 // Every operation is enqueued on a cfx host stream of its own (conflux.h) and returns at once with a Work; the
-// communicator's progress thread runs the operations in call order. A Work completes in one of two ways, whichever
-// comes first: a thread in Work::wait() synchronizes its stream, or the group's completion thread (which follows
-// every Work in order, so that futures complete even when nobody waits, as DDP needs) does. Completing runs the
-// operation's copy-out step (list outputs are staged through one flat buffer), marks the future and wakes waiters.
+// communicator's progress thread runs the operations in call order. Whoever first learns that an operation is over
+// completes its Work: a thread in Work::wait() (synchronizing its stream), a poll (isCompleted), or, for a Work whose
+// future was asked for, the group's completer thread, which follows those in call order so that futures complete
+// even when nobody waits (DDP waits on futures). Completing runs the operation's copy-out step (list outputs are
+// staged through one flat buffer), marks the future and wakes waiters. A blocking call (wait() right after the call)
+// thus costs the progress thread's hand-off and nothing else.
 //
 // Deadlines: a dead or hung peer fails every survivor's operation with ncclRemoteError within the library's failure
 // deadlines (CFX_HEARTBEAT_*), whatever PyTorch's timeout. PyTorch's timeout (init_process_group's, or an
@@ -17,7 +19,9 @@
 // a time). Work objects may be waited on from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -32,7 +36,25 @@
 
 namespace cfx::torchext {
 
-class ProcessGroupConflux;
+class ConfluxWork;
+
+// Completes, in call order and on a thread of its own, the Works whose future was asked for: nobody may ever call
+// their wait(). Shared by a group and its Works, which may outlive it; once stopped, add() completes on the caller.
+class Completer {
+ public:
+  Completer();
+  ~Completer();
+  void add(c10::intrusive_ptr<ConfluxWork> work);
+  void stop();  // completes what was added (bounded: the group aborts first), then joins the thread
+
+ private:
+  void loop();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<ConfluxWork>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 class ConfluxWork : public c10d::Work {
  public:
@@ -41,7 +63,7 @@ class ConfluxWork : public c10d::Work {
 
   ConfluxWork(int rank, c10d::OpType opType, const char* name, cfxHostStream_t stream,
               std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive, Finish finish,
-              std::chrono::steady_clock::time_point deadline);
+              std::chrono::steady_clock::time_point deadline, std::shared_ptr<Completer> completer);
   ~ConfluxWork() override;
 
   bool isCompleted() override;
@@ -53,9 +75,12 @@ class ConfluxWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-  // Waits for the stream and completes the Work (once; later calls return at once). Called by waiters and by the
-  // completion thread.
+  // Waits for the stream and completes the Work (once; later calls return at once).
   void completeFromStream();
+  // True once completed, or once the stream says the operation is over (then completes it); never blocks.
+  bool poll();
+  // The same without completing (which runs copy-outs and future callbacks): safe under the group's locks.
+  bool over();
   // Marks the error that ended the group's operations (a timeout), used in place of the stream's own message.
   void setCause(std::string cause);
 
@@ -74,6 +99,8 @@ class ConfluxWork : public c10d::Work {
   std::string cause_;  // guarded by mutex_ (Work's)
   std::mutex completeMutex_;  // one completer at a time; never held while mutex_ is wanted by a waiter's cv
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<Completer> completer_;
+  std::atomic<bool> futureAsked_{false};
 };
 
 class ProcessGroupConflux : public c10d::ProcessGroup {
@@ -151,7 +178,9 @@ class ProcessGroupConflux : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> enqueue(Launch launch);
   // Waits for every operation enqueued so far (errors stay with their Works).
   void drain();
-  void completionLoop();
+  // Drops the Works at the front of pending_ that are over (whoever waits on them completes them). Caller holds
+  // pendingMutex_.
+  void reapLocked();
   void watchdogLoop();
   ncclComm_t liveComm();  // the communicator, or throws when it was aborted or revoked
 
@@ -160,12 +189,12 @@ class ProcessGroupConflux : public c10d::ProcessGroup {
   std::string brokenBy_;  // why comm_ is unusable (a timeout); guarded by callMutex_
   c10::intrusive_ptr<Options> options_;
 
+  std::shared_ptr<Completer> completer_;
   std::mutex pendingMutex_;
-  std::condition_variable pendingCv_;    // a Work was enqueued or left pending_, or stopping_
-  std::condition_variable watchdogCv_;   // stopping_ (the watchdog otherwise wakes on its own schedule)
-  std::deque<c10::intrusive_ptr<ConfluxWork>> pending_;  // enqueued and not yet completed, in call order
+  std::condition_variable watchdogCv_;  // stopping_ (the watchdog otherwise wakes on its own schedule)
+  // Enqueued and maybe not over yet, in call order (for drain, the watchdog and shutdown); reaped at each enqueue.
+  std::deque<c10::intrusive_ptr<ConfluxWork>> pending_;
   bool stopping_ = false;
-  std::thread completion_;
   std::thread watchdog_;
 };
 
