@@ -35,8 +35,6 @@ class GilRelease {
 
 }  // namespace
 
-// ---- ConfluxWork -------------------------------------------------------------------------------------------------
-
 // ---- Completer ---------------------------------------------------------------------------------------------------
 
 Completer::Completer() : thread_([this] { loop(); }) {}
@@ -167,6 +165,11 @@ void ConfluxWork::setCause(std::string cause) {
 }
 
 void ConfluxWork::completeFromStream() {
+  // completed_ first: a future's callback, run while this Work completes, may wait on it.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return;
+  }
   std::lock_guard<std::mutex> once(completeMutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
