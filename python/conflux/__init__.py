@@ -18,14 +18,15 @@ import ctypes
 
 from . import _lib, errors
 from ._work import Work
-from .comm import (Communicator, FailureInfo, GroupHandle, ReduceOp, StateSyncInfo, UniqueId, group,
-                   state_hash)
+from .comm import (CompressStats, Communicator, FailureInfo, GroupHandle, ReduceOp, StateSyncInfo, UniqueId,
+                   group, state_hash)
 from .errors import (ConfluxError, CudaError, InternalError, InvalidArgument, InvalidUsage, LocalSystemError,
                      RemoteError)
 from .membership import EpochInfo, Master, Member
 
 __all__ = [
-    "Communicator", "UniqueId", "Work", "GroupHandle", "ReduceOp", "FailureInfo", "StateSyncInfo", "EpochInfo",
+    "Communicator", "UniqueId", "Work", "GroupHandle", "ReduceOp", "FailureInfo", "StateSyncInfo", "CompressStats",
+    "EpochInfo",
     "Master", "Member", "group", "state_hash", "version", "nccl_version", "library_path", "ConfluxError",
     "CudaError", "LocalSystemError", "InternalError", "InvalidArgument", "InvalidUsage", "RemoteError",
 ]

@@ -13,9 +13,10 @@ Where the library comes from, first match wins:
   4. the dynamic loader's search path (an installed Conflux: libconflux.so, then libnccl.so.2).
 Whatever is found must export cfxGetVersion: NVIDIA's libnccl.so.2 is refused by name.
 
-Adding a C call (for example the compressed all-reduce, All-Scan, all-to-all-v and MoE dispatch/combine calls
-being added to conflux.h): declare its prototype in _PROTOTYPES below, exactly as the header has it, and call it
-through `call()`; Communicator._collective (comm.py) already handles buffers, streams and handles.
+Adding a C call (for example All-Scan, the other compressed collectives, all-to-all-v and MoE dispatch/combine):
+declare its prototype in _PROTOTYPES below, exactly as the header has it (structs as ctypes.Structure, field for
+field), and add a method that validates its buffers and calls Communicator._launch (comm.py), which gives it the
+blocking, asynchronous and grouped forms.
 """
 from __future__ import annotations
 
@@ -69,6 +70,24 @@ class EpochInfoStruct(ctypes.Structure):
     ]
 
 
+class CodecStruct(ctypes.Structure):
+    """cfxCodec (conflux.h), field for field."""
+    _fields_ = [
+        ("format", ctypes.c_int), ("block", ctypes.c_int), ("rounding", ctypes.c_int),
+        ("topkFraction", ctypes.c_float), ("topkValues", ctypes.c_int), ("mode", ctypes.c_int),
+        ("feedback", ctypes.c_int), ("residual", ctypes.POINTER(ctypes.c_float)), ("seed", ctypes.c_ulonglong),
+        ("measureError", ctypes.c_int),
+    ]
+
+
+class CompressStatsStruct(ctypes.Structure):
+    """cfxCompressStats (conflux.h), field for field."""
+    _fields_ = [
+        ("compressed", ctypes.c_int), ("codec", ctypes.c_char * 48), ("algorithm", ctypes.c_char * 16),
+        ("bufferBytes", ctypes.c_ulonglong), ("wireBytes", ctypes.c_ulonglong), ("relL2Error", ctypes.c_double),
+    ]
+
+
 _vp, _sz, _i = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
 _vpp = ctypes.POINTER(ctypes.c_void_p)
 _uid_p = ctypes.POINTER(UniqueIdStruct)
@@ -116,6 +135,10 @@ _PROTOTYPES = {
     "cfxMemberJoin": [_uid_p, _vp, _vpp],
     "cfxMemberUpdate": [_vp, _vpp, ctypes.POINTER(EpochInfoStruct)],
     "cfxMemberLeave": [_vp],
+    "cfxCodecParse": [ctypes.c_char_p, ctypes.POINTER(CodecStruct)],
+    "cfxAllReduceCompressed": [_vp, _vp, _sz, _i, _i, ctypes.POINTER(CodecStruct), _vp, _vp],
+    "cfxCommSetCodec": [_vp, ctypes.POINTER(CodecStruct)],
+    "cfxCommGetCompressStats": [_vp, ctypes.POINTER(CompressStatsStruct)],
 }
 _RESTYPES = {"ncclGetErrorString": ctypes.c_char_p, "ncclGetLastError": ctypes.c_char_p}
 

@@ -103,6 +103,29 @@ def _state_entries(buffers: Sequence[Any], writable: bool) -> tuple[Any, list[Bu
     return entries, bufs
 
 
+_CODEC_MODES = {"auto": 0, "always": 1, "never": 2}
+
+
+def _codec(text: str, mode: str) -> _lib.CodecStruct:
+    """cfxCodecParse of `text` ("bf16", "int8", "topk:0.01", ...; see conflux.h), with cfxCompressMode `mode`."""
+    if mode not in _CODEC_MODES:
+        raise errors.bad_argument(f"codec mode {mode!r}: use auto, always or never")
+    codec = _lib.CodecStruct()
+    errors.check(_lib.lib().cfxCodecParse(text.encode(), ctypes.byref(codec)), "cfxCodecParse")
+    codec.mode = _CODEC_MODES[mode]
+    return codec
+
+
+@dataclass(frozen=True)
+class CompressStats:
+    """cfxCommGetCompressStats: what the last op that carried a codec did on this rank."""
+    compressed: bool
+    codec: str
+    algorithm: str
+    buffer_bytes: int
+    wire_bytes: int
+
+
 def _hash_int(words: Any) -> int:
     return int(words[0]) | (int(words[1]) << 64)
 
@@ -302,6 +325,20 @@ class Communicator:
                             f.host.decode(errors="replace"), f.op.decode(errors="replace"),
                             f.text.decode(errors="replace")) for f in arr[: min(n.value, len(arr))]]
 
+    def set_codec(self, codec: Optional[str], mode: str = "auto") -> None:
+        """cfxCommSetCodec: the default codec of this communicator's all-reduce, reduce-scatter, all-gather and
+        broadcast on float32/float16/bfloat16 (sum, avg); None clears it. Call on every rank alike, between ops."""
+        c = _codec(codec, mode) if codec else None
+        with self._lock:
+            errors.check(_lib.lib().cfxCommSetCodec(self._live(), ctypes.byref(c) if c else None), "cfxCommSetCodec")
+
+    def compress_stats(self) -> CompressStats:
+        """cfxCommGetCompressStats, after the op completed."""
+        st = _lib.CompressStatsStruct()
+        errors.check(_lib.lib().cfxCommGetCompressStats(self._live(), ctypes.byref(st)), "cfxCommGetCompressStats")
+        return CompressStats(bool(st.compressed), st.codec.decode(errors="replace"),
+                             st.algorithm.decode(errors="replace"), st.bufferBytes, st.wireBytes)
+
     def shared_state_sync(self, buffers: Sequence[Any]) -> StateSyncInfo:
         """cfxSharedStateSync: collective; afterwards every rank's buffers hold the majority's bytes."""
         entries, bufs = _state_entries(buffers, writable=True)
@@ -361,17 +398,27 @@ class Communicator:
         return s, r, recv
 
     @overload
-    def all_reduce(self, send: Any, recv: Any = ..., op: OpLike = ..., *, async_op: Literal[False] = ...) -> Any: ...
+    def all_reduce(self, send: Any, recv: Any = ..., op: OpLike = ..., *, codec: Optional[str] = ...,
+                   codec_mode: str = ..., async_op: Literal[False] = ...) -> Any: ...
     @overload
-    def all_reduce(self, send: Any, recv: Any = ..., op: OpLike = ..., *, async_op: Literal[True]) -> Work: ...
+    def all_reduce(self, send: Any, recv: Any = ..., op: OpLike = ..., *, codec: Optional[str] = ...,
+                   codec_mode: str = ..., async_op: Literal[True]) -> Work: ...
 
-    def all_reduce(self, send: Any, recv: Any = None, op: OpLike = "sum", *, async_op: bool = False) -> Any:
-        """Every rank gets the reduction of every rank's send (in place when recv is None). Returns the result."""
+    def all_reduce(self, send: Any, recv: Any = None, op: OpLike = "sum", *, codec: Optional[str] = None,
+                   codec_mode: str = "auto", async_op: bool = False) -> Any:
+        """Every rank gets the reduction of every rank's send (in place when recv is None). Returns the result.
+        codec ("bf16", "int8", "topk:0.01", ... as cfxCodecParse reads it): cfxAllReduceCompressed, for float32,
+        float16 and bfloat16 with sum or avg; codec_mode "auto" compresses where the planner prices it cheaper
+        (slow links between hosts), "always" on every link. Every rank passes the same codec."""
         s, r, out = self._pair("all_reduce", send, recv, reduces=True)
         if r.count != s.count:
             raise errors.bad_argument(f"all_reduce: send holds {s.count} elements but recv {r.count}")
-        args = (s.ptr, r.ptr, s.count, s.datatype, _reduce_op(op), self._live())
-        return self._launch("all_reduce", "ncclAllReduce", args, [s, r], out, async_op)
+        if codec is None:
+            args = (s.ptr, r.ptr, s.count, s.datatype, _reduce_op(op), self._live())
+            return self._launch("all_reduce", "ncclAllReduce", args, [s, r], out, async_op)
+        c = _codec(codec, codec_mode)
+        args = (s.ptr, r.ptr, s.count, s.datatype, _reduce_op(op), ctypes.byref(c), self._live())
+        return self._launch("all_reduce", "cfxAllReduceCompressed", args, [s, r], out, async_op)
 
     def broadcast(self, buf: Any, root: int = 0, recv: Any = None, *, async_op: bool = False) -> Any:
         """Every rank gets root's buf (in place when recv is None)."""

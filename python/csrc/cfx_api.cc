@@ -61,6 +61,9 @@ void load(const std::string& path) {
   resolve(handle, "cfxHostStreamSynchronize", gApi.hostStreamSynchronize);
   resolve(handle, "cfxHostStreamDestroy", gApi.hostStreamDestroy);
   resolve(handle, "cfxCommGetFailures", gApi.commGetFailures);
+  resolve(handle, "cfxCodecParse", gApi.codecParse);
+  resolve(handle, "cfxCommSetCodec", gApi.commSetCodec);
+  resolve(handle, "cfxCommGetCompressStats", gApi.commGetCompressStats);
 }
 
 const char* resultName(ncclResult_t rc) {

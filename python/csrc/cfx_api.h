@@ -39,6 +39,9 @@ struct Api {
   decltype(&::cfxHostStreamSynchronize) hostStreamSynchronize;
   decltype(&::cfxHostStreamDestroy) hostStreamDestroy;
   decltype(&::cfxCommGetFailures) commGetFailures;
+  decltype(&::cfxCodecParse) codecParse;
+  decltype(&::cfxCommSetCodec) commSetCodec;
+  decltype(&::cfxCommGetCompressStats) commGetCompressStats;
 };
 
 // Loads the library at `path` once per process (later calls must name the same file) and resolves every call.

@@ -23,9 +23,15 @@ PYBIND11_MODULE(_torch_backend, m) {
              c10::intrusive_ptr<ProcessGroupConflux::Options>>(
       pg, "Options",
       "Options of a 'conflux' group: timeout bounds every operation from its call (the communicator is revoked when "
-      "one runs past it). Pass as init_process_group(..., pg_options=...) or new_group(..., pg_options=...); the "
-      "timeout given here wins over the timeout argument.")
-      .def(py::init<std::chrono::milliseconds>(), py::arg("timeout") = kProcessGroupDefaultTimeout);
+      "one runs past it); codec is the group's default codec (cfxCommSetCodec). Pass as init_process_group(..., "
+      "pg_options=...) or new_group(..., pg_options=...); the timeout given here wins over the timeout argument.")
+      .def(py::init<std::chrono::milliseconds, std::string, std::string>(),
+           py::arg("timeout") = kProcessGroupDefaultTimeout, py::arg("codec") = "", py::arg("codec_mode") = "auto")
+      .def_readwrite("codec", &ProcessGroupConflux::Options::codec,
+                     "The group's default codec as cfxCodecParse reads it (bf16, int8, topk:0.01, ...); '' for the "
+                     "library's default (CFX_CODEC)")
+      .def_readwrite("codec_mode", &ProcessGroupConflux::Options::codecMode,
+                     "auto (where the planner prices the codec cheaper: slow links between hosts), always, never");
 
   pg.def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      c10::intrusive_ptr<ProcessGroupConflux::Options> options, const std::string& libraryPath) {
@@ -41,5 +47,22 @@ PYBIND11_MODULE(_torch_backend, m) {
       .def("_abort", &ProcessGroupConflux::abort,
            "Aborts the communicator: pending operations fail, later ones are refused. Never waits for peers.",
            py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("timeout", &ProcessGroupConflux::timeout);
+      .def_property_readonly("timeout", &ProcessGroupConflux::timeout)
+      .def(
+          "_compress_stats",
+          [](ProcessGroupConflux& self) {
+            cfxCompressStats s;
+            {
+              py::gil_scoped_release nogil;
+              s = self.compressStats();
+            }
+            py::dict d;
+            d["compressed"] = s.compressed != 0;
+            d["codec"] = std::string(s.codec);
+            d["algorithm"] = std::string(s.algorithm);
+            d["buffer_bytes"] = s.bufferBytes;
+            d["wire_bytes"] = s.wireBytes;
+            return d;
+          },
+          "cfxCommGetCompressStats of the group's last operation that carried a codec, as a dict");
 }

@@ -231,18 +231,33 @@ ProcessGroupConflux::ProcessGroupConflux(const c10::intrusive_ptr<c10d::Store>& 
       // Stores without deleteKey keep it; the secret then lives as long as the store, as with other backends.
     }
   }
-  startThreads();
-  init();
+  start();
 }
 
 ProcessGroupConflux::ProcessGroupConflux(AdoptTag, ncclComm_t comm, int rank, int size,
                                          c10::intrusive_ptr<Options> options)
     : c10d::ProcessGroup(rank, size), comm_(comm), options_(std::move(options)) {
-  startThreads();
-  init();
+  start();
 }
 
-void ProcessGroupConflux::startThreads() {
+void ProcessGroupConflux::start() {
+  if (!options_->codec.empty()) {
+    cfxCodec codec;
+    ncclResult_t rc = api().codecParse(options_->codec.c_str(), &codec);
+    const std::string& mode = options_->codecMode;
+    codec.mode = mode == "always" ? cfxCompressAlways : mode == "never" ? cfxCompressNever : cfxCompressAuto;
+    if (mode != "auto" && mode != "always" && mode != "never") rc = ncclInvalidArgument;
+    if (rc == ncclSuccess) rc = api().commSetCodec(comm_, &codec);
+    if (rc != ncclSuccess) {
+      const std::string why = mode != "auto" && mode != "always" && mode != "never"
+                                  ? "codec_mode \"" + mode + "\" is not auto, always or never"
+                                  : describe("cfxCommSetCodec", rc);
+      (void)api().commAbort(comm_);  // every rank parses the same text, so every rank fails here alike
+      comm_ = nullptr;
+      TORCH_CHECK(false, "conflux: codec \"", options_->codec, "\": ", why);
+    }
+  }
+  init();
   completer_ = std::make_shared<Completer>();
   watchdog_ = std::thread([this] { watchdogLoop(); });
 }
@@ -373,6 +388,14 @@ void ProcessGroupConflux::splitNoColor() {
   ncclComm_t child = nullptr;
   std::lock_guard<std::mutex> lock(callMutex_);
   check(api().commSplit(liveComm(), NCCL_SPLIT_NOCOLOR, 0, &child, nullptr), "ncclCommSplit");
+}
+
+cfxCompressStats ProcessGroupConflux::compressStats() {
+  drain();
+  cfxCompressStats stats{};
+  std::lock_guard<std::mutex> lock(callMutex_);
+  check(api().commGetCompressStats(liveComm(), &stats), "cfxCommGetCompressStats");
+  return stats;
 }
 
 void ProcessGroupConflux::abort() {

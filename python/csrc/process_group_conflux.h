@@ -106,9 +106,16 @@ class ConfluxWork : public c10d::Work {
 class ProcessGroupConflux : public c10d::ProcessGroup {
  public:
   struct Options : c10d::ProcessGroup::Options {
-    // The codec of compressed all-reduces belongs here once conflux.h has a codec descriptor.
-    explicit Options(std::chrono::milliseconds timeout = kProcessGroupDefaultTimeout)
-        : c10d::ProcessGroup::Options("conflux", timeout) {}
+    explicit Options(std::chrono::milliseconds timeout = kProcessGroupDefaultTimeout, std::string codec = "",
+                     std::string codecMode = "auto")
+        : c10d::ProcessGroup::Options("conflux", timeout), codec(std::move(codec)), codecMode(std::move(codecMode)) {}
+    // The group's default codec (cfxCommSetCodec) as cfxCodecParse reads it ("bf16", "int8", "topk:0.01", ...):
+    // all_reduce, reduce_scatter, all_gather and broadcast of float32, bfloat16 and float16 tensors (sum, avg)
+    // carry it. "" keeps the library's default (CFX_CODEC).
+    std::string codec;
+    // Where it applies (cfxCompressMode): "auto" where the planner prices it cheaper (slow links between hosts),
+    // "always" on every link, "never".
+    std::string codecMode;
   };
 
   // Rank 0 makes the unique id and puts it in `store`; the others take it from there, waiting up to the timeout.
@@ -129,6 +136,8 @@ class ProcessGroupConflux : public c10d::ProcessGroup {
   // Aborts the communicator: outstanding operations fail at once, later ones are refused. Never blocks on peers.
   void abort();
   std::chrono::milliseconds timeout() const { return options_->timeout; }
+  // cfxCommGetCompressStats of the last operation that carried a codec. Outstanding operations finish first.
+  cfxCompressStats compressStats();
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -162,7 +171,8 @@ class ProcessGroupConflux : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  void startThreads();
+  // Applies options_->codec, then starts the threads: what every constructor does once comm_ exists.
+  void start();
 
   // What one operation hands to enqueue(): the C calls to make on the stream (inside one group when several), the
   // Work's outputs, the tensors to keep alive, and the copy-out step.

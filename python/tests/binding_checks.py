@@ -321,3 +321,29 @@ def check_torch_tensors(comm):
         raise AssertionError("a tensor written during its async op went unnoticed")
     except conflux.InvalidUsage as e:
         assert "written" in str(e), e
+
+
+def check_codec(comm):
+    n, r = comm.size, comm.rank
+    x = np.linspace(-3, 3, 4099, dtype=np.float32) * (r + 1)
+    comm.all_reduce(x, codec="bf16", codec_mode="always")
+    want = np.linspace(-3, 3, 4099, dtype=np.float32) * (n * (n + 1) / 2)
+    assert np.allclose(x, want, rtol=2 ** -6, atol=1e-2), np.abs(x - want).max()
+    stats = comm.compress_stats()
+    assert stats.codec.startswith("bf16") and (n == 1 or (stats.compressed and stats.wire_bytes < stats.buffer_bytes)), stats
+    comm.set_codec("int8", mode="always")  # the communicator's default: plain calls carry it
+    y = np.ones(4096, np.float32)
+    comm.all_reduce(y)
+    assert np.allclose(y, n, rtol=1e-2), y[:4]
+    assert comm.compress_stats().codec.startswith("int8")
+    comm.set_codec(None)
+    try:
+        comm.all_reduce(np.ones(4, np.int32), codec="int8")
+        raise AssertionError("an int32 all-reduce with a codec must be refused")
+    except conflux.InvalidArgument as e:
+        assert e.warn, e
+    try:
+        comm.all_reduce(np.ones(4, np.float32), codec="nonesuch")
+        raise AssertionError("an unknown codec must be refused")
+    except conflux.InvalidArgument as e:
+        assert "nonesuch" in e.warn, e

@@ -276,3 +276,29 @@ def check_timeout(ctx):
         except RuntimeError as e:
             assert "ran past its timeout" in str(e), e
     dist.barrier()
+
+
+def check_codec(ctx):
+    """A group whose Options name a codec carries it (cfxCommSetCodec): results within the codec's error, fewer
+    bytes on the wire; a codec the library does not know fails on every rank with its reason."""
+    rank, n = ctx
+    opts = conflux.torch.Options(codec="bf16", codec_mode="always")
+    g = dist.new_group(list(range(n)), pg_options=opts)
+    x = torch.linspace(-3, 3, 4099) * (rank + 1)
+    dist.all_reduce(x, group=g)
+    want = torch.linspace(-3, 3, 4099) * (n * (n + 1) / 2)
+    assert torch.allclose(x, want, rtol=2 ** -6, atol=1e-2), (x - want).abs().max()
+    stats = g._compress_stats()
+    if n > 1:
+        assert stats["compressed"] and stats["codec"].startswith("bf16") and stats["wire_bytes"] < stats["buffer_bytes"], stats
+    ints = torch.full((5,), rank, dtype=torch.int64)
+    dist.all_reduce(ints, group=g)  # a dtype the codec cannot carry runs plain, exactly
+    assert ints.tolist() == [n * (n - 1) // 2] * 5, ints
+    for bad, words in ((conflux.torch.Options(codec="nonesuch"), "nonesuch"),
+                       (conflux.torch.Options(codec="int8", codec_mode="sometimes"), "codec_mode")):
+        try:
+            dist.new_group(list(range(n)), pg_options=bad)
+            raise AssertionError(f"{words}: accepted")
+        except RuntimeError as e:
+            assert words in str(e), e
+    dist.barrier()
