@@ -4,8 +4,8 @@
 // Tensors are used in place wherever the call allows; list-shaped inputs and outputs (allgather, gather, scatter,
 // reduce_scatter, allgather_coalesced) go through one flat staging tensor, filled at the call or copied out when the
 // operation completes. alltoall and uneven alltoall_base are grouped sends and receives straight between the
-// tensors. Extension point: compressed all-reduce, All-Scan and all-to-all-v take their place here as conflux.h
-// gains them.
+// tensors. Compression needs nothing here: the group's codec (Options::codec) is its communicator's default, which
+// the plain calls carry. Further conflux.h calls (All-Scan, all-to-all-v) would be methods of their own.
 #include <cstring>
 #include <numeric>
 
