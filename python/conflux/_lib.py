@@ -115,6 +115,8 @@ _PROTOTYPES = {
     "ncclAllGather": [_vp, _vp, _sz, _i, _vp, _vp],
     "ncclReduceScatter": [_vp, _vp, _sz, _i, _i, _vp, _vp],
     "ncclAlltoAll": [_vp, _vp, _sz, _i, _vp, _vp],
+    "cfxScan": [_vp, _vp, _sz, _i, _i, _vp, _vp],
+    "cfxExScan": [_vp, _vp, _sz, _i, _i, _vp, _vp],
     "ncclGather": [_vp, _vp, _sz, _i, _i, _vp, _vp],
     "ncclScatter": [_vp, _vp, _sz, _i, _i, _vp, _vp],
     "ncclSend": [_vp, _sz, _i, _i, _vp, _vp],

@@ -466,6 +466,88 @@ class Communicator:
         args = (s.ptr, r.ptr, count, s.datatype, self._live())
         return self._launch("all_to_all", "ncclAlltoAll", args, [s, r], out, async_op)
 
+    def all_to_all_v(self, send: Any, send_counts: Sequence[int], recv: Any, recv_counts: Sequence[int], *,
+                     async_op: bool = False) -> Any:
+        """Uneven all-to-all: the next send_counts[j] elements of send go to rank j, and rank i's block for this rank
+        lands at recv's next recv_counts[i] elements (blocks packed in rank order). recv_counts[i] must equal what
+        rank i sends here. Grouped sends and receives straight between the ranks; this rank's own block is copied
+        at the call."""
+        n = self.size
+        s = as_buffer(send, "send", writable=False)
+        r = as_buffer(recv, "recv", writable=True)
+        _buffers.same_type(s, r, "all_to_all_v")
+        sc, rc = self._split_counts("send", send_counts, s), self._split_counts("recv", recv_counts, r)
+        if sc[self.rank] != rc[self.rank]:
+            raise errors.bad_argument(
+                f"all_to_all_v: this rank sends itself {sc[self.rank]} elements but expects {rc[self.rank]}")
+        so, ro = np.concatenate(([0], np.cumsum(sc)[:-1])), np.concatenate(([0], np.cumsum(rc)[:-1]))
+        item, me, lib = s.itemsize, self.rank, _lib.lib()
+        g = _current_group()
+        if g is not None and async_op:
+            raise errors.bad_usage("all_to_all_v: inside conflux.group(), make the group asynchronous instead")
+        with self._lock:
+            comm = self._live()
+            stream = g.stream if g is not None else (HostStream() if async_op else None)
+            handle = stream.handle if stream is not None else None
+            errors.check(lib.ncclGroupStart(), "ncclGroupStart")
+            rc_first = _lib.SUCCESS
+            for k in range(1, n):  # peers in a staggered order, as the direct algorithms go
+                to, frm = (me + k) % n, (me - k) % n
+                if sc[to]:
+                    rc_first = rc_first or lib.ncclSend(s.ptr + int(so[to]) * item, int(sc[to]), s.datatype, to, comm,
+                                                        handle)
+                if rc[frm]:
+                    rc_first = rc_first or lib.ncclRecv(r.ptr + int(ro[frm]) * item, int(rc[frm]), r.datatype, frm,
+                                                        comm, handle)
+            if rc_first != _lib.SUCCESS:
+                lib.ncclGroupSimulateEnd(None)
+                if stream is not None and g is None:
+                    stream.destroy()
+                errors.check(rc_first, "all_to_all_v")
+            ctypes.memmove(r.ptr + int(ro[me]) * item, s.ptr + int(so[me]) * item, int(sc[me]) * item)
+            end = lib.ncclGroupEnd()
+            if g is not None:
+                errors.check(end, "ncclGroupEnd")
+                g.buffers.extend([s, r])
+                g.results.append(recv)
+                return recv
+            if stream is None:
+                errors.check(end, "all_to_all_v")
+                return recv
+            if end != _lib.SUCCESS:
+                stream.destroy()
+                errors.check(end, "all_to_all_v")
+            work = Work("all_to_all_v", stream, [s, r], recv)
+            self._works.add(work)
+            return work
+
+    def _split_counts(self, side: str, counts: Sequence[int], buf: Buffer) -> list[int]:
+        out = [int(c) for c in counts]
+        if len(out) != self.size or any(c < 0 for c in out):
+            raise errors.bad_argument(
+                f"all_to_all_v: {side}_counts needs {self.size} counts of zero or more, got {list(counts)}")
+        if sum(out) > buf.count:
+            raise errors.bad_argument(
+                f"all_to_all_v: {side}_counts add up to {sum(out)} elements, but {buf.what} holds {buf.count}")
+        return out
+
+    def scan(self, send: Any, recv: Any = None, op: OpLike = "sum", *, async_op: bool = False) -> Any:
+        """cfxScan (All-Scan): rank r gets the reduction of the sends of ranks 0..r, combined in rank order (in place
+        when recv is None). sum, prod, max and min; avg has no prefix meaning and is refused."""
+        return self._scan("scan", "cfxScan", send, recv, op, async_op)
+
+    def exscan(self, send: Any, recv: Any = None, op: OpLike = "sum", *, async_op: bool = False) -> Any:
+        """cfxExScan: rank r gets the reduction of the sends of ranks 0..r-1; rank 0 gets the op's identity (0 for
+        sum, 1 for prod, the type's lowest value for max and highest for min)."""
+        return self._scan("exscan", "cfxExScan", send, recv, op, async_op)
+
+    def _scan(self, call: str, fn: str, send: Any, recv: Any, op: OpLike, async_op: bool) -> Any:
+        s, r, out = self._pair(call, send, recv, reduces=True)
+        if r.count != s.count:
+            raise errors.bad_argument(f"{call}: send holds {s.count} elements but recv {r.count}")
+        args = (s.ptr, r.ptr, s.count, s.datatype, _reduce_op(op), self._live())
+        return self._launch(call, fn, args, [s, r], out, async_op)
+
     def gather(self, send: Any, root: int = 0, recv: Any = None, *, async_op: bool = False) -> Any:
         """root gets rank i's send at block i of recv (recv None on root: a new output; ignored elsewhere)."""
         s = as_buffer(send, "send", writable=False)

@@ -118,6 +118,47 @@ def check_all_to_all(comm):
     assert_close(got, np.array([100 * i + comm.rank for i in range(n) for _ in range(4)], np.int64), "all_to_all")
 
 
+def check_all_to_all_v(comm):
+    n, me = comm.size, comm.rank
+    # rank i sends rank j (i + 2j) % 3 elements of value 100 i + j: some blocks empty, none equal to the next
+    count = lambda i, j: (i + 2 * j) % 3  # noqa: E731
+    send = np.concatenate([np.full(count(me, j), 100 * me + j, np.int32) for j in range(n)] + [np.zeros(2, np.int32)])
+    recv_counts = [count(i, me) for i in range(n)]
+    want = np.concatenate([np.full(count(i, me), 100 * i + me, np.int32) for i in range(n)])
+    recv = np.full(sum(recv_counts) + 1, -1, np.int32)  # one spare element the call must leave alone
+    assert comm.all_to_all_v(send, [count(me, j) for j in range(n)], recv, recv_counts) is recv
+    assert_close(recv[:-1], want, "all_to_all_v")
+    assert recv[-1] == -1, "all_to_all_v wrote past its blocks"
+    recv[:] = -1
+    w = comm.all_to_all_v(send, [count(me, j) for j in range(n)], recv, recv_counts, async_op=True)
+    assert_close(w.wait()[:-1], want, "async all_to_all_v")
+    try:
+        comm.all_to_all_v(send, [1] * (n + 1), recv, recv_counts)
+    except conflux.InvalidArgument as e:
+        assert "send_counts" in str(e), e
+    else:
+        raise AssertionError("all_to_all_v took n + 1 counts")
+
+
+def check_scan(comm):
+    stack = all_inputs(comm, COUNT, np.float64)
+    for op in ("sum", "prod", "max", "min"):
+        x = inputs(comm.rank, COUNT, np.float64)
+        assert comm.scan(x, op=op) is x
+        assert_close(x, reference(op, stack[:comm.rank + 1]), f"scan {op}")
+    ex = comm.exscan(inputs(comm.rank, COUNT, np.int32), np.zeros(COUNT, np.int32))
+    want = reference("sum", all_inputs(comm, COUNT, np.int32)[:comm.rank]) if comm.rank else np.zeros(COUNT, np.int32)
+    assert_close(ex, want, "exscan sum")
+    w = comm.scan(inputs(comm.rank, COUNT, np.float32), async_op=True)
+    assert_close(w.wait(), reference("sum", all_inputs(comm, COUNT, np.float32)[:comm.rank + 1]), "async scan")
+    try:
+        comm.scan(np.ones(4, np.float32), op="avg")
+    except conflux.InvalidArgument as e:
+        assert "cfxScan" in str(e), e
+    else:
+        raise AssertionError("scan took avg")
+
+
 def check_gather_scatter(comm):
     n = comm.size
     for root in range(n):
