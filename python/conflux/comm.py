@@ -104,15 +104,18 @@ def _state_entries(buffers: Sequence[Any], writable: bool) -> tuple[Any, list[Bu
 
 
 _CODEC_MODES = {"auto": 0, "always": 1, "never": 2}
+_FEEDBACK_LIBRARY = 1  # cfxFeedbackLibrary
 
 
-def _codec(text: str, mode: str) -> _lib.CodecStruct:
-    """cfxCodecParse of `text` ("bf16", "int8", "topk:0.01", ...; see conflux.h), with cfxCompressMode `mode`."""
+def _codec(text: str, mode: str, feedback: bool = False) -> _lib.CodecStruct:
+    """cfxCodecParse of `text` ("bf16", "int8", "topk:0.01", ...; see conflux.h), with cfxCompressMode `mode`;
+    feedback: cfxFeedbackLibrary (the library keeps the residual per communicator and send buffer)."""
     if mode not in _CODEC_MODES:
         raise errors.bad_argument(f"codec mode {mode!r}: use auto, always or never")
     codec = _lib.CodecStruct()
     errors.check(_lib.lib().cfxCodecParse(text.encode(), ctypes.byref(codec)), "cfxCodecParse")
     codec.mode = _CODEC_MODES[mode]
+    codec.feedback = _FEEDBACK_LIBRARY if feedback else 0
     return codec
 
 
@@ -399,24 +402,26 @@ class Communicator:
 
     @overload
     def all_reduce(self, send: Any, recv: Any = ..., op: OpLike = ..., *, codec: Optional[str] = ...,
-                   codec_mode: str = ..., async_op: Literal[False] = ...) -> Any: ...
+                   codec_mode: str = ..., codec_feedback: bool = ..., async_op: Literal[False] = ...) -> Any: ...
     @overload
     def all_reduce(self, send: Any, recv: Any = ..., op: OpLike = ..., *, codec: Optional[str] = ...,
-                   codec_mode: str = ..., async_op: Literal[True]) -> Work: ...
+                   codec_mode: str = ..., codec_feedback: bool = ..., async_op: Literal[True]) -> Work: ...
 
     def all_reduce(self, send: Any, recv: Any = None, op: OpLike = "sum", *, codec: Optional[str] = None,
-                   codec_mode: str = "auto", async_op: bool = False) -> Any:
+                   codec_mode: str = "auto", codec_feedback: bool = False, async_op: bool = False) -> Any:
         """Every rank gets the reduction of every rank's send (in place when recv is None). Returns the result.
         codec ("bf16", "int8", "topk:0.01", ... as cfxCodecParse reads it): cfxAllReduceCompressed, for float32,
         float16 and bfloat16 with sum or avg; codec_mode "auto" compresses where the planner prices it cheaper
-        (slow links between hosts), "always" on every link. Every rank passes the same codec."""
+        (slow links between hosts), "always" on every link. codec_feedback: error feedback, what the encoding
+        dropped is added to this send buffer's next call (the library keeps the residual per communicator, send
+        buffer and count; cfxCommFreeFeedback drops it). Every rank passes the same codec."""
         s, r, out = self._pair("all_reduce", send, recv, reduces=True)
         if r.count != s.count:
             raise errors.bad_argument(f"all_reduce: send holds {s.count} elements but recv {r.count}")
         if codec is None:
             args = (s.ptr, r.ptr, s.count, s.datatype, _reduce_op(op), self._live())
             return self._launch("all_reduce", "ncclAllReduce", args, [s, r], out, async_op)
-        c = _codec(codec, codec_mode)
+        c = _codec(codec, codec_mode, codec_feedback)
         args = (s.ptr, r.ptr, s.count, s.datatype, _reduce_op(op), ctypes.byref(c), self._live())
         return self._launch("all_reduce", "cfxAllReduceCompressed", args, [s, r], out, async_op)
 

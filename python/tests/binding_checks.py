@@ -388,3 +388,21 @@ def check_codec(comm):
         raise AssertionError("an unknown codec must be refused")
     except conflux.InvalidArgument as e:
         assert "nonesuch" in e.warn, e
+
+
+def check_codec_feedback(comm):
+    """Error feedback: what top-k dropped is sent by the next call, so two calls' sum comes closer to twice the
+    exact sum than without it."""
+    n, r = comm.size, comm.rank
+    block = np.array([4, 3, 2, 1], np.float32)
+    exact = 2 * np.tile(block, 1024) * (n * (n + 1) / 2)
+    errs = {}
+    for feedback in (False, True):
+        x = np.tile(block, 1024) * (r + 1)
+        total = np.zeros_like(x)
+        for _ in range(2):
+            total += comm.all_reduce(x, np.empty_like(x), codec="topk:0.5:block=4:values=fp32", codec_mode="always",
+                                     codec_feedback=feedback)
+        errs[feedback] = float(np.linalg.norm(total - exact))
+    if n > 1:
+        assert errs[True] < errs[False], errs
