@@ -13,6 +13,7 @@ small causal transformer on characters of a text generated with a fixed seed (or
              steps before its outer step is applied and merged into the local parameters (--alpha of the local).
   noloco     no all-reduce: at each outer step every replica averages pseudo-gradients with one peer, paired by a
              permutation every rank derives from (--seed, outer step), through send/recv.
+  sync       the baseline: fully synchronous data parallel, the gradients all-reduced (avg) at every inner step.
 
 --churn K:J kills the last replica in outer step K (mid inner loop, SIGKILL) and starts a new one in outer step J,
 which joins through the membership API (conflux.Member) and receives the current state through the shared-state
@@ -44,7 +45,8 @@ except ImportError:  # not installed: the package of this checkout (python/), wh
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mode", choices=["diloco", "streaming", "noloco"], default="diloco")
+    p.add_argument("--mode", choices=["diloco", "streaming", "noloco", "sync"], default="diloco",
+                   help="sync: the baseline, fully synchronous data parallel (the gradients all-reduced every step)")
     p.add_argument("--codec", default="none", help="none, int8 or topk:FRACTION (error feedback), as cfxCodecParse")
     p.add_argument("--codec-mode", choices=["always", "auto"], default="always",
                    help="auto compresses only across links the planner prices slow (between hosts)")
@@ -74,7 +76,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if not 0 <= k < j < args.outer_steps:
             p.error("--churn K:J needs 0 <= K < J < --outer-steps")
         args.kill_step, args.join_step = k, j
-        if args.mode == "streaming":
+        if args.mode not in ("diloco", "noloco"):
             p.error("--churn runs with --mode diloco or noloco")
     if args.mode == "streaming" and (args.inner_steps % args.fragments or args.tau >= args.inner_steps // args.fragments):
         p.error("streaming: --inner-steps must be a multiple of --fragments, and --tau below their ratio")
@@ -242,8 +244,24 @@ class Replica:
         loss = nn.functional.cross_entropy(self.model(x).reshape(-1, self.batches.vocab), y.reshape(-1))
         self.inner.zero_grad()
         loss.backward()
+        if self.args.mode == "sync":
+            self.sync_gradients()
         self.inner.step()
         return float(loss)
+
+    def sync_gradients(self) -> None:
+        grads = [p.grad for p in self.model.parameters()]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        t0 = time.perf_counter()
+        self.all_reduce(flat)
+        dt = time.perf_counter() - t0
+        self.comm_s += dt
+        self.waited_s += dt
+        self.count_wire(flat.numel() * 4)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
 
     def all_reduce(self, send: torch.Tensor, async_op: bool = False):
         codec = None if self.args.codec == "none" else self.args.codec
@@ -366,7 +384,10 @@ class Replica:
                 for inner in range(a.inner_steps):
                     self.churn(outer, inner)
                     losses.append(self.inner_step(outer, inner))
-                self.sync_with_retry(outer)
+                if a.mode != "sync":
+                    self.sync_with_retry(outer)
+                else:
+                    self.theta = flat_params(self.model)
             loss = sum(losses) / len(losses)
             self.step += 1
             total_wire += self.wire

@@ -54,7 +54,7 @@ def report(out) -> str:
 
 
 @pytest.mark.parametrize("mode,codec", [("diloco", "int8"), ("diloco", "topk:0.05"), ("streaming", "int8"),
-                                        ("noloco", "none")])
+                                        ("noloco", "none"), ("sync", "none")])
 def test_modes(mode, codec):
     extra = ["--fragments", "2", "--tau", "1"] if mode == "streaming" else []
     out = run(["--mode", mode, "--codec", codec, "--outer-steps", "2", *extra])
@@ -68,12 +68,14 @@ def test_modes(mode, codec):
             fields = lines.get((rank, outer))
             assert fields, f"no line for replica {rank}, outer step {outer}\n" + report(out)
             assert {"loss", "wire_bytes", "comm_s", "waited_s"} <= fields.keys(), fields
-            # DiLoCo: every replica bit-identical; streaming: the global parameters; NoLoCo at 2: the pair.
+            # DiLoCo and sync: every replica bit-identical; streaming: the global parameters; NoLoCo at 2: the pair.
             assert fields["agree"] == "1", f"replica {rank} outer {outer} disagrees\n" + report(out)
     params = int(re.search(r"diloco: (\d+) parameters", out[0][1]).group(1))
     sent = int(steps(out[0][1])[(0, 0)]["wire_bytes"])
-    if codec == "none":  # NoLoCo: the whole fp32 pseudo-gradient to the one peer
+    if mode == "noloco":  # the whole fp32 pseudo-gradient to the one peer
         assert sent == 4 * params, (sent, params)
+    elif mode == "sync":  # the plain ring all-reduce of the gradients, 4 bytes per parameter at 2 ranks, every step
+        assert sent == 4 * 4 * params, (sent, params)
     else:  # compressed: int8 about a quarter of the plain ring's 4 bytes per parameter at 2 ranks, top-k far less
         assert sent * 3 < 4 * params, (sent, params)
 
