@@ -57,16 +57,15 @@ class RankResult:
     output: str
 
 
-def launch(world: int, module: str, checks: list[str], timeout: float = 240,
-           extra_env: Optional[dict] = None, rank_env_extra: Optional[dict] = None) -> list[RankResult]:
-    """Runs `checks` of `module` on `world` ranks; returns each rank's results. Never hangs past `timeout`."""
+def run_ranks(world: int, argv: list[str], timeout: float = 240, extra_env: Optional[dict] = None,
+              rank_env_extra: Optional[dict] = None) -> list[tuple[int, str]]:
+    """Starts `argv` as `world` ranks; returns each rank's (exit status, output). Never hangs past `timeout`."""
     port, secret = free_port(), secrets.token_hex(16)
     procs = []
     for rank in range(world):
         env = rank_env(rank, world, port, secret, extra_env)
         env.update((rank_env_extra or {}).get(rank, {}))
-        procs.append(subprocess.Popen([PYTHON, os.path.join(HERE, "launcher.py"), module, *checks], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     deadline = time.monotonic() + timeout
     results = []
     for rank, p in enumerate(procs):
@@ -77,12 +76,23 @@ def launch(world: int, module: str, checks: list[str], timeout: float = 240,
                 q.kill()
             out, _ = p.communicate()
             out += f"\nlauncher: rank {rank} still running after {timeout} s; killed every rank"
+        results.append((p.returncode, out))
+    return results
+
+
+def launch(world: int, module: str, checks: list[str], timeout: float = 240,
+           extra_env: Optional[dict] = None, rank_env_extra: Optional[dict] = None) -> list[RankResult]:
+    """Runs `checks` of `module` on `world` ranks; returns each rank's results. Never hangs past `timeout`."""
+    outputs = run_ranks(world, [PYTHON, os.path.join(HERE, "launcher.py"), module, *checks], timeout, extra_env,
+                        rank_env_extra)
+    results = []
+    for rank, (returncode, out) in enumerate(outputs):
         lines = {}
         for line in out.splitlines():
             if line.startswith("CHECK "):
                 _, name, verdict = (line.split(" ", 2) + [""])[:3]
                 lines[name] = verdict
-        results.append(RankResult(rank, p.returncode, lines, out))
+        results.append(RankResult(rank, returncode, lines, out))
     return results
 
 

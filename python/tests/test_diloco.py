@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import time
 
 import pytest
 
@@ -22,23 +20,8 @@ LAST = re.compile(r"^diloco: mode=(\w+) codec=(\S+) replicas=(\d+) outer_steps=(
                   r"wall_s=([\d.]+) final_loss=([\d.]+)$")
 
 
-def run(args: list[str], world: int = 2, timeout: float = 240) -> list[tuple[int, str]]:
-    port, procs = launcher.free_port(), []
-    for rank in range(world):
-        env = launcher.rank_env(rank, world, port, "diloco-test")
-        procs.append(subprocess.Popen([launcher.PYTHON, TRAIN, *TINY, *args], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    deadline, out = time.monotonic() + timeout, []
-    for p in procs:
-        try:
-            text, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            text, _ = p.communicate()
-            text += "\ntest: killed every rank after the timeout"
-        out.append((p.returncode, text))
-    return out
+def run(args: list[str], world: int = 2) -> list[tuple[int, str]]:
+    return launcher.run_ranks(world, [launcher.PYTHON, TRAIN, *TINY, *args])
 
 
 def steps(text: str) -> dict:
