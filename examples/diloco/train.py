@@ -193,7 +193,9 @@ class Replica:
         self.member = conflux.Member(conflux.UniqueId(self.store.get("diloco/master")))
         # A master admits whoever is waiting at a boundary: the first members update until all of them are in.
         target = 1 if self.args.joiner else int(os.environ["WORLD_SIZE"])
-        while self.comm is None or self.comm.size < target:
+        self.update_once()
+        while self.comm.size < target:
+            time.sleep(0.05)  # each update is a boundary of its own: do not spin the master while peers start
             self.update_once()
         # Joins announced so far (a joiner counts itself): members keep updating at a boundary until they are in.
         self.joins_expected = self.joins_admitted = self.joins_announced()
@@ -222,6 +224,7 @@ class Replica:
         deadline = time.monotonic() + 120
         self.update_once()
         while self.joins_admitted < self.joins_expected and time.monotonic() < deadline:
+            time.sleep(0.05)
             self.update_once()
         self.joins_expected = self.joins_announced()
         if spawn:
