@@ -372,7 +372,7 @@ class Replica:
     def run(self) -> int:
         a = self.args
         if self.comm.rank == 0 and not a.joiner:
-            print(f"diloco: {self.theta.numel()} parameters, vocabulary {self.batches.vocab}", flush=True)
+            say(f"diloco: {self.theta.numel()} parameters, vocabulary {self.batches.vocab}")
         start = time.perf_counter()
         total_wire, loss = 0, float("nan")
         while int(self.step) < a.outer_steps:
@@ -395,13 +395,13 @@ class Replica:
             self.step += 1
             total_wire += self.wire
             agree = f" agree={int(self.agree())}" if a.check_agree else ""
-            print(f"replica {self.comm.rank}/{self.comm.size} outer {outer}: loss={loss:.4f} wire_bytes={self.wire} "
+            say(f"replica {self.comm.rank}/{self.comm.size} outer {outer}: loss={loss:.4f} wire_bytes={self.wire} "
                   f"comm_s={self.comm_s:.3f} waited_s={self.waited_s:.3f} step_s={time.perf_counter() - t0:.3f}"
-                  f"{agree}", flush=True)
+                  f"{agree}")
         wall = time.perf_counter() - start
         if self.comm.rank == 0:
-            print(f"diloco: mode={a.mode} codec={a.codec} replicas={self.comm.size} outer_steps={a.outer_steps} "
-                  f"wire_bytes={total_wire} wall_s={wall:.2f} final_loss={loss:.4f}", flush=True)
+            say(f"diloco: mode={a.mode} codec={a.codec} replicas={self.comm.size} outer_steps={a.outer_steps} "
+                  f"wire_bytes={total_wire} wall_s={wall:.2f} final_loss={loss:.4f}")
         return self.finish()
 
     def sync_with_retry(self, outer: int) -> None:
@@ -433,9 +433,15 @@ class Replica:
         return status
 
 
+def say(line: str) -> None:
+    """One write per line: a joiner shares its parent's output, and print()'s separate newline could split lines."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def conflux_log(replica: Replica, text: str) -> None:
     rank = replica.comm.rank if getattr(replica, "comm", None) is not None else "?"
-    print(f"replica {rank}: {text}", flush=True)
+    say(f"replica {rank}: {text}")
 
 
 def main(argv: list[str]) -> int:
