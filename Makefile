@@ -15,10 +15,11 @@ BUILD ?= build
 # libxxhash-dev gives the 128-bit state hashes, compiled in from its header. dpkg-dev (dpkg-shlibdeps) and file serve
 # `make package` and its test. pytest tests the Python package (python/), and PyTorch with its headers (libtorch-dev,
 # pybind11-dev, python3-dev) builds and tests the torch.distributed backend; the library itself never needs them.
+# python3-pip and python3-venv: `pip install ./python` as python/README.md gives it, and its test.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
                 iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py python3-numpy \
                 libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc dpkg-dev file \
-                python3-dev python3-pytest python3-torch libtorch-dev pybind11-dev
+                python3-dev python3-pytest python3-torch libtorch-dev pybind11-dev python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc package python-ext clean
