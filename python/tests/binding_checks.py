@@ -406,3 +406,15 @@ def check_codec_feedback(comm):
         errs[feedback] = float(np.linalg.norm(total - exact))
     if n > 1:
         assert errs[True] < errs[False], errs
+
+
+def check_codec_async(comm):
+    """Compressed all-reduces in flight together (Streaming DiLoCo's fragments), each on its own host stream."""
+    n, r = comm.size, comm.rank
+    xs = [np.linspace(-1, 1, 3000 + 512 * k, dtype=np.float32) * (r + 1 + k) for k in range(3)]
+    works = [comm.all_reduce(x, op="avg", codec="int8", codec_mode="always", async_op=True) for x in xs]
+    for k, (x, w) in enumerate(zip(xs, works)):
+        assert w.wait() is x
+        want = np.linspace(-1, 1, 3000 + 512 * k, dtype=np.float32) * ((n + 1) / 2 + k)
+        # int8: each contribution within half a step of its block's absmax / 127, the result's too
+        assert np.abs(x - want).max() <= (n + 1) * (n + k) / 127, (k, np.abs(x - want).max())
