@@ -2,8 +2,8 @@
 #   make demo   installs missing Debian packages, builds, runs a 4-rank all-reduce benchmark on host memory
 #   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan,
 #               then every wire fuzzer briefly
-# Other targets: deps, build, check-layers, env-doc, package (Debian packages; docs/USER_GUIDE.md), compare (see
-# perf/README.md), fuzz (tests/fuzz/README.md), clean.
+# Other targets: deps, build, check-layers, env-doc, package (Debian packages; docs/USER_GUIDE.md), python-ext, compare
+# (see perf/README.md), fuzz (tests/fuzz/README.md), clean.
 
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
@@ -13,13 +13,16 @@ BUILD ?= build
 # wire fuzzers; iperf3 the raw-TCP baselines of the namespace test bed; hipcc the AMD build of the device kernels
 # (the CUDA build uses the toolkit's nvcc when /usr/local/cuda has one).
 # libxxhash-dev gives the 128-bit state hashes, compiled in from its header. dpkg-dev (dpkg-shlibdeps) and file serve
-# `make package` and its test.
+# `make package` and its test. pytest tests the Python package (python/), and PyTorch with its headers (libtorch-dev,
+# pybind11-dev, python3-dev) builds and tests the torch.distributed backend; the library itself never needs them.
+# python3-pip and python3-venv: `pip install ./python` as python/README.md gives it, and its test.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
                 iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py python3-numpy \
-                libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc dpkg-dev file
+                libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc dpkg-dev file \
+                python3-dev python3-pytest python3-torch libtorch-dev pybind11-dev python3-pip python3-venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc package clean
+.PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc package python-ext clean
 
 all: build
 
@@ -57,8 +60,17 @@ test: build
 	$(MAKE) --no-print-directory fuzz-smoke
 	@echo "make test: all labels passed (main, asan, tsan) and the fuzzers found nothing"
 
-test-main: check-layers
+test-main: check-layers python-ext
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The torch.distributed backend (python/csrc), compiled against the installed PyTorch into python/conflux/ for the
+# tests (label python). A step of its own: `make build` and the library never need PyTorch. Incremental.
+PYTHON ?= /usr/bin/python3
+python-ext:
+	@mkdir -p $(BUILD)
+	@echo "Building the torch backend (python/csrc) against $$($(PYTHON) -c 'import torch; print("PyTorch", torch.__version__)')"
+	@cd python && MAX_JOBS=$(JOBS) $(PYTHON) setup.py -q build_ext --inplace --build-temp $(CURDIR)/$(BUILD)/python-ext \
+	  > $(CURDIR)/$(BUILD)/python-ext.log 2>&1 || { cat $(CURDIR)/$(BUILD)/python-ext.log; exit 1; }
 
 # Sanitizer builds use -O1 -g1: quick to compile, fast enough to run, and still give file:line in reports. They
 # build only the tests they run (unit, integration) and no device kernels (the main build compiles those).
@@ -93,7 +105,7 @@ package: build
 	cd $(BUILD) && cpack -G DEB
 
 clean:
-	rm -rf build build-asan build-tsan $(FUZZ_BUILD)
+	rm -rf build build-asan build-tsan $(FUZZ_BUILD) python/conflux/_torch_backend*.so python/build
 
 # ---- fuzz: libFuzzer targets for every parser of bytes from the network; see tests/fuzz/README.md ----
 #   make fuzz-smoke                    every target for FUZZ_SMOKE_SECONDS (part of make test)

@@ -1,0 +1,233 @@
+# SPDX-License-Identifier: Apache-2.0
+"""torch.distributed on the "conflux" backend beside Gloo, in one run: all_reduce and all_to_all_single over a range
+of sizes, and DDP training steps of a small MLP, at each rank count. Not a test: it measures.
+
+    /usr/bin/python3 python/bench/torch_backend_bench.py --np 2 4 [--sizes 1K:256M] [--rounds 3] [--out FILE]
+    sudo /usr/bin/python3 python/bench/torch_backend_bench.py --netbed 2x2 --sizes 1K:64M   # tests/netbed, as root
+
+One job of ranks per rank count, started as torchrun starts them (env:// variables). Every rank holds both process
+groups at once, the default one on "conflux" and a Gloo group over the same ranks (new_group(backend="gloo")), and
+every measurement alternates between them, --rounds times, so both see the same moment of a shared machine; a
+figure is the median over the rounds of rank 0's mean time per operation over a timed loop that starts after a
+barrier and ends with one. The DDP rows train two copies of one model, each wrapped by DDP on one group, in
+alternating blocks of steps; "without DDP" is the same step on one process's model with no communication (every
+rank computing at once), which shows how much of a step is communication. With --netbed 2x2 the job runs on the
+namespace bed of tests/netbed: 2 hosts of 2 ranks behind one switch, every port shaped to --rate.
+
+Prints a markdown table per job (time per operation, and Gloo's time over Conflux's: above 1 means Conflux is faster)
+and, with --out, writes the raw JSON too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(os.path.dirname(HERE), "tests"), os.path.dirname(HERE)]
+
+import launcher  # noqa: E402  (python/tests/launcher.py: ranks as torchrun starts them)
+
+BACKENDS = ["gloo", "conflux"]
+MLP = (256, 1024, 1024, 10)
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def size_range(spec: str) -> list[int]:
+    lo, hi = (parse_size(s) for s in spec.split(":"))
+    sizes = []
+    while lo <= hi:
+        sizes.append(lo)
+        lo *= 4
+    return sizes
+
+
+def human(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+# ---- one rank ------------------------------------------------------------------------------------------------------
+
+def timed(fn, iters: int, warmup: int, group, cpu: Optional[list] = None) -> float:
+    """Mean wall time per call; appends the process's CPU time per call (every thread) to `cpu` if given."""
+    import torch.distributed as dist
+    for _ in range(warmup):
+        fn()
+    dist.barrier(group=group)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in range(iters):
+        fn()
+    cpu_end = time.process_time()
+    dist.barrier(group=group)
+    if cpu is not None:
+        cpu.append((cpu_end - cpu_start) / iters)
+    return (time.perf_counter() - start) / iters
+
+
+def iterations(nbytes: int) -> tuple[int, int]:
+    iters = int(max(3, min(200, (64 << 20) // max(nbytes, 1))))
+    return iters, max(1, iters // 5)
+
+
+def mlp_layers() -> list:
+    import torch
+    return [torch.nn.Linear(MLP[0], MLP[1]), torch.nn.ReLU(), torch.nn.Linear(MLP[1], MLP[2]), torch.nn.ReLU(),
+            torch.nn.Linear(MLP[2], MLP[3])]
+
+
+def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[int]) -> None:
+    import torch
+    import torch.distributed as dist
+    import conflux.torch  # noqa: F401
+    if "NCCL_SOCKET_IFNAME" in os.environ:  # Gloo takes the interface Conflux is told to use (the bed's hosts)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ["NCCL_SOCKET_IFNAME"])
+    dist.init_process_group("conflux", init_method="env://")
+    groups = {"conflux": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    rank, n = dist.get_rank(), dist.get_world_size()
+    samples: dict = {b: {} for b in BACKENDS + ["local"]}
+
+    def measure(key: str, make_fn, iters: int, warmup: int) -> None:
+        for _ in range(rounds):
+            for b in BACKENDS:
+                samples[b].setdefault(key, []).append(timed(make_fn(b), iters, warmup, groups[b]))
+
+    for nbytes in sizes:
+        t = torch.ones(nbytes // 4)
+        measure(f"all_reduce/{nbytes}", lambda b: lambda: dist.all_reduce(t, group=groups[b]), *iterations(nbytes))
+        a2a_in = torch.ones((nbytes // 4) // n * n)
+        a2a_out = torch.empty_like(a2a_in)
+        measure(f"all_to_all_single/{nbytes}",
+                lambda b: lambda: dist.all_to_all_single(a2a_out, a2a_in, group=groups[b]), *iterations(nbytes))
+        del t, a2a_in, a2a_out
+    for batch in ddp_batches:
+        torch.manual_seed(0)
+        base = torch.nn.Sequential(*mlp_layers())
+        x, y = torch.randn(batch, MLP[0]), torch.randint(0, MLP[-1], (batch,))
+        nets = {b: torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*mlp_layers()),
+                                                             process_group=groups[b]) for b in BACKENDS}
+        nets["local"] = base
+        opts = {k: torch.optim.SGD(v.parameters(), lr=0.01) for k, v in nets.items()}
+
+        def stepper(k: str):
+            def step() -> None:
+                opts[k].zero_grad()
+                torch.nn.functional.cross_entropy(nets[k](x), y).backward()
+                opts[k].step()
+            return step
+
+        for _ in range(rounds):
+            for k in BACKENDS + ["local"]:
+                samples[k].setdefault(f"ddp/{batch}", []).append(
+                    timed(stepper(k), ddp_steps, 2, groups["conflux" if k == "local" else k],
+                          cpu=samples[k].setdefault(f"ddp_cpu/{batch}", [])))
+    if rank == 0:
+        params = sum(p.numel() for layer in mlp_layers() for p in layer.parameters())
+        result = {b: {k: statistics.median(v) for k, v in s.items()} for b, s in samples.items()}
+        print("RESULT " + json.dumps({"median": result, "samples": samples, "ddp_params": params}), flush=True)
+    dist.destroy_process_group()
+
+
+# ---- the driver ----------------------------------------------------------------------------------------------------
+
+def rank_argv(sizes: list[int], rounds: int, ddp_steps: int, batches: list[int]) -> list[str]:
+    return [launcher.PYTHON, os.path.abspath(__file__), "--rank-main", "--sizes-list", ",".join(map(str, sizes)),
+            "--rounds", str(rounds), "--ddp-steps", str(ddp_steps), "--ddp-batch", *map(str, batches)]
+
+
+def parse_result(text: str) -> dict:
+    line = next(l for l in text.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def run_job(world: int, argv: list[str]) -> dict:
+    port, secret, procs = launcher.free_port(), os.urandom(16).hex(), []
+    for rank in range(world):
+        env = launcher.rank_env(rank, world, port, secret, {"GLOO_SOCKET_IFNAME": "lo"})
+        env["OMP_NUM_THREADS"] = "1"  # as torchrun sets it for several ranks per host
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=7200)[0] for p in procs]
+    for rank, (p, out) in enumerate(zip(procs, outs)):
+        if p.returncode != 0:
+            raise SystemExit(f"{world} ranks: rank {rank} exited {p.returncode}:\n{out[-3000:]}")
+    return parse_result(outs[0])
+
+
+def run_netbed_job(rate: str, argv: list[str]) -> dict:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "netbed"))
+    import netbed
+    outputs: dict = {}
+    env = {"OMP_NUM_THREADS": "1", "CFX_SECRET": os.urandom(16).hex(),
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])}
+    with netbed.Bed(netbed.switch(2, rate=rate), tag="tb") as bed:
+        rc = bed.run_ranks(2, argv, env=env, timeout=7200, quiet=True, outputs=outputs, port=launcher.free_port())
+    if rc != 0:
+        raise SystemExit(f"the bed's job failed:\n{outputs.get(0, '')[-3000:]}")
+    return parse_result(outputs[0])
+
+
+def table(title: str, sizes: list[int], result: dict) -> str:
+    med = result["median"]
+    lines = [f"### {title}", "", "| op | size | Gloo | Conflux | Gloo / Conflux |", "|---|---|---|---|---|"]
+    for op in ("all_reduce", "all_to_all_single"):
+        for nbytes in sizes:
+            g, c = med["gloo"][f"{op}/{nbytes}"], med["conflux"][f"{op}/{nbytes}"]
+            lines.append(f"| {op} | {human(nbytes)} | {g * 1e3:.3f} ms | {c * 1e3:.3f} ms | {g / c:.2f}x |")
+    grads = f"{result['ddp_params'] * 4 / (1 << 20):.1f} MiB of gradients"
+    for key in sorted((k for k in med["conflux"] if k.startswith("ddp/")), key=lambda k: int(k.split("/")[1])):
+        batch = key.split("/")[1]
+        g, c, local = med["gloo"][key], med["conflux"][key], med["local"][key]
+        gc, cc, lc = (med[b][f"ddp_cpu/{batch}"] * 1e3 for b in ("gloo", "conflux", "local"))
+        lines.append(f"| DDP step, MLP {'-'.join(map(str, MLP))}, batch {batch} per rank | {grads} | {g * 1e3:.1f} ms "
+                     f"| {c * 1e3:.1f} ms | {g / c:.2f}x |")
+        lines.append(f"| (its CPU time per step, all threads of rank 0) | | {gc:.1f} ms | {cc:.1f} ms | |")
+        lines.append(f"| (the same step without DDP: wall, CPU) | batch {batch} | {local * 1e3:.1f} ms, {lc:.1f} ms | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--np", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--sizes", default="1K:256M")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ddp-steps", type=int, default=10, help="steps per timed block")
+    ap.add_argument("--ddp-batch", type=int, nargs="+", default=[8, 64], help="batch sizes per rank")
+    ap.add_argument("--out", help="also write the raw results (JSON) here")
+    ap.add_argument("--netbed", help="run on the namespace bed instead (2x2); needs root")
+    ap.add_argument("--rate", default="1gbit", help="the bed's link rate (tc syntax)")
+    ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sizes-list", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rank_main:
+        rank_main([int(s) for s in args.sizes_list.split(",")], args.rounds, args.ddp_steps, args.ddp_batch)
+        return
+    sizes = size_range(args.sizes)
+    argv = rank_argv(sizes, args.rounds, args.ddp_steps, args.ddp_batch)
+    raw = {}
+    if args.netbed:
+        if args.netbed != "2x2":
+            raise SystemExit("--netbed: only 2x2 (2 hosts x 2 ranks on one switch) is defined")
+        raw["netbed"] = run_netbed_job(args.rate, argv)
+        print(table(f"2 hosts x 2 ranks, one switch at {args.rate}", sizes, raw["netbed"]) + "\n", flush=True)
+    else:
+        for world in args.np:
+            raw[world] = run_job(world, argv)
+            print(table(f"{world} ranks on one host", sizes, raw[world]) + "\n", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(raw, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
