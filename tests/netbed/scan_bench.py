@@ -24,9 +24,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -53,7 +55,9 @@ class Shape:
 
 
 def rows(text: str) -> list[list[str]]:
-    return [l.split() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#") and
+    # cfxrun prefixes every line with "[rank R] " when NCCL_DEBUG is set.
+    lines = [re.sub(r"^\[rank \d+\] ", "", l) for l in text.splitlines()]
+    return [l.split() for l in lines if l.strip() and not l.lstrip().startswith("#") and
             len(l.split()) >= 9 and l.split()[0].isdigit()]
 
 
@@ -146,7 +150,7 @@ def race(a, shape: Shape, bed) -> None:
 
 
 def sweep(a, shape: Shape, bed) -> None:
-    args = ["-b", "1K", "-e", "64M", "-f", "4", "--exclusive", "1"]
+    args = ["-b", a.min, "-e", a.max, "-f", "4", "--exclusive", "1"] + a.perf_args.split()
     algos = [x for x in ALGOS if x != "hier" or shape.hosts > 1]
     samples: dict[str, dict[int, list[float]]] = {}
     for rep in range(a.reps):
@@ -155,17 +159,39 @@ def sweep(a, shape: Shape, bed) -> None:
             for r in run_perf(a, shape, bed, "scan_perf", args, env):
                 samples.setdefault(v, {}).setdefault(int(r[0]), []).append(float(r[5]))
             print(f"# {shape.name} rep {rep} sweep {v} done", file=sys.stderr, flush=True)
+    picks = planner_picks(a, shape, bed, args)
     print(f"\n### {shape.name}: exclusive sum scan, planner against every forced algorithm (median µs)\n")
-    print("| size | planner | " + " | ".join(algos) + " | planner / best |")
-    print("|---:|---:|" + "---:|" * len(algos) + "---:|")
+    print("| size | pick | planner | " + " | ".join(algos) + " | best | planner / best |")
+    print("|---:|---|---:|" + "---:|" * len(algos) + "---|---:|")
     worst = 0.0
+    same = 0
     for size in sorted(samples["planner"]):
         med = {v: statistics.median(samples[v][size]) for v in samples}
-        best = min(med[x] for x in algos)
-        worst = max(worst, med["planner"] / best)
-        print(f"| {size} | {med['planner']:.1f} | " + " | ".join(f"{med[x]:.1f}" for x in algos) +
-              f" | {med['planner'] / best:.2f} |")
-    print(f"\nworst planner / best over the sweep: {worst:.2f}")
+        best = min(algos, key=lambda x: med[x])
+        worst = max(worst, med["planner"] / med[best])
+        pick = picks.get(size, "?")
+        same += pick.lower() == best.lower()
+        print(f"| {size} | {pick} | {med['planner']:.1f} | " + " | ".join(f"{med[x]:.1f}" for x in algos) +
+              f" | {best} | {med['planner'] / med[best]:.2f} |")
+    print(f"\nworst planner / best over the sweep: {worst:.2f}; the pick is the fastest forced algorithm at {same} of "
+          f"{len(samples['planner'])} sizes")
+
+
+def planner_picks(a, shape: Shape, bed, args: list[str]) -> dict[int, str]:
+    """The planner's algorithm per size, from rank 0's TUNING lines (the same on every rank: the plan is agreed)."""
+    with tempfile.TemporaryDirectory(prefix="cfxscan") as tmp:
+        env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": os.path.join(tmp, "log.%p")}
+        saved, a.iters = a.iters, 1
+        try:
+            run_perf(a, shape, bed, "scan_perf", args, env)
+        finally:
+            a.iters = saved
+        picks: dict[int, str] = {}
+        for name in os.listdir(tmp):
+            with open(os.path.join(tmp, name), errors="replace") as f:
+                for m in re.finditer(r"Scan (\d+) B on \d+ ranks: (\w+)", f.read()):
+                    picks.setdefault(int(m.group(1)), m.group(2))
+        return picks
 
 
 def model(a, shape: Shape, bed) -> None:
@@ -222,6 +248,10 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--sweep", action="store_true", help="the planner against every forced algorithm, 1K-64M")
+    ap.add_argument("--min", default="1K", help="the sweep's smallest size")
+    ap.add_argument("--max", default="64M", help="the sweep's largest size")
+    ap.add_argument("--perf-args", default="", help="more scan_perf flags for the sweep, e.g. '-z 1': a barrier "
+                    "after every op, so each op's latency is timed rather than back-to-back ops' throughput")
     ap.add_argument("--model", action="store_true", help="fit alpha/beta on the first shape and extrapolate")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
