@@ -60,10 +60,14 @@ void Transfer::combineOrdered(char* out, const char* in, size_t n) {
   prims::combineOrdered(*op, out, in, local + offset, n / elt, firstElem + at, local - firstElem * elt);
 }
 
-void Transfer::apply(const char* in, char* out, size_t n) {
+void Transfer::applyRows(const char* in, char* out, size_t n) {
   if (localRows != nullptr) {  // Send: gather the rows straight into the slot
     localRows->forSpans(offset, n, [&out](const char* p, size_t len) {
-      std::memcpy(out, p, len);
+      if (p != nullptr) {
+        std::memcpy(out, p, len);
+      } else {
+        std::memset(out, 0, len);
+      }
       out += len;
     });
     return;
@@ -71,9 +75,29 @@ void Transfer::apply(const char* in, char* out, size_t n) {
   if (dstRows != nullptr) {  // Recv, RecvCopySend: scatter the slot into the rows, forward it as it is
     if (out) std::memcpy(out, in, n);
     dstRows->forSpans(offset, n, [&in](char* p, size_t len) {
-      std::memcpy(p, in, len);
+      if (p != nullptr) std::memcpy(p, in, len);
       in += len;
     });
+    return;
+  }
+  // RecvFoldRows: the slice's pieces of rows, each folded into its token's sums.
+  const size_t rowBytes = fold->rowBytes();
+  const size_t elt = dataTypeSize(fold->valueType);
+  size_t row = offset / rowBytes;
+  size_t at = offset % rowBytes;
+  while (n > 0) {
+    const size_t len = std::min(n, rowBytes - at);
+    fold->foldPiece(row, at / elt, len / elt, in);
+    in += len;
+    n -= len;
+    at = 0;
+    ++row;
+  }
+}
+
+void Transfer::apply(const char* in, char* out, size_t n) {
+  if (localRows != nullptr || dstRows != nullptr || fold != nullptr) [[unlikely]] {
+    applyRows(in, out, n);
     return;
   }
   const size_t count = op ? n / dataTypeSize(op->type) : n;
@@ -109,6 +133,7 @@ void Transfer::apply(const char* in, char* out, size_t n) {
       if (ordered) combineOrdered(out, in, n);
       else combinePartials(*op, out, in, local + offset, count, false);
       break;
+    case Kind::RecvFoldRows: break;  // applyRows
     case Kind::RecvCombineCopy:
       if (ordered && partialFirst) {
         error = combineOrderedLowerInMemory(*op, dst + offset, local + offset, in, count);
@@ -466,6 +491,12 @@ TransferAwaiter Prims::sendRows(int peer, const Region& rows) {
 TransferAwaiter Prims::recvRows(int peer, const Region& rows) {
   TransferAwaiter a = make(Transfer::Kind::Recv, peer, -1, nullptr, rows.base, rows.bytes(), nullptr, false);
   a.t.dstRows = &rows;
+  return a;
+}
+
+TransferAwaiter Prims::recvFoldRows(int peer, const RowFold& fold) {
+  TransferAwaiter a = make(Transfer::Kind::RecvFoldRows, peer, -1, nullptr, nullptr, fold.bytes(), nullptr, false);
+  a.t.fold = &fold;
   return a;
 }
 
