@@ -43,7 +43,10 @@
 //     op's units whole within slices.
 //   - rows (Region): a message gathered from, or scattered to, rows of a buffer (a row list or a stride) instead of
 //     one run of bytes, so a sender reads rows straight into its slots and a receiver writes them where they belong.
-//     A negative row index stands for no row: a gather sends zeros in its place, a scatter drops its bytes.
+//     A negative row index stands for no row: a gather sends zeros in its place, a scatter drops its bytes. Where the
+//     receiver knows the sender's row list too (it passes it as `src`), the sender may post one DirectRegion of the
+//     span of its rows instead, and the receiver copies (or folds) each row straight from the sender's memory: one
+//     copy per row instead of two, under the same rules as other direct messages.
 //   - folded rows (RowFold, recvFoldRows): each incoming row, times a weight, is added into an fp32 accumulator row
 //     of its own (MoE combine), and its last contribution is rounded straight into the output row.
 // Every form stamps its slices with the op's sequence number and a digest of its size and codec.
@@ -96,6 +99,20 @@ struct Region {
     const int64_t row = rows != nullptr ? rows[i] : static_cast<int64_t>(i);
     return row < 0 ? nullptr : base + static_cast<size_t>(row) * strideBytes;
   }
+  // The bytes from the lowest named row to the end of the highest (rows' span), and the lowest row's index; 0 bytes
+  // when no row is named. A direct rows message (sendRows with a receiver that knows the rows) posts this span.
+  size_t spanBytes(int64_t* lowest) const {
+    int64_t lo = INT64_MAX;
+    int64_t hi = -1;
+    for (size_t i = 0; i < nRows; ++i) {
+      const int64_t row = rows != nullptr ? rows[i] : static_cast<int64_t>(i);
+      if (row < 0) continue;
+      lo = std::min(lo, row);
+      hi = std::max(hi, row);
+    }
+    *lowest = hi < 0 ? 0 : lo;
+    return hi < 0 ? 0 : static_cast<size_t>(hi - lo) * strideBytes + rowBytes;
+  }
   // Calls f(p, len) for the spans of the buffer that hold message bytes [offset, offset + n), in message order; p is
   // nullptr within a row that the list does not name.
   template <class F>
@@ -120,7 +137,8 @@ struct Region {
 //   Last    out = round(acc + w * x)          its last: rounded once, into the output row
 //   Only    out = round(w * x)                its only contribution: the accumulator is not touched
 // Every product and sum is fp32, each added in message order, so the same message folds to the same bits whatever
-// the slicing. acc rows are accStride floats apart, out rows outStride bytes apart, both indexed by token; out holds
+// the slicing. acc rows are accStride floats apart, indexed by token - accFirstToken (an algorithm that folds a range
+// of tokens at a time keeps the sums of that range only), out rows outStride bytes apart, indexed by token; out holds
 // valueType (fp32, bf16 or fp16). The arrays are the algorithm's and outlive the verb.
 struct RowFold {
   enum class Step : uint8_t { First, Middle, Last, Only };
@@ -128,6 +146,7 @@ struct RowFold {
   size_t rowElems = 0;
   float* acc = nullptr;
   size_t accStride = 0;
+  int64_t accFirstToken = 0;
   char* out = nullptr;
   size_t outStride = 0;
   const int64_t* tokens = nullptr;
@@ -185,6 +204,11 @@ struct Transfer {
   const Region* localRows = nullptr;
   const Region* dstRows = nullptr;
   const RowFold* fold = nullptr;  // RecvFoldRows
+  // Receivers of rows that know the sender's row list (base unused): a direct message is then its rows' span, read row
+  // by row at the rows' offsets from the lowest. srcLowest and srcSpan are computed when the verb is made.
+  const Region* srcRows = nullptr;
+  int64_t srcLowest = 0;
+  size_t srcSpan = 0;
   size_t streamBytes = 0;  // the larger of bytes and the operation's size: what copyPiece() decides by
   Status error;
   // Direct messages (see the file comment).
@@ -225,6 +249,8 @@ struct Transfer {
   // slot ⊕ local for ordered combines (the slot is the lower operand), into out.
   void combineOrdered(char* out, const char* in, size_t n);
   bool progressDirectIn(bool* moved);
+  bool progressDirectRows(bool* moved);  // progressDirectIn of a rows span (srcRows)
+  void finishDirectIn();                 // the whole message was read: unmap it and release its slot
   bool progressDirectOut(bool* moved);
   bool checkFirstSlot();
   Status mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const;
@@ -336,11 +362,13 @@ class Prims {
   TransferAwaiter recvRequantizeCopySend(int from, int to, const void* local, void* dst, size_t count,
                                          const Encoded& e);
 
-  // Rows (Region): a message gathered from rows into slices, or scattered from slices into rows.
-  TransferAwaiter sendRows(int peer, const Region& rows);
-  TransferAwaiter recvRows(int peer, const Region& rows);
-  // Rows folded into fp32 sums on arrival (RowFold): the message is fold.bytes() long.
-  TransferAwaiter recvFoldRows(int peer, const RowFold& fold);
+  // Rows (Region): a message gathered from rows into slices, or scattered from slices into rows. With
+  // receiverKnowsRows (the receiver passes the same row list as `src`) the message may go direct, as a strand of its
+  // own: the caller promises that the receive verb gets `src`, and that nothing else of this rank waits behind it.
+  TransferAwaiter sendRows(int peer, const Region& rows, bool receiverKnowsRows = false);
+  TransferAwaiter recvRows(int peer, const Region& rows, const Region* src = nullptr);
+  // Rows folded into fp32 sums on arrival (RowFold): the message is fold.bytes() long; src as for recvRows.
+  TransferAwaiter recvFoldRows(int peer, const RowFold& fold, const Region* src = nullptr);
 
   // Local, synchronous helpers (no peer involved). `opBytes` as setOpBytes(): the size that decides streaming.
   static void copy(void* dst, const void* src, size_t bytes, size_t opBytes = 0);

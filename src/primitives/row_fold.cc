@@ -98,7 +98,7 @@ FoldFn pick(DataType type) {
 void RowFold::foldPiece(size_t i, size_t first, size_t n, const char* in) const {
   const auto token = static_cast<size_t>(tokens[i]);
   const float w = weights != nullptr ? weights[i] : 1.0f;
-  float* a = acc != nullptr ? acc + token * accStride + first : nullptr;
+  float* a = acc != nullptr ? acc + static_cast<size_t>(tokens[i] - accFirstToken) * accStride + first : nullptr;
   char* o = out + token * outStride + first * dataTypeSize(valueType);
   pick(valueType)(in, n, w, steps[i], a, o);
 }

@@ -269,6 +269,57 @@ TEST(VerbsContract, RowListHolesSendZerosAndDropBytes) {
       << "row 2 was named by no entry and keeps its bytes";
 }
 
+// A receiver that knows the sender's row list gets the rows straight from the sender's memory (one direct message
+// of the rows' span), scattered or folded where they belong; holes send zeros either way.
+TEST(VerbsContract, RowsTheReceiverKnowsGoDirectFromTheSendersMemory) {
+  const size_t rowBytes = 32;  // 8 floats
+  std::vector<float> table(50 * 8);
+  std::iota(table.begin(), table.end(), 1.0f);
+  const std::vector<int64_t> pick = {40, 3, -1, 17, 17, 9, 44, 20, 21, 22};
+  const std::vector<int64_t> place = {9, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  Region from{reinterpret_cast<char*>(table.data()), rowBytes, rowBytes, pick.data(), pick.size()};
+  Region src{nullptr, rowBytes, rowBytes, pick.data(), pick.size()};
+  for (size_t direct : {size_t{0}, size_t{64}}) {
+    SCOPED_TRACE(::testing::Message() << "direct threshold " << direct);
+    std::vector<float> got(10 * 8, -1.0f);
+    Region to{reinterpret_cast<char*>(got.data()), rowBytes, rowBytes, place.data(), place.size()};
+    LoopbackWorld world(2, {64, 2}, direct);
+    auto st = world.runRanks([&](int r, Prims& p) -> Task {
+      if (r == 0) return coll::verbStrand(p.sendRows(1, from, /*receiverKnowsRows=*/true));
+      return coll::verbStrand(p.recvRows(0, to, &src));
+    });
+    for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(world.directReads() > 0, direct > 0);
+    for (size_t i = 0; i < pick.size(); ++i) {
+      for (size_t h = 0; h < 8; ++h) {
+        const float want = pick[i] < 0 ? 0.0f : table[static_cast<size_t>(pick[i]) * 8 + h];
+        ASSERT_EQ(got[static_cast<size_t>(place[i]) * 8 + h], want) << "row " << i;
+      }
+    }
+    // Folded: each row times 2 into its own token, one contribution each.
+    std::vector<prims::RowFold::Step> steps(pick.size(), prims::RowFold::Step::Only);
+    std::vector<float> weights(pick.size(), 2.0f);
+    std::vector<float> out(10 * 8, -1.0f);
+    prims::RowFold fold;
+    fold.rowElems = 8;
+    fold.out = reinterpret_cast<char*>(out.data());
+    fold.outStride = rowBytes;
+    fold.tokens = place.data();
+    fold.weights = weights.data();
+    fold.steps = steps.data();
+    fold.nRows = pick.size();
+    st = world.runRanks([&](int r, Prims& p) -> Task {
+      if (r == 0) return coll::verbStrand(p.sendRows(1, from, /*receiverKnowsRows=*/true));
+      return coll::verbStrand(p.recvFoldRows(0, fold, &src));
+    });
+    for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.message();
+    for (size_t i = 0; i < pick.size(); ++i) {
+      const float want = pick[i] < 0 ? 0.0f : 2.0f * table[static_cast<size_t>(pick[i]) * 8 + 5];
+      ASSERT_EQ(out[static_cast<size_t>(place[i]) * 8 + 5], want) << "folded row " << i;
+    }
+  }
+}
+
 // recvFoldRows: rows folded into per-token fp32 sums in message order, across slices that cut rows, over FIFO slices
 // and direct messages; the first contribution sets the sum, the last rounds into the output row.
 TEST(VerbsContract, FoldedRowsSumIntoTheirTokensInMessageOrder) {
