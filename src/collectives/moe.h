@@ -12,9 +12,13 @@
 //   1. header  MoeHeader: the configuration the sender runs with, how many token rows it sends, and whether its ids
 //              were in range. Every rank receives every header, so every rank sees every disagreement and fails the
 //              same way (InvalidArgument, naming the field and the rank), before any token moves.
-//   2. routing topk int32 per row: the row's experts on the receiver, as local indices in k order, -1 after the last.
+//   2. routing topk + 1 int32 per row: the row's token, then its experts on the receiver as local indices in k order,
+//              -1 after the last.
 //   3. rows    the token rows, gathered straight from the caller's tensor into the transport's slots, scattered from
-//              them straight into their expert-major positions (prims::Region), and the fp8 scales likewise.
+//              them straight into their expert-major positions (prims::Region), and the fp8 scales likewise; where
+//              the transport can read the sender's memory, each row is copied once, straight from the tensor to its
+//              position (the receiver knows the sender's rows: the tokens in the routing entries). With them, each
+//              rank tells every source where it keeps the source's assignments (backRows), for the combine.
 // The normal mode runs 1-2 as one op (cfxMoeExchangeCounts, so the caller learns the sizes before it allocates) and 3
 // as the next; the bounded mode runs all three as one op into a buffer of `capacity` rows, dropping (and counting) the
 // rows whose expert-major position falls past it.
@@ -44,6 +48,9 @@ struct MoeConfig {
   bool bounded = false;
   size_t capacity = 0;          // bounded: rows this rank's receive buffer holds
   std::vector<int> expertRank;  // per expert: the rank that holds it
+  // The combine's fp32 sums of one chunk of tokens take at most this many bytes (foldChunkTokens). A test knob: every
+  // rank must use the same value; the api leaves the default.
+  size_t foldChunkBytes = size_t{512} << 10;
 
   static constexpr size_t kScaleBlock = 128;
   bool scaled() const { return tokenType == DataType::Fp8E4M3; }
@@ -81,15 +88,18 @@ inline constexpr uint64_t kMoeMagic = 0x3130524448454f4dull;  // "MOEHDR01"
 struct MoeRouting {
   size_t nTokens = 0;
   // This rank's tokens, per destination rank: the tokens (ascending) with an expert there, and for each such row
-  // topk entries: the local indices of its experts there, in k order, -1 after the last.
+  // kMetaStride(topk) entries: the token, then the local indices of its experts there, in k order, -1 after the last.
   std::vector<std::vector<int64_t>> sendRows;
   std::vector<std::vector<int32_t>> sendMeta;
   // What arrived, per source rank: its rows' entries as it sent them, where each row is received (its first position
   // that is not dropped; -1 when all are), and where each of its (row, entry) assignments lies in expert-major order
-  // (-1: dropped), which is also the order the combine sends the outputs back in.
+  // (-1: dropped), which is also the order the combine sends the outputs back in; and where each fold chunk of the
+  // source's tokens (foldChunkTokens) starts in backRows: chunk c is backRows[backChunks[c]..backChunks[c + 1]).
   std::vector<std::vector<int32_t>> recvMeta;
+  std::vector<std::vector<int64_t>> recvTokens;  // the source's token of each row: where it lies in its tensor
   std::vector<std::vector<int64_t>> recvFirst;
   std::vector<std::vector<int64_t>> backRows;
+  std::vector<std::vector<size_t>> backChunks;
   std::vector<std::pair<int64_t, int64_t>> copies;  // (from, to) positions of rows that go to several local experts
   // The combine's folds, per rank that holds experts of this rank's tokens (this rank included): per assignment, in
   // the order that rank sends them (token ascending, then k), the token, the weight's index (token * topk + k) and
@@ -98,6 +108,11 @@ struct MoeRouting {
   std::vector<std::vector<int64_t>> foldTokens;
   std::vector<std::vector<int64_t>> foldWeights;
   std::vector<std::vector<prims::RowFold::Step>> foldSteps;
+  // Where each fold chunk of this rank's tokens starts in foldTokens[p], as backChunks above.
+  std::vector<std::vector<size_t>> foldChunks;
+  // Where rank p keeps the output row of each of those assignments (its backRows for this rank, which it sends during
+  // the dispatch), so the combine can read them straight out of p's memory where the transport allows.
+  std::vector<std::vector<int64_t>> foldSrc;
   // Counts, for cfxMoeGetCounts and the dispatch's recvCounts.
   std::vector<int64_t> perLocalExpert;
   std::vector<int64_t> sentPerRank;    // token rows sent to each rank (a token once per rank)
@@ -144,6 +159,13 @@ struct MoeArgs {
     return static_cast<T*>(buffers[b].p);
   }
 };
+
+// Routing entries per row: the token, then topk local experts.
+inline size_t metaStride(int topk) { return static_cast<size_t>(topk) + 1; }
+// The combine folds a source's tokens in chunks of this many, every rank's rows of one chunk before the next, so the
+// fp32 sums of one chunk at a time stay in the caches instead of one row per token of the whole op going through
+// memory twice. Both ends of every message derive the same chunks from the configuration.
+size_t foldChunkTokens(const MoeConfig& config);
 
 // Routing arithmetic (moe_routing.cc).
 // The send side of `ids` (nTokens x topk of config.idType) on rank r of n: sendRows, sendMeta, sentPerRank,

@@ -36,7 +36,6 @@ Task exchange(const MoeArgs& a, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const auto un = static_cast<size_t>(n);
-  const auto k = static_cast<size_t>(c.topk);
   m.placed = false;
   m.dispatched = false;
   int64_t badToken = -1;
@@ -69,7 +68,7 @@ Task exchange(const MoeArgs& a, prims::Prims& prims) {
   for (int s = 1; s < n; ++s) {
     const auto q = static_cast<size_t>(mod(r - s, n));
     if (in[q].rows == 0) continue;
-    m.recvMeta[q].resize(in[q].rows * k);
+    m.recvMeta[q].resize(in[q].rows * metaStride(c.topk));
     strands.push_back(verbStrand(prims.recv(static_cast<int>(q), m.recvMeta[q].data(), m.recvMeta[q].size() * 4)));
   }
   CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
@@ -78,16 +77,34 @@ Task exchange(const MoeArgs& a, prims::Prims& prims) {
   co_return Status();
 }
 
-// One peer's rows, then (fp8) their scales, in one strand: the receiver takes them in the same order.
-Task sendRowsTo(prims::Prims& prims, int q, const Region* tokens, const Region* scales) {
-  CFX_CO_TRY(co_await prims.sendRows(q, *tokens));
-  if (scales != nullptr) CFX_CO_TRY(co_await prims.sendRows(q, *scales));
+// What one pair's strand moves in one direction, in this order: the sender's token rows and (fp8) their scales, then
+// where the sender keeps the receiver's assignments (for the combine). The receiving strand takes them in the same
+// order; either side skips what has no rows.
+struct Flow {
+  Region tokens, scales;        // rows (send: the tensor's; receive: expert-major positions)
+  Region srcTokens, srcScales;  // receive: where those rows lie in the sender's tensor (a direct message's span)
+  bool scaled = false;
+  const int64_t* positions = nullptr;  // backRows out, or foldSrc in
+  size_t nPositions = 0;
+};
+
+Task sendFlow(prims::Prims& prims, int q, const Flow* f) {
+  if (f->tokens.nRows > 0) {
+    CFX_CO_TRY(co_await prims.sendRows(q, f->tokens, /*receiverKnowsRows=*/true));
+    if (f->scaled) CFX_CO_TRY(co_await prims.sendRows(q, f->scales, /*receiverKnowsRows=*/true));
+  }
+  if (f->nPositions > 0) CFX_CO_TRY(co_await prims.send(q, f->positions, f->nPositions * sizeof(int64_t)));
   co_return Status();
 }
 
-Task recvRowsFrom(prims::Prims& prims, int q, const Region* tokens, const Region* scales) {
-  CFX_CO_TRY(co_await prims.recvRows(q, *tokens));
-  if (scales != nullptr) CFX_CO_TRY(co_await prims.recvRows(q, *scales));
+Task recvFlow(prims::Prims& prims, int q, const Flow* f) {
+  if (f->tokens.nRows > 0) {
+    CFX_CO_TRY(co_await prims.recvRows(q, f->tokens, &f->srcTokens));
+    if (f->scaled) CFX_CO_TRY(co_await prims.recvRows(q, f->scales, &f->srcScales));
+  }
+  if (f->nPositions > 0) {
+    CFX_CO_TRY(co_await prims.recv(q, const_cast<int64_t*>(f->positions), f->nPositions * sizeof(int64_t)));
+  }
   co_return Status();
 }
 
@@ -143,24 +160,35 @@ Task moveRows(const MoeArgs& a, prims::Prims& prims) {
   auto* recvScales = a.at<char>(MoeArgs::RecvScales);
   const size_t tokenRow = c.tokenRowBytes();
   const size_t scaleRow = c.scaleRowBytes();
-  // The regions live in this frame while the strands run; sized once, so the strands' pointers stay valid.
-  std::vector<Region> out(2 * un);
-  std::vector<Region> in(2 * un);
+  // The flows live in this frame while the strands run; sized once, so the strands' pointers stay valid.
+  std::vector<Flow> out(un);
+  std::vector<Flow> in(un);
+  m.foldSrc.assign(un, {});
   std::vector<Task> strands;
   for (int s = 1; s < n; ++s) {
     const auto q = static_cast<size_t>(mod(r + s, n));
-    if (m.sendRows[q].empty()) continue;
-    out[2 * q] = Region{tokens, tokenRow, tokenRow, m.sendRows[q].data(), m.sendRows[q].size()};
-    out[2 * q + 1] = Region{scales, scaleRow, scaleRow, m.sendRows[q].data(), m.sendRows[q].size()};
-    strands.push_back(sendRowsTo(prims, static_cast<int>(q), &out[2 * q], scaled ? &out[2 * q + 1] : nullptr));
+    Flow& f = out[q];
+    f.tokens = Region{tokens, tokenRow, tokenRow, m.sendRows[q].data(), m.sendRows[q].size()};
+    f.scales = Region{scales, scaleRow, scaleRow, m.sendRows[q].data(), m.sendRows[q].size()};
+    f.scaled = scaled;
+    f.positions = m.backRows[q].data();
+    f.nPositions = m.backRows[q].size();
+    if (f.tokens.nRows > 0 || f.nPositions > 0) strands.push_back(sendFlow(prims, static_cast<int>(q), &f));
   }
   if (!m.sendRows[static_cast<size_t>(r)].empty()) strands.push_back(selfRows(a, r));
   for (int s = 1; s < n; ++s) {
     const auto q = static_cast<size_t>(mod(r - s, n));
-    if (m.recvFirst[q].empty()) continue;
-    in[2 * q] = Region{recvTokens, tokenRow, tokenRow, m.recvFirst[q].data(), m.recvFirst[q].size()};
-    in[2 * q + 1] = Region{recvScales, scaleRow, scaleRow, m.recvFirst[q].data(), m.recvFirst[q].size()};
-    strands.push_back(recvRowsFrom(prims, static_cast<int>(q), &in[2 * q], scaled ? &in[2 * q + 1] : nullptr));
+    Flow& f = in[q];
+    const size_t rows = m.recvFirst[q].size();
+    f.tokens = Region{recvTokens, tokenRow, tokenRow, m.recvFirst[q].data(), rows};
+    f.scales = Region{recvScales, scaleRow, scaleRow, m.recvFirst[q].data(), rows};
+    f.srcTokens = Region{nullptr, tokenRow, tokenRow, m.recvTokens[q].data(), rows};
+    f.srcScales = Region{nullptr, scaleRow, scaleRow, m.recvTokens[q].data(), rows};
+    f.scaled = scaled;
+    m.foldSrc[q].resize(m.foldTokens[q].size());
+    f.positions = m.foldSrc[q].data();
+    f.nPositions = m.foldSrc[q].size();
+    if (rows > 0 || f.nPositions > 0) strands.push_back(recvFlow(prims, static_cast<int>(q), &f));
   }
   CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
   for (const auto& [from, to] : m.copies) {

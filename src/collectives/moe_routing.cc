@@ -21,6 +21,20 @@ int64_t idAt(const MoeConfig& c, const void* ids, size_t i) {
   return v;
 }
 
+// Where each chunk of `chunk` tokens starts in a list whose entries belong to ascending tokens: starts[c] is the
+// first entry of a token >= c * chunk, for c = 0 .. chunks (the last is the list's size).
+std::vector<size_t> chunkStarts(const std::vector<int64_t>& tokenOfEntry, size_t chunk) {
+  std::vector<size_t> starts;
+  const size_t chunks = tokenOfEntry.empty() ? 0 : static_cast<size_t>(tokenOfEntry.back()) / chunk + 1;
+  for (size_t c = 0; c <= chunks; ++c) {
+    const auto first = static_cast<int64_t>(c * chunk);
+    starts.push_back(static_cast<size_t>(std::lower_bound(tokenOfEntry.begin(), tokenOfEntry.end(), first) -
+                                         tokenOfEntry.begin()));
+  }
+  return starts;
+}
+
+
 void fnv(uint64_t* h, uint64_t v) {
   for (int i = 0; i < 8; ++i) {
     *h ^= static_cast<uint8_t>(v >> (8 * i));
@@ -29,6 +43,11 @@ void fnv(uint64_t* h, uint64_t v) {
 }
 
 }  // namespace
+
+size_t foldChunkTokens(const MoeConfig& config) {
+  // L2 caches hold half a megabyte of sums (the default) beside the rows in flight.
+  return std::max<size_t>(1, config.foldChunkBytes / (config.hidden * sizeof(float)));
+}
 
 void MoeConfig::derive(int nRanks) {
   localIndex.assign(expertRank.size(), 0);
@@ -48,6 +67,7 @@ void routeTokens(const MoeConfig& c, int r, int n, const void* ids, size_t nToke
                  int64_t* badToken, int64_t* badId) {
   const auto un = static_cast<size_t>(n);
   const auto k = static_cast<size_t>(c.topk);
+  const size_t stride = metaStride(c.topk);
   MoeRouting& m = *routing;
   m.nTokens = nTokens;
   for (auto* v : {&m.sendRows, &m.foldTokens, &m.foldWeights}) v->assign(un, {});
@@ -83,7 +103,8 @@ void routeTokens(const MoeConfig& c, int r, int n, const void* ids, size_t nToke
         lastToken[up] = static_cast<int64_t>(t);
         filled[up] = 0;
         m.sendRows[up].push_back(static_cast<int64_t>(t));
-        m.sendMeta[up].resize(m.sendMeta[up].size() + k, -1);
+        m.sendMeta[up].resize(m.sendMeta[up].size() + stride, -1);
+        m.sendMeta[up][m.sendMeta[up].size() - stride] = static_cast<int32_t>(t);
         ++m.sentPerRank[up];
       }
       m.sendMeta[up][m.sendMeta[up].size() - k + filled[up]++] = c.localIndex[e];
@@ -101,23 +122,29 @@ void routeTokens(const MoeConfig& c, int r, int n, const void* ids, size_t nToke
       m.foldSteps[up].push_back(step);
     }
   }
+  m.foldChunks.assign(un, {});
+  for (size_t p = 0; p < un; ++p) m.foldChunks[p] = chunkStarts(m.foldTokens[p], foldChunkTokens(c));
 }
 
 Status placeRows(const MoeConfig& c, int r, int n, MoeRouting* routing) {
   MoeRouting& m = *routing;
   const auto un = static_cast<size_t>(n);
   const auto k = static_cast<size_t>(c.topk);
+  const size_t stride = metaStride(c.topk);
   const auto local = static_cast<size_t>(c.localCount[static_cast<size_t>(r)]);
   std::vector<int64_t> count(local, 0);
   for (size_t s = 0; s < un; ++s) {
-    for (int32_t e : m.recvMeta[s]) {
-      if (e < -1 || e >= static_cast<int32_t>(local)) {
+    for (size_t i = 0; i < m.recvMeta[s].size(); ++i) {
+      const int32_t e = m.recvMeta[s][i];
+      const bool token = i % stride == 0;
+      const bool ascending = !token || i == 0 || e > m.recvMeta[s][i - stride];
+      if ((token && (e < 0 || !ascending)) || (!token && (e < -1 || e >= static_cast<int32_t>(local)))) {
         return Status::error(Errc::InvalidUsage,
-                             strprintf("MoE dispatch: rank %zu sent routing entry %d, but rank %d holds %zu experts "
-                                       "(a corrupted message, or ranks with different expert-to-rank maps)",
-                                       s, static_cast<int>(e), r, local));
+                             strprintf("MoE dispatch: rank %zu sent routing entry %d at %zu, but rank %d holds %zu "
+                                       "experts (a corrupted message, or ranks with different expert-to-rank maps)",
+                                       s, static_cast<int>(e), i, r, local));
       }
-      if (e >= 0) ++count[static_cast<size_t>(e)];
+      if (!token && e >= 0) ++count[static_cast<size_t>(e)];
     }
   }
   std::vector<int64_t> cursor(local, 0);
@@ -132,18 +159,24 @@ Status placeRows(const MoeConfig& c, int r, int n, MoeRouting* routing) {
     m.perLocalExpert[e] = c.bounded ? std::clamp<int64_t>(capacity - cursor[e], 0, count[e]) : count[e];
   }
   m.recvFirst.assign(un, {});
+  m.recvTokens.assign(un, {});
   m.backRows.assign(un, {});
+  m.backChunks.assign(un, {});
   m.recvPerRank.assign(un, 0);
   m.copies.clear();
   m.dropped = 0;
+  const size_t chunk = foldChunkTokens(c);
   for (size_t s = 0; s < un; ++s) {
-    const size_t rows = m.recvMeta[s].size() / std::max<size_t>(k, 1);
+    const size_t rows = m.recvMeta[s].size() / stride;
     m.recvPerRank[s] = static_cast<int64_t>(rows);
     m.recvFirst[s].reserve(rows);
     for (size_t i = 0; i < rows; ++i) {
+      m.recvTokens[s].push_back(m.recvMeta[s][i * stride]);
+      const auto chunkOf = static_cast<size_t>(m.recvMeta[s][i * stride]) / chunk;
+      while (m.backChunks[s].size() <= chunkOf) m.backChunks[s].push_back(m.backRows[s].size());
       int64_t first = -1;
       for (size_t j = 0; j < k; ++j) {
-        const int32_t e = m.recvMeta[s][i * k + j];
+        const int32_t e = m.recvMeta[s][i * stride + 1 + j];
         if (e < 0) break;
         int64_t pos = cursor[static_cast<size_t>(e)]++;
         if (c.bounded && pos >= capacity) {
@@ -160,6 +193,7 @@ Status placeRows(const MoeConfig& c, int r, int n, MoeRouting* routing) {
       }
       m.recvFirst[s].push_back(first);
     }
+    m.backChunks[s].push_back(m.backRows[s].size());
   }
   m.recvRows = static_cast<size_t>(c.bounded ? std::min(total, capacity) : total);
   return Status();

@@ -48,6 +48,7 @@ void fromFloat(DataType t, float v, uint8_t* p) {
 struct Case {
   moetest::Setup setup;
   size_t hidden = 24;
+  size_t foldChunkBytes = 5 * 24 * 4;  // the combine's chunks: 5 tokens of 24 values, so most cases take several
   DataType tokenType = DataType::Bfloat16;
   DataType outType = DataType::Bfloat16;
   DataType idType = DataType::Int32;
@@ -73,6 +74,7 @@ coll::MoeConfig configOf(const Case& c) {
   m.tokenType = c.tokenType;
   m.outType = c.outType;
   m.idType = c.idType;
+  m.foldChunkBytes = c.foldChunkBytes;
   m.bounded = c.setup.bounded;
   m.capacity = c.setup.capacity;
   for (int e = 0; e < m.nExperts; ++e) m.expertRank.push_back(c.setup.rankOf(e));
@@ -135,7 +137,7 @@ void runCase(const Case& c, uint32_t seed = 1) {
     a.buffers[MoeArgs::Weights].p = c.weighted ? rk.weights.data() : nullptr;
     a.unweighted = !c.weighted;
   }
-  LoopbackWorld world(n, c.geometry, 64);
+  LoopbackWorld world(n, c.geometry, seed % 2 ? 64 : 0);  // direct (single-copy) rows or slices
   if (!c.setup.bounded) {
     const auto st = runPhase(world, ranks, MoeArgs::Phase::Exchange);
     for (size_t r = 0; r < un; ++r) ASSERT_TRUE(st[r].ok()) << "exchange, rank " << r << ": " << st[r].message();
@@ -301,6 +303,7 @@ TEST(Moe, EveryTokenTypeAndIdTypeWithAnExplicitExpertMap) {
       c.outType = out;
       c.idType = seed % 2 ? DataType::Int64 : DataType::Int32;
       c.hidden = token == DataType::Fp8E4M3 ? 256 : 40;
+      c.foldChunkBytes = seed % 2 ? 1 : size_t{1} << 20;  // one token per chunk, or all in one
       c.geometry = {512, 2};
       runCase(c, seed);
       if (HasFatalFailure()) return;
