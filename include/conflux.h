@@ -629,14 +629,15 @@ ncclResult_t cfxMoeDestroy(cfxMoe_t moe);
 
 /* Normal mode, step 1 (collective over the handle's communicator): routes numTokens tokens by topkIds (numTokens x
  * topk ids of idType; host or device memory) and swaps the counts and routing with every rank. Blocks until done:
- * for device ids it synchronizes stream; it cannot be called inside a group or on a cfx host stream's queue in a
- * way that would return before it ran (a host stream is synchronized too). numTokens may differ between ranks and
- * may be 0. *numRecvTokens (may be NULL) gets the rows this rank's experts will receive: the recvTokens rows the
- * next cfxMoeDispatch needs. cfxMoeGetCounts then has every count.
+ * it synchronizes stream when that is a CUDA stream or a cfx host stream, and cannot be called inside a group.
+ * numTokens may differ between ranks and may be 0 (at most 2^31 - 1). *numRecvTokens (may be NULL) gets the rows
+ * this rank's experts will receive: the recvTokens rows the next cfxMoeDispatch needs. cfxMoeGetCounts then has
+ * every count.
  * Returns:
  *   ncclSuccess          done.
- *   ncclInvalidArgument  moe not a live handle; topkIds NULL with numTokens > 0; an id out of range on any rank, or
- *                        ranks that disagree on the configuration (every rank fails alike; the WARN names the rank).
+ *   ncclInvalidArgument  moe not a live handle; topkIds NULL with numTokens > 0; numTokens above 2^31 - 1; an id out
+ *                        of range on any rank, or ranks that disagree on the configuration (every rank fails alike;
+ *                        the WARN names the rank).
  *   ncclInvalidUsage     the handle is in bounded mode; called inside a group; the communicator's state.
  *   ncclRemoteError, ncclSystemError, ncclUnhandledCudaError: as ncclAllToAll. */
 ncclResult_t cfxMoeExchangeCounts(cfxMoe_t moe, const void* topkIds, size_t numTokens, size_t* numRecvTokens,
@@ -653,8 +654,8 @@ ncclResult_t cfxMoeExchangeCounts(cfxMoe_t moe, const void* topkIds, size_t numT
  * Returns:
  *   ncclSuccess          done (or enqueued on stream, or recorded in a group), as ncclAllToAll.
  *   ncclInvalidArgument  moe not live; a NULL buffer that the call needs; scales or recvScales NULL with fp8 tokens;
- *                        tokens overlapping recvTokens; ids out of range or a configuration mismatch (bounded mode,
- *                        as cfxMoeExchangeCounts).
+ *                        tokens overlapping recvTokens; numTokens above 2^31 - 1; ids out of range or a
+ *                        configuration mismatch (bounded mode, as cfxMoeExchangeCounts).
  *   ncclInvalidUsage     normal mode without a cfxMoeExchangeCounts first, or with another numTokens; ranks that
  *                        disagree on the call (another op, another size); the communicator's state.
  *   ncclRemoteError, ncclSystemError, ncclUnhandledCudaError: as ncclAllToAll. */
@@ -676,8 +677,9 @@ ncclResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, const float* scale
 ncclResult_t cfxMoeCombine(cfxMoe_t moe, const void* expertOut, void* out, int flags, cudaStream_t stream);
 
 /* What the last completed exchange or dispatch routed on this rank, for rebalancing. Arrays the caller passes (any may
- * be NULL) are filled: perLocalExpert numLocalExperts entries, sentPerExpert numExperts, sentPerRank and recvPerRank
- * nRanks. Call it once the op completed (after the stream or host stream was synchronized).  */
+ * be NULL) are filled: perLocalExpert numLocalExperts entries (a first call with NULL arrays says how many),
+ * sentPerExpert numExperts, sentPerRank and recvPerRank nRanks. Call it once the op completed (after the stream or host
+ * stream was synchronized). */
 typedef struct {
   int numLocalExperts;       /* out: experts this rank holds */
   size_t recvTokens;         /* out: rows in this rank's expert-major buffer */

@@ -83,6 +83,14 @@ Status checkConfig(const cfxMoeConfig& c, int nRanks) {
   return Status();
 }
 
+// Routing entries carry token indices as int32.
+Status checkTokens(size_t numTokens) {
+  if (numTokens > static_cast<size_t>(INT32_MAX)) {
+    return Status::error(Errc::InvalidArgument, strprintf("numTokens %zu is above 2^31 - 1", numTokens));
+  }
+  return Status();
+}
+
 // Bytes of `rows` rows of `rowBytes`, refusing what overflows.
 Result<size_t> rowsBytes(size_t rows, size_t rowBytes, const char* what) {
   if (rowBytes != 0 && rows > (size_t{1} << 62) / rowBytes) {
@@ -199,6 +207,7 @@ CFX_API ncclResult_t cfxMoeExchangeCounts(cfxMoe_t moe, const void* topkIds, siz
       return Status::error(Errc::InvalidUsage, "cfxMoeExchangeCounts cannot be called inside a group: it returns the "
                                                "counts, so it must run before it returns");
     }
+    CFX_TRY(cfx::api::checkTokens(numTokens));
     auto args = std::make_shared<MoeArgs>();
     args->phase = MoeArgs::Phase::Exchange;
     args->state = h->state;
@@ -236,6 +245,7 @@ CFX_API ncclResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, const floa
                                                   "counted %zu", numTokens, h->countedTokens)
                                       : std::string("cfxMoeDispatch in normal mode needs cfxMoeExchangeCounts first"));
     }
+    CFX_TRY(cfx::api::checkTokens(numTokens));
     const size_t rows = c.bounded ? c.capacity : h->countedRows;
     const size_t k = static_cast<size_t>(c.topk);
     auto args = std::make_shared<MoeArgs>();
@@ -256,10 +266,12 @@ CFX_API ncclResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, const floa
       CFX_TRY(setSpan(args.get(), MoeArgs::RecvScales, recvScales, rows * c.scaleRowBytes(), false, "recvScales"));
     }
     if (c.bounded) {
-      CFX_TRY(setSpan(args.get(), MoeArgs::Ids, topkIds, numTokens * k * cfx::dataTypeSize(c.idType), true, "topkIds"));
+      CFX_TRY_ASSIGN(const size_t idBytes, rowsBytes(numTokens, k * cfx::dataTypeSize(c.idType), "topkIds"));
+      CFX_TRY(setSpan(args.get(), MoeArgs::Ids, topkIds, idBytes, true, "topkIds"));
     }
     if (topkWeights != nullptr) {
-      CFX_TRY(setSpan(args.get(), MoeArgs::Weights, topkWeights, numTokens * k * sizeof(float), true, "topkWeights"));
+      CFX_TRY_ASSIGN(const size_t weightBytes, rowsBytes(numTokens, k * sizeof(float), "topkWeights"));
+      CFX_TRY(setSpan(args.get(), MoeArgs::Weights, topkWeights, weightBytes, true, "topkWeights"));
     }
     if (recvCounts != nullptr) {
       CFX_TRY(setSpan(args.get(), MoeArgs::RecvCounts, recvCounts,

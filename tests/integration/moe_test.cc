@@ -248,6 +248,7 @@ TEST(BadInput, AllToAllvAndMoeRefuseByName) {
     const ncclUniqueId id = ctx.newUniqueId();
     ASSERT_EQ(ncclCommInitRank(&comm, 2, id, ctx.rank()), ncclSuccess);
     ASSERT_EQ(cfxMoeCreate(comm, &config, &moe), ncclSuccess);
+    refused(cfxMoeExchangeCounts(moe, ids.data(), size_t{1} << 31, &rows, nullptr), "above 2^31 - 1");
     if (ctx.rank() == 0) ids[3] = 8;
     refused(cfxMoeExchangeCounts(moe, ids.data(), 2, &rows, nullptr), "rank 0's expert ids are out of range");
     std::vector<uint16_t> x(2 * 64), y(64 * 64);
