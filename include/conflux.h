@@ -356,7 +356,10 @@ typedef enum {
   cfxCollGather = 6,
   cfxCollScatter = 7,
   cfxCollBroadcastDelta = 8,
-  cfxCollScan = 9
+  cfxCollScan = 9,
+  cfxCollAllToAllv = 10,   /* always Direct; count and datatype are ignored */
+  cfxCollMoeDispatch = 11, /* always Direct; count and datatype are ignored */
+  cfxCollMoeCombine = 12   /* always Direct; count and datatype are ignored */
 } cfxCollective;
 
 #define CFX_PLAN_TEXT_BYTES 256
@@ -532,6 +535,163 @@ ncclResult_t cfxBroadcastDelta(const void* sendbuff, void* recvbuff, size_t coun
 /* Forgets the kept state of recvbuff: its next cfxBroadcastDelta sends the whole buffer. Call it on every rank.
  * Returns: ncclSuccess (also when there was none); ncclInvalidArgument (bad comm). */
 ncclResult_t cfxCommResetDelta(ncclComm_t comm, const void* recvbuff);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * All-to-all-v
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* ncclAllToAllv under our prefix, for callers that include only this header: the same function, arguments,
+ * semantics and return codes (conflux_nccl_ext.h documents them). */
+ncclResult_t cfxAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                          const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * MoE dispatch and combine
+ *
+ * Expert parallelism: every rank holds some of numExperts experts and T tokens (rows of `hidden` values), each routed
+ * to topk experts with a weight. A dispatch sends every token to the ranks of its experts and leaves on each rank the
+ * rows its own experts received, in expert-major order: the rows of its first local expert, then its second, ...; an
+ * expert's rows ordered by (source rank, source token, k). A combine sends the experts' outputs, given in that same
+ * order, back to their tokens and returns, for every token,  out[t] = sum over k of weight[t][k] * output(t, k),
+ * accumulated in fp32 and rounded once to outType (all weights 1 with cfxMoeUnweighted).
+ *
+ * Fused: the sender reads token rows straight from the caller's tensor into the transport's slots and the receiver
+ * writes each row straight to its expert-major position, with no packed copy on either side; a token with several
+ * experts on one rank crosses the wire to it once (the receiver copies it to its other positions). The combine folds
+ * each arriving row into its token's fp32 sum and rounds the last contribution straight into the output row.
+ *
+ * Deterministic: a token's contributions are added in a fixed order, whatever order the messages arrive in: those of
+ * this rank's own experts first, then those of rank r - 1, r - 2, ... (mod nRanks), each rank's in k order. The same
+ * routing and inputs give the same bits from run to run.
+ *
+ * Local experts: with expertToRank NULL, experts are dealt in contiguous blocks: rank r holds experts
+ * [r * E / n + min(r, E % n) ...) in order, the first E % n ranks one more than the others (E = numExperts,
+ * n = nRanks); with a table, rank r holds the experts e with expertToRank[e] == r. A rank's local experts are
+ * numbered in increasing expert id; a rank may hold none.
+ *
+ * Two modes:
+ *   cfxMoeNormal   cfxMoeExchangeCounts routes the ids and swaps the counts and routing with every rank (it blocks
+ *                  until done, synchronizing the stream for device ids), so the caller knows how many rows it will
+ *                  receive before it allocates; then cfxMoeDispatch moves only the rows.
+ *   cfxMoeBounded  cfxMoeDispatch does everything in one operation into a buffer of maxRecvTokens rows, with no host
+ *                  synchronization, so a dispatch on device buffers can be captured in a CUDA graph and replayed with
+ *                  new ids. Rows whose expert-major position falls at maxRecvTokens or past it are not delivered: they
+ *                  are counted (recvCounts, cfxMoeGetCounts), a WARN names the count, and the combine adds zero for
+ *                  them. Nothing is dropped silently.
+ *
+ * Streams, groups and memory: every buffer may be host or device memory (device buffers are staged through host
+ * memory, where the rows are gathered and scattered), with streams as ncclAllToAll. The ops of one handle must be
+ * called in order on every rank (exchange, dispatch, combine), and a handle's ops must not overlap in time with
+ * another op of that handle on another stream. The handle's communicator must outlive it.
+ * Bad input is refused with ncclInvalidArgument and a WARN naming it: a bad configuration at creation; ids out of
+ * range (found when the ids are read, which for device ids is when the op runs: every rank then fails it with the
+ * offending rank's token and id named); ranks that disagree on the configuration (hidden, types, numExperts, topk,
+ * mode, bound or expert map: every rank fails the dispatch naming the field and the rank, before any token moves).
+ * Those found while the op runs fail it, and like any failed operation leave the communicator broken
+ * (ncclCommGetAsyncError reports the error): abort or destroy it. Refusals at the call leave it usable.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct cfxMoe* cfxMoe_t;
+
+typedef enum { cfxMoeNormal = 0, cfxMoeBounded = 1 } cfxMoeMode;
+
+typedef struct {
+  int numExperts;           /* experts over all ranks, >= 1 */
+  int topk;                 /* experts per token, 1 <= topk <= numExperts */
+  size_t hidden;            /* values per token row, >= 1 (a multiple of 128 with fp8 tokens) */
+  ncclDataType_t tokenType; /* dispatched rows: ncclBfloat16, ncclFloat16, ncclFloat32, or ncclFloat8e4m3 with one
+                               fp32 scale per 128 values (tokens and scales travel together) */
+  ncclDataType_t outType;   /* the combine's expert outputs and result: ncclBfloat16, ncclFloat16 or ncclFloat32 */
+  ncclDataType_t idType;    /* top-k ids: ncclInt32 or ncclInt64 */
+  const int* expertToRank;  /* NULL: contiguous blocks; else numExperts ranks (host memory, copied at creation) */
+  int mode;                 /* cfxMoeMode */
+  size_t maxRecvTokens;     /* cfxMoeBounded: rows this rank's receive buffer holds (>= 1); ignored otherwise */
+} cfxMoeConfig;
+
+/* Flags of cfxMoeCombine. */
+#define CFX_MOE_UNWEIGHTED 1 /* every weight is 1: out[t] is the plain sum of its experts' outputs */
+
+/* Creates a dispatch/combine handle on comm. Local (no communication); every rank must create its handle with the
+ * same configuration, which the first dispatch checks.
+ * Thread safety: as any call on comm.
+ * Returns:
+ *   ncclSuccess          *moe holds the handle.
+ *   ncclInvalidArgument  comm not live; config or moe NULL; numExperts < 1; topk < 1 or topk > numExperts; hidden 0,
+ *                        or not a multiple of 128 with fp8 tokens; an unsupported tokenType, outType or idType; an
+ *                        unknown mode; maxRecvTokens 0 in bounded mode; an expertToRank entry outside 0..nRanks-1.
+ *   ncclSystemError      out of memory. */
+ncclResult_t cfxMoeCreate(ncclComm_t comm, const cfxMoeConfig* config, cfxMoe_t* moe);
+
+/* Frees the handle. Its ops must have completed. NULL is accepted and ignored.
+ * Returns: ncclSuccess; ncclInvalidArgument (not a live handle, e.g. destroyed twice). */
+ncclResult_t cfxMoeDestroy(cfxMoe_t moe);
+
+/* Normal mode, step 1 (collective over the handle's communicator): routes numTokens tokens by topkIds (numTokens x
+ * topk ids of idType; host or device memory) and swaps the counts and routing with every rank. Blocks until done:
+ * it synchronizes stream when that is a CUDA stream or a cfx host stream, and cannot be called inside a group.
+ * numTokens may differ between ranks and may be 0 (at most 2^31 - 1). *numRecvTokens (may be NULL) gets the rows
+ * this rank's experts will receive: the recvTokens rows the next cfxMoeDispatch needs. cfxMoeGetCounts then has
+ * every count.
+ * Returns:
+ *   ncclSuccess          done.
+ *   ncclInvalidArgument  moe not a live handle; topkIds NULL with numTokens > 0; numTokens above 2^31 - 1; an id out
+ *                        of range on any rank, or ranks that disagree on the configuration (every rank fails alike;
+ *                        the WARN names the rank).
+ *   ncclInvalidUsage     the handle is in bounded mode; called inside a group; the communicator's state.
+ *   ncclRemoteError, ncclSystemError, ncclUnhandledCudaError: as ncclAllToAll. */
+ncclResult_t cfxMoeExchangeCounts(cfxMoe_t moe, const void* topkIds, size_t numTokens, size_t* numRecvTokens,
+                                  cudaStream_t stream);
+
+/* Dispatch (collective). tokens: numTokens x hidden of tokenType; scales: numTokens x hidden/128 floats with fp8
+ * tokens, else NULL; topkIds: numTokens x topk of idType (bounded mode; in normal mode the routing of the last
+ * cfxMoeExchangeCounts is used and topkIds may be NULL); topkWeights: numTokens x topk floats, kept for the combine
+ * (NULL: the combine must be unweighted). recvTokens: the expert-major rows, numRecvTokens of them (normal mode) or
+ * maxRecvTokens (bounded mode), hidden values of tokenType each; recvScales likewise (fp8 only). recvCounts (may be
+ * NULL): numLocalExperts + 1 ints: the rows each local expert received, then the rows dropped past the bound (0 in
+ * normal mode); written in stream order, so a captured graph reports them at every replay. tokens must not overlap
+ * recvTokens. numTokens must be the exchanged count in normal mode.
+ * Returns:
+ *   ncclSuccess          done (or enqueued on stream, or recorded in a group), as ncclAllToAll.
+ *   ncclInvalidArgument  moe not live; a NULL buffer that the call needs; scales or recvScales NULL with fp8 tokens;
+ *                        tokens overlapping recvTokens; numTokens above 2^31 - 1; ids out of range or a
+ *                        configuration mismatch (bounded mode, as cfxMoeExchangeCounts).
+ *   ncclInvalidUsage     normal mode without a cfxMoeExchangeCounts first, or with another numTokens; ranks that
+ *                        disagree on the call (another op, another size); the communicator's state.
+ *   ncclRemoteError, ncclSystemError, ncclUnhandledCudaError: as ncclAllToAll. */
+ncclResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, const float* scales, const void* topkIds,
+                            const float* topkWeights, size_t numTokens, void* recvTokens, float* recvScales,
+                            int* recvCounts, cudaStream_t stream);
+
+/* Combine (collective), after a dispatch on the handle. expertOut: the experts' outputs in the dispatch's expert-major
+ * order (the same rows as its recvTokens: numRecvTokens, or maxRecvTokens in bounded mode of which the counted ones
+ * are read), hidden values of outType each. out: the dispatch's numTokens rows of hidden values of outType, for each
+ * token the weighted sum (or with CFX_MOE_UNWEIGHTED the plain sum) of its topk experts' outputs, in fp32, rounded
+ * once. out must not overlap expertOut.
+ * Returns:
+ *   ncclSuccess          done (or enqueued, or recorded in a group), as ncclAllToAll.
+ *   ncclInvalidArgument  moe not live; expertOut or out NULL where rows are due; out overlapping expertOut; an unknown
+ *                        flag; a weighted combine after a dispatch without weights.
+ *   ncclInvalidUsage     no dispatch on the handle before; ranks that disagree on the call; the communicator's state.
+ *   ncclRemoteError, ncclSystemError, ncclUnhandledCudaError: as ncclAllToAll. */
+ncclResult_t cfxMoeCombine(cfxMoe_t moe, const void* expertOut, void* out, int flags, cudaStream_t stream);
+
+/* What the last completed exchange or dispatch routed on this rank, for rebalancing. Arrays the caller passes (any may
+ * be NULL) are filled: perLocalExpert numLocalExperts entries (a first call with NULL arrays says how many),
+ * sentPerExpert numExperts, sentPerRank and recvPerRank nRanks. Call it once the op completed (after the stream or host
+ * stream was synchronized). */
+typedef struct {
+  int numLocalExperts;       /* out: experts this rank holds */
+  size_t recvTokens;         /* out: rows in this rank's expert-major buffer */
+  size_t droppedTokens;      /* out: rows not delivered past maxRecvTokens (bounded mode; 0 otherwise) */
+  long long* perLocalExpert; /* rows each local expert received (after drops) */
+  long long* sentPerExpert;  /* this rank's (token, k) assignments to each expert */
+  long long* sentPerRank;    /* token rows this rank sent to each rank (a token once per rank), itself included */
+  long long* recvPerRank;    /* token rows this rank received from each rank, itself included */
+} cfxMoeCounts;
+
+/* Returns: ncclSuccess; ncclInvalidArgument (moe not live, counts NULL); ncclInvalidUsage (nothing routed yet). */
+ncclResult_t cfxMoeGetCounts(cfxMoe_t moe, cfxMoeCounts* counts);
 
 /* ---------------------------------------------------------------------------------------------------------
  * All-Scan: prefix collectives over ranks

@@ -3,16 +3,17 @@
  * Conflux: NCCL names that libnccl.so.2 exports but NVIDIA's 2.28.9 nccl.h does not declare.
  * Public C99 header (include/), optional: nccl.h does not include it.
  *
- * Two groups of functions:
+ * Three groups of functions:
  *  1. The host functions of NCCL 2.28's device API (NVIDIA declares them in the nccl_device headers). NVIDIA's 2.28
  *     library exports them, and nccl-tests and PyTorch link against them.
  *  2. Functions added in NCCL 2.29 and 2.30. Newer PyTorch wheels import them at load time, so a library that
  *     lacks them fails `import torch` with "undefined symbol".
+ *  3. ncclAllToAllv, which RCCL and MSCCL++ export (PyTorch calls it on ROCm) and NVIDIA's library does not.
  *
- * This library implements none of them yet. Every function here logs a WARN "<name> is not supported by this
+ * Groups 1 and 2 are not implemented yet. Every function there logs a WARN "<name> is not supported by this
  * library yet" and returns ncclInvalidUsage; functions that return something other than ncclResult_t say below
  * what they return instead. Callers can therefore detect the missing feature and fall back. ncclGetVersion still
- * reports 22809, so callers that check the version never reach these functions.
+ * reports 22809, so callers that check the version never reach these functions. Group 3 is implemented.
  *
  * The types below have the size and, where a type is passed by value, the layout of NVIDIA's, so the calling
  * convention matches. Types used only behind pointers are left incomplete. Do not combine this header with
@@ -233,6 +234,37 @@ ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
 ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen);
 void ncclParamDumpAll(void);
 void pncclParamDumpAll(void);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * 3. RCCL's all-to-all-v
+ * ------------------------------------------------------------------------------------------------------- */
+
+/* Every rank sends sendcounts[p] elements from sendbuff + sdispls[p] elements to each rank p, and receives
+ * recvcounts[p] elements from each rank p into recvbuff + rdispls[p] elements; RCCL's signature and semantics.
+ * The four arrays hold nRanks entries in host memory and are read during the call. A pair with a zero count is
+ * skipped on both sides; a rank may send to itself (sendcounts[rank] must equal recvcounts[rank]). Receive regions
+ * must not overlap, nor a send region a receive region, except sendbuff == recvbuff with equal counts and
+ * displacements on this rank (MPI_IN_PLACE's meaning; the library then sends from a copy). Streams, groups and
+ * device buffers as ncclAlltoAll. Also available as cfxAllToAllv in conflux.h.
+ *
+ * Every rank's sendcounts[p] must equal rank p's recvcounts[rank]. A receiver that expects another non-zero size
+ * fails with ncclInvalidUsage naming the sender (each message carries its size); a receiver that expects nothing
+ * from a sender that sends cannot notice: the bytes are left queued and the pair's next operation fails on them
+ * (or the sender times out, naming the receiver, when they exceed the transport's buffer).
+ * Returns:
+ *   ncclSuccess          done (or enqueued, or recorded in a group), as ncclAlltoAll.
+ *   ncclInvalidArgument  comm not a live communicator, an invalid datatype, a NULL array, a count or displacement
+ *                        that is negative (a signed value passed through size_t) or whose end overflows, a NULL
+ *                        buffer with a non-zero extent, overlapping receive regions, a send region overlapping a
+ *                        receive region, or sendcounts[rank] != recvcounts[rank]. The WARN names the entry.
+ *   ncclInvalidUsage     ranks disagree on a pair's size; the communicator's state (revoked, aborted, ...).
+ *   ncclRemoteError, ncclSystemError: as ncclAlltoAll. */
+ncclResult_t ncclAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                           const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                            const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

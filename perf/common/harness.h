@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace cfx::perf {
 
@@ -39,6 +40,8 @@ struct OpArgs {
   ncclComm_t comm;
   const cfxCodec* codec = nullptr;  // --codec: the op runs through runCompressed with it
   const struct Options* options = nullptr;  // the command line, for benchmarks with flags of their own
+  bool checking = false;  // the op whose result a check compares (moe_perf then runs its experts' arithmetic)
+  bool timed = false;     // the op is one of a placement's timed iterations
 };
 
 // One check iteration: prepare() writes this rank's input at `input` and the values expected at `result`
@@ -85,6 +88,9 @@ struct Collective {
   double (*tolerance)(const CheckArgs& args) = nullptr;
   // Elements of one indivisible unit of this op (scan_perf's affine groups): sizes are rounded down to whole units.
   size_t (*unitElems)(int opIndex, const struct Options& options) = nullptr;
+  // Called on every rank after each placement's timed loop, outside it (it may use the communicator for its own
+  // bookkeeping, as the harness does): '#' lines printed after the row, from rank 0's return (moe_perf's phase times).
+  std::string (*placementNote)(ncclComm_t comm, int rank, int nRanks, bool inPlace) = nullptr;
 };
 
 // Per-rank count rounded down so each rank's block is a multiple of 16 bytes (nccl-tests' rule).

@@ -67,6 +67,13 @@ const struct option kLongOptions[] = {
     {"exclusive", required_argument, nullptr, kOptExclusive},
     {"rows", required_argument, nullptr, kOptRows},
     {"cols", required_argument, nullptr, kOptCols},
+    {"tokens", required_argument, nullptr, kOptTokens},
+    {"hidden", required_argument, nullptr, kOptHidden},
+    {"topk", required_argument, nullptr, kOptTopk},
+    {"experts", required_argument, nullptr, kOptExperts},
+    {"dtype", required_argument, nullptr, kOptDtype},
+    {"routing", required_argument, nullptr, kOptRouting},
+    {"mode", required_argument, nullptr, kOptMode},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -180,7 +187,9 @@ void printUsage(const char* programName) {
       "    '# codec NAME wire_bytes_per_rank B rel_l2 E', and -c checks within the codec's error bound] \n\t"
       "[--codec_mode <auto|always|never> where to compress (default: always)] \n\t"
       "scan_perf: [--exclusive <0/1> cfxExScan instead of cfxScan (default: 0)] [-o affine with --rows <R> --cols <C>\n\t"
-      "    the affine (decayed-state) op on groups of R decays and an R x C state (default: 128 x 128)]\n"
+      "    the affine (decayed-state) op on groups of R decays and an R x C state (default: 128 x 128)]\n\t"
+      "moe_perf: [--tokens <per rank; sets -b and -e>] [--hidden <H> (2048)] [--topk <K> (2)] [--experts <E> (8)]\n\t"
+      "    [--dtype <bf16|fp16|fp32>] [--routing <uniform|zipf:S|hot:FRACTION>] [--mode <fused|unfused>]\n"
       "Conflux host-memory notes: ranks are threads (-t) and/or processes started by cfxrun, torchrun, mpirun\n"
       "or srun (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS, with\n"
       "MASTER_ADDR/MASTER_PORT or CFX_MASTER_ADDR/CFX_MASTER_PORT). -g must be 1; -G and -D need a GPU build.\n",
@@ -292,6 +301,9 @@ constexpr std::pair<int, int Options::*> kIntFlags[] = {
     {kOptExclusive, &Options::exclusive},
     {kOptRows, &Options::rows},
     {kOptCols, &Options::cols},
+    {kOptHidden, &Options::hidden},
+    {kOptTopk, &Options::topk},
+    {kOptExperts, &Options::experts},
 };
 
 int* intFlag(Options* o, int flag) {
@@ -355,6 +367,28 @@ bool parseCommandLine(int argc, char** argv, const char* programName, Options* o
       case kOptCodec:
         o->codec = optarg;
         break;
+      case kOptTokens:
+        if (!readSize(optarg, "tokens", &o->tokens)) return invalid();
+        break;
+      case kOptDtype: {
+        const std::string d = optarg;
+        o->type = parseTypeName(d == "bf16" ? "bfloat16" : d == "fp16" ? "half" : d == "fp32" ? "float" : optarg);
+        if (o->type == kUnknownName || o->type < 0) {
+          usageError("invalid --dtype '%s': expected bf16, fp16 or fp32\n", optarg);
+          return invalid();
+        }
+        break;
+      }
+      case kOptRouting:
+        o->routing = optarg;
+        break;
+      case kOptMode:
+        o->mode = optarg;
+        if (o->mode != "fused" && o->mode != "unfused") {
+          usageError("invalid --mode '%s': expected fused or unfused\n", optarg);
+          return invalid();
+        }
+        break;
       case kOptCodecMode:
         o->codecMode = optarg;
         if (o->codecMode != "auto" && o->codecMode != "always" && o->codecMode != "never") {
@@ -387,6 +421,10 @@ bool parseCommandLine(int argc, char** argv, const char* programName, Options* o
     usageError("device_cta_count (-V) must be positive and less than 128, got %d. Using default value 16.\n",
                o->deviceCtaCount);
     o->deviceCtaCount = 16;
+  }
+  if (o->tokens > 0 && o->type >= 0) {  // moe_perf: one size, the tokens' bytes
+    o->minBytes = o->maxBytes = o->tokens * static_cast<size_t>(o->hidden) *
+                                typeInfo(static_cast<ncclDataType_t>(o->type)).size;
   }
   return validate(o, exitCode);
 }

@@ -55,6 +55,14 @@ struct Options {
   int exclusive = 0;                   // --exclusive 0|1: scan_perf's cfxExScan
   int rows = 128;                      // --rows: scan_perf's affine state rows (and decays per group)
   int cols = 128;                      // --cols: its columns
+  // moe_perf (perf/moe.cc): tokens per rank (0: from -b/-e, whose sizes are then tokens x hidden x element bytes),
+  // hidden size, experts per token, experts, routing and mode. --dtype sets -d from bf16, fp16 or fp32.
+  size_t tokens = 0;                   // --tokens
+  int hidden = 2048;                   // --hidden
+  int topk = 2;                        // --topk
+  int experts = 8;                     // --experts
+  std::string routing = "uniform";     // --routing uniform|zipf:S|hot:FRACTION
+  std::string mode = "fused";          // --mode fused|unfused
 };
 
 // Long options without a short letter (Conflux additions): getopt_long returns these values for them.
@@ -63,6 +71,13 @@ inline constexpr int kOptCodecMode = 1001;
 inline constexpr int kOptExclusive = 1002;
 inline constexpr int kOptRows = 1003;
 inline constexpr int kOptCols = 1004;
+inline constexpr int kOptTokens = 1005;
+inline constexpr int kOptHidden = 1006;
+inline constexpr int kOptTopk = 1007;
+inline constexpr int kOptExperts = 1008;
+inline constexpr int kOptDtype = 1009;
+inline constexpr int kOptRouting = 1010;
+inline constexpr int kOptMode = 1011;
 
 // Parses argv like nccl-tests (getopt_long, optstring
 // "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:"). Returns true with *exitCode unset when the run

@@ -112,6 +112,10 @@ class Rank {
   double relL2_ = -1;          // of the out-of-place check, or of a measured op with -c 0
   unsigned long long wireBytes_ = 0;
 
+  bool checking_ = false;  // the op in flight is a check's (OpArgs::checking)
+  bool timed_ = false;     // ... or a timed iteration's (OpArgs::timed)
+  std::string notes_;      // the current row's placementNote lines
+
   // Results: failing checks of this rank, and the busbw sum of the printed entries.
   int failedChecks_ = 0;
   double bwSum_ = 0;
@@ -344,6 +348,8 @@ TestResult Rank::startColl(bool inPlace, int iter) {
   a.nRanks = nRanks_;
   a.comm = comm_;
   a.options = &o_;
+  a.checking = checking_;
+  a.timed = timed_;
   if (compressed_) {
     a.codec = &codec_;
     CFX_PERF_NCCL(coll_.runCompressed(a));
@@ -391,9 +397,11 @@ TestResult Rank::timeTest(ncclDataType_t type, int opIndex, int root) {
         ctx_->report->rowStart(std::max(layout_.sendCount, layout_.recvCount) * elt_, layout_.paramCount,
                                typeInfo(type).name, opColumnName(), root);
       }
+      notes_.clear();
       CFX_PERF_TRY(benchTime(false));
       CFX_PERF_TRY(benchTime(true));
       if (rank_ == 0) ctx_->report->rowEnd();
+      if (rank_ == 0 && !notes_.empty()) ctx_->report->note("%s", notes_.c_str());
       if (compressed_ && rank_ == 0) {
         ctx_->report->note("# codec %s wire_bytes_per_rank %llu rel_l2 %.3e\n", o_.codec.c_str(), wireBytes_, relL2_);
       }
@@ -427,7 +435,10 @@ TestResult Rank::checkOnce(bool inPlace, int64_t* wrongLocal) {
   beat();
   if (compressed_) CFX_PERF_TRY(codecTolerance(c));
   const double tolerance = coll_.tolerance != nullptr ? coll_.tolerance(c) : 0;
-  CFX_PERF_TRY(startColl(inPlace, 0));
+  checking_ = true;
+  const TestResult ran = startColl(inPlace, 0);
+  checking_ = false;
+  CFX_PERF_TRY(ran);
   if (compressed_ || tolerance > 0) {
     double relL2 = 0;
     *wrongLocal = countWrongWithin(type_, result, expected_, layout_.recvCount, compressed_ ? tolerance_ : tolerance,
@@ -455,6 +466,7 @@ TestResult Rank::benchTime(bool inPlace) {
   double collOnlySec = 0;
   // The clock is read per iteration only where a per-iteration time is asked for (-J, -z 3).
   const bool timeEach = o_.perIterTiming || o_.blocking == 3;
+  timed_ = true;
   Clock::time_point start = Clock::now();
   for (int iter = 0; iter < o_.iters; ++iter) {
     Clock::time_point t0 = timeEach ? Clock::now() : start;
@@ -470,6 +482,8 @@ TestResult Rank::benchTime(bool inPlace) {
     }
   }
   double elapsed = o_.blocking == 3 ? collOnlySec : secondsSince(start);
+  timed_ = false;
+  if (coll_.placementNote != nullptr) notes_ += coll_.placementNote(comm_, rank_, nRanks_, inPlace);
   ncclResult_t asyncError = ncclSuccess;
   CFX_PERF_NCCL(ncclCommGetAsyncError(comm_, &asyncError));
   CFX_PERF_NCCL(asyncError);

@@ -9,6 +9,7 @@
 #include "api/api_call.h"
 #include "collectives/collective.h"
 #include "core/compress_state.h"
+#include "core/group.h"
 
 namespace cfx::api {
 
@@ -31,6 +32,35 @@ struct CollCall {
 
 // Validates and records (in a group) or launches one collective.
 Status submitCollective(const CollCall& c);
+
+// checkComm for an operation: inside a group, a bad communicator fails the group like any other bad argument.
+Result<core::Communicator*> checkOpComm(ncclComm_t handle);
+
+// What every collective entry point does around its own validation: resolves the communicator, lets `build` validate
+// the call and fill the op (kind Coll, comm and stream already set), and records or launches it. A refusal fails the
+// group it is in, and on a membership communicator revokes it and becomes this member's outcome (every member waits
+// for every member's outcome of a collective).
+template <class Build>
+Status submitOp(ncclComm_t handle, cudaStream_t stream, Build&& build) {
+  CFX_TRY_ASSIGN(core::Communicator * comm, checkOpComm(handle));
+  log::setThreadRank(comm->rank());
+  bool submitted = false;
+  Status st = [&]() -> Status {
+    core::Op op;
+    op.kind = core::Op::Kind::Coll;
+    op.comm = comm;
+    op.stream = stream;
+    CFX_TRY(build(*comm, op));
+    submitted = true;
+    return core::submit(op);
+  }();
+  if (!st.ok() && !submitted && comm->agreesOutcomes() && core::groupDepth() == 0) {
+    (void)comm->revoke();
+    st = comm->agreeOutcome(st);
+  }
+  if (!st.ok()) core::noteGroupError(st);
+  return st;
+}
 
 // The op's combine against the collective (scan_api.cc): ordered combines (affine, user) serve scans only; scans take
 // no avg or PreMulSum; an affine op needs whole groups, a user op whole units, host buffers and a unit that fits a

@@ -22,23 +22,23 @@ void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sen
     case coll::Collective::AlltoAll: *sendCount = c.count * n; *recvCount = c.count * n; break;
     case coll::Collective::Gather: *sendCount = c.count; *recvCount = isRoot ? c.count * n : 0; break;
     case coll::Collective::Scatter: *sendCount = isRoot ? c.count * n : 0; *recvCount = c.count; break;
+    case coll::Collective::AllToAllv:
+    case coll::Collective::MoeDispatch:
+    case coll::Collective::MoeCombine: break;  // entry points of their own (alltoallv_api.cc, moe_api.cc)
   }
 }
 
-// checkComm for an operation: inside a group, a bad communicator fails the group like any other bad argument.
+}  // namespace
+
 Result<core::Communicator*> checkOpComm(ncclComm_t handle) {
   Result<core::Communicator*> checked = checkComm(handle);
   if (!checked.ok()) core::noteGroupError(checked.status());
   return checked;
 }
 
-}  // namespace
-
 Status submitCollective(const CollCall& c) {
-  CFX_TRY_ASSIGN(core::Communicator * comm, checkOpComm(c.comm));
-  log::setThreadRank(comm->rank());
-  bool submitted = false;
-  Status st = [&]() -> Status {
+  return submitOp(c.comm, c.stream, [&c](core::Communicator& communicator, core::Op& op) -> Status {
+    core::Communicator* comm = &communicator;
     CFX_TRY(checkDataType(c.type));
     if (c.root >= 0 || c.coll == coll::Collective::Broadcast || c.coll == coll::Collective::BroadcastDelta ||
         c.coll == coll::Collective::Reduce ||
@@ -51,10 +51,6 @@ Status submitCollective(const CollCall& c) {
     CFX_TRY(checkBuffer(c.sendbuff, sendCount, "sendbuff"));
     CFX_TRY(checkBuffer(c.recvbuff, recvCount, "recvbuff"));
     CFX_TRY(comm->checkUsable());
-    core::Op op;
-    op.kind = core::Op::Kind::Coll;
-    op.comm = comm;
-    op.stream = c.stream;
     op.args.coll = c.coll;
     op.args.sendbuff = c.sendbuff;
     op.args.recvbuff = c.recvbuff;
@@ -74,17 +70,8 @@ Status submitCollective(const CollCall& c) {
     }
     CFX_INFO(log::Sys::Coll, "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
              "[nranks=%d] stream %p", c.name + 4, 0ul, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root, static_cast<void*>(c.comm), comm->nRanks(), static_cast<void*>(c.stream));
-    submitted = true;
-    return core::submit(op);
-  }();
-  // A membership communicator's members wait for every member's outcome of each collective: a call refused here
-  // is this member's outcome, and the revoke ends the others' transfers, which would wait for this rank's data.
-  if (!st.ok() && !submitted && comm->agreesOutcomes() && core::groupDepth() == 0) {
-    (void)comm->revoke();
-    st = comm->agreeOutcome(st);
-  }
-  if (!st.ok()) core::noteGroupError(st);
-  return st;
+    return Status();
+  });
 }
 
 namespace {

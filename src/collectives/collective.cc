@@ -50,6 +50,9 @@ constexpr Entry kTable[] = {
     {Collective::Scan, Algorithm::RecDouble, &scanRecDouble},
     {Collective::Scan, Algorithm::Blelloch, &scanBlelloch},
     {Collective::Scan, Algorithm::Hier, &scanHier},
+    {Collective::AllToAllv, Algorithm::Direct, &allToAllvDirect},
+    {Collective::MoeDispatch, Algorithm::Direct, &moeDispatchDirect},
+    {Collective::MoeCombine, Algorithm::Direct, &moeCombineDirect},
 };
 
 // The compressed forms: what runs when the plan carries a codec.
@@ -109,6 +112,9 @@ const char* collectiveName(Collective c) {
     case Collective::Scatter: return "Scatter";
     case Collective::BroadcastDelta: return "BroadcastDelta";
     case Collective::Scan: return "Scan";
+    case Collective::AllToAllv: return "AllToAllv";
+    case Collective::MoeDispatch: return "MoeDispatch";
+    case Collective::MoeCombine: return "MoeCombine";
   }
   return "unknown";
 }

@@ -34,8 +34,11 @@ enum class Collective : uint8_t {
   Scatter,
   BroadcastDelta,  // cfxBroadcastDelta: a broadcast that sends what changed since the last one (Broadcast's counts)
   Scan,            // cfxScan / cfxExScan: the prefix over ranks, inclusive or exclusive (CollArgs::exclusive)
+  AllToAllv,       // ncclAllToAllv / cfxAllToAllv: counts and displacements per peer (CollArgs::alltoallv)
+  MoeDispatch,     // cfxMoeExchangeCounts / cfxMoeDispatch: tokens to their experts' ranks (CollArgs::moe, moe.h)
+  MoeCombine,      // cfxMoeCombine: the experts' outputs back to their tokens, weighted and summed (CollArgs::moe)
 };
-inline constexpr int kNumCollectives = 10;
+inline constexpr int kNumCollectives = 13;
 const char* collectiveName(Collective c);  // "AllReduce", ... as NCCL prints them
 
 // A compressed op (conflux.h cfxCodec): the codec it asked for and what the compressed algorithms need beside it.
@@ -65,6 +68,19 @@ struct DeltaArgs {
   uint64_t payloadBytes = 0;
 };
 
+// An all-to-all-v (ncclAllToAllv) in bytes: per peer, what this rank sends and where it starts in sendbuff, and what
+// it receives and where it lands in recvbuff. Receive regions do not overlap (the api checks). inPlace: sendbuff is
+// recvbuff with the same counts and offsets (MPI_IN_PLACE's meaning), so the algorithm sends from a copy.
+struct AlltoallvArgs {
+  std::vector<size_t> sendBytes, sendOffset, recvBytes, recvOffset;
+  size_t sendExtent = 0;  // bytes of sendbuff and recvbuff the op touches: what core stages for device buffers
+  size_t recvExtent = 0;
+  bool inPlace = false;
+  bool recvGaps = false;  // recvbuff has bytes within its extent that no block writes (staging must keep them)
+};
+
+struct MoeArgs;  // moe.h
+
 // Arguments after validation, with NCCL's meaning of count for each collective (nccl.h):
 //   AllReduce, Broadcast, Reduce: count elements in and out.
 //   AllGather: count = sendcount per rank; recvbuff holds nRanks * count.
@@ -74,6 +90,8 @@ struct DeltaArgs {
 //   BroadcastDelta: as Broadcast.
 //   Scan: count elements in and out on every rank; rank r receives x_0 (+) ... (+) x_r (inclusive) or
 //         x_0 (+) ... (+) x_{r-1} (exclusive; rank 0: the op's identity, or its buffer untouched for User ops).
+//   AllToAllv: count unused; the shape is in `alltoallv`.
+//   MoeDispatch, MoeCombine: count unused; buffers and routing are in `moe` (sendbuff and recvbuff are null).
 // In-place forms follow NCCL's pointer rules; algorithms must handle sendbuff == recvbuff (or the in-place
 // offset) without reading data they have already overwritten.
 struct CollArgs {
@@ -88,6 +106,9 @@ struct CollArgs {
   // Compressed ops: the codec and its arguments (shared, so copies of the args stay cheap); null for plain ops.
   std::shared_ptr<const CompressArgs> compress;
   std::shared_ptr<DeltaArgs> delta;  // BroadcastDelta only
+  // Ops of variable shape: the caller's arrays, copied at the call (an op may run after its call returned).
+  std::shared_ptr<const AlltoallvArgs> alltoallv;  // AllToAllv only
+  std::shared_ptr<MoeArgs> moe;                    // MoeDispatch and MoeCombine only
 };
 
 enum class Algorithm : uint8_t {
@@ -204,6 +225,10 @@ Task scanChain(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task scanRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task scanBlelloch(const CollArgs& args, Plan plan, prims::Prims& prims);
 Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+// Variable shapes: all-to-all-v, and MoE dispatch and combine (moe.h).
+Task allToAllvDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task moeDispatchDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Task moeCombineDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 
 // What every message of the op carries (prims/op_stamp.h): the collective, datatype and op as a kind, and a digest
 // of the count, root, codec, scan mode and an ordered op's shape. Core stamps each op with it
@@ -241,6 +266,11 @@ struct EvenSplit {
 };
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Whether `c` takes its shape from an argument struct of its own (AllToAllv, MoE) rather than a count.
+constexpr bool variableShape(Collective c) {
+  return c == Collective::AllToAllv || c == Collective::MoeDispatch || c == Collective::MoeCombine;
+}
 
 
 }  // namespace cfx::coll

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "collectives/collective.h"
+#include "collectives/moe.h"
 #include "common/status.h"
 
 namespace cfx::coll {
@@ -64,6 +65,10 @@ prims::OpStamp opStamp(const CollArgs& args) {
   f.mix(args.count);
   if (rootedCollective(args.coll)) f.mix(static_cast<uint64_t>(args.root));
   if (args.coll == Collective::Scan) f.mix(args.exclusive ? 1 : 0);
+  // A MoE handle's exchange and its dispatch share a collective; the configuration is not mixed in, because the
+  // ops swap it themselves and refuse a mismatch by name (hidden, dtype) as ncclInvalidArgument. All-to-all-v's
+  // sizes differ by rank and show in each message's size instead.
+  if (args.moe != nullptr) f.mix(static_cast<uint64_t>(args.moe->phase));
   const ReduceOp& op = args.op;
   if (op.combine == ReduceOp::Combine::Affine) {
     f.mix(op.rows);
@@ -100,6 +105,15 @@ std::string describeCall(const CollArgs& args) {
   if (args.coll == Collective::Scan && args.exclusive) s = "ExScan";
   s += "(";
   if (o != OpClass::None) s += std::string(kOpClassNames[static_cast<uint32_t>(o)]) + ", ";
+  if (args.alltoallv != nullptr) {
+    return s + strprintf("%s, sends %zu B, receives %zu B)", dataTypeName(args.type), args.alltoallv->sendExtent,
+                         args.alltoallv->recvExtent);
+  }
+  if (args.moe != nullptr) {
+    constexpr const char* kPhases[] = {"exchange", "dispatch", "bounded dispatch", "combine"};
+    return s + strprintf("%s, %s, %zu tokens)", dataTypeName(args.type),
+                         kPhases[static_cast<size_t>(args.moe->phase)], args.moe->nTokens);
+  }
   s += strprintf("%s, count %zu", dataTypeName(args.type), args.count);
   if (rootedCollective(args.coll)) s += strprintf(", root %d", args.root);
   if (args.op.combine == ReduceOp::Combine::Affine) {

@@ -77,6 +77,8 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   if (req.coll == Collective::Scan) {
     return pickScan(req, opts);
   }
+  // Variable shapes have one algorithm, every peer at once; their sizes say nothing a choice could use.
+  if (variableShape(req.coll)) return usable(Algorithm::Direct, req, opts) ? std::optional(Algorithm::Direct) : std::nullopt;
   // On one host the shared-memory path was measured and tuned with these rules (Exchange or RecDouble up to one
   // slice, then Ring); the model's memory figures are too coarse to overrule them (it priced Rabenseifner 15 %
   // under Ring at 256 KiB on 4 ranks, which then took 1.8 times as long). Between hosts the model decides.

@@ -74,8 +74,12 @@ prims::Task checkCall(const coll::CollArgs& args, uint32_t seq, prims::Prims& pr
       }
     }
     const uint32_t which = a.kind & 0xf;  // coll::opStamp: the collective + 1
-    const bool rooted = which != 0 && coll::rootedCollective(static_cast<coll::Collective>(which - 1));
-    const std::string call = describe(a, rooted);
+    const auto c = static_cast<coll::Collective>(which - 1);
+    const bool rooted = which != 0 && coll::rootedCollective(c);
+    // All-to-all-v and MoE have no count (their sizes differ by rank): the kind alone names them.
+    const bool shaped = which != 0 && (c == coll::Collective::AllToAllv || c == coll::Collective::MoeDispatch ||
+                                       c == coll::Collective::MoeCombine);
+    const std::string call = shaped ? coll::stampKindName(a.kind) : describe(a, rooted);
     for (const std::string& other : seen) alike = alike || other == call;
     seen.push_back(call);
     text += strprintf("%s%s %s: %s", text.empty() ? "" : "; ", members > 1 ? "ranks" : "rank", ranks.c_str(),
@@ -85,7 +89,7 @@ prims::Task checkCall(const coll::CollArgs& args, uint32_t seq, prims::Prims& pr
       Errc::InvalidUsage,
       strprintf("mismatched operation across ranks (CFX_CHECK_CALLS): %s; this rank (%d) called %s%s", text.c_str(), me,
                 coll::describeCall(args).c_str(),
-                alike ? " (calls printed alike differ in their codec, scan mode or op shape)" : ""));
+                alike ? " (calls printed alike differ in their codec, scan mode, MoE phase or op shape)" : ""));
 }
 
 }  // namespace cfx::core

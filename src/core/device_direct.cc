@@ -60,6 +60,9 @@ bool opApplies(Communicator* comm, const Op& op) {
       return isDevice(a.sendbuff) && (!root || isDevice(a.recvbuff));
     case coll::Collective::BroadcastDelta:
     case coll::Collective::Scan:
+    case coll::Collective::AllToAllv:
+    case coll::Collective::MoeDispatch:
+    case coll::Collective::MoeCombine:
       return false;  // no device form: they stage (the delta's state lives in host memory)
   }
   return false;
@@ -533,6 +536,9 @@ Result<DirectProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx
         break;
       case coll::Collective::BroadcastDelta:
       case coll::Collective::Scan:
+      case coll::Collective::AllToAllv:
+      case coll::Collective::MoeDispatch:
+      case coll::Collective::MoeCombine:
         break;  // never device-direct (opApplies says so)
     }
   }

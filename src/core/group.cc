@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "collectives/moe.h"
 #include "collectives/planner.h"
 #include "common/cuda_driver.h"
 #include "common/log.h"
@@ -190,6 +191,11 @@ bool touchesDevice(const Op& op) {
   // Managed memory is host-accessible, but the stream may still be writing it: it needs stream order too.
   for (const void* p : ptrs) {
     if (p != nullptr && cuda::classify(p).kind != cuda::MemKind::Host) return true;
+  }
+  if (op.kind == Op::Kind::Coll && op.args.moe != nullptr) {
+    for (const coll::MoeArgs::Span& span : op.args.moe->buffers) {
+      if (span.p != nullptr && cuda::classify(span.p).kind != cuda::MemKind::Host) return true;
+    }
   }
   return false;
 }

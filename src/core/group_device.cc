@@ -12,6 +12,7 @@
 #include "common/tsan.h"
 #include "core/device_direct.h"
 #include "core/device_stream.h"
+#include "collectives/moe.h"
 #include "core/group_launch.h"
 #include "primitives/device_kernels.h"
 
@@ -69,7 +70,16 @@ void opRanges(const Op& op, std::vector<OpRange>* ranges) {
     case Collective::Scatter:
       if (root) add(a.sendbuff, b * n, true, false);
       add(a.recvbuff, b, false, true);
-      break;  }
+      break;
+    case Collective::AllToAllv:
+      add(a.sendbuff, a.alltoallv->sendExtent, true, false);
+      add(a.recvbuff, a.alltoallv->recvExtent, a.alltoallv->recvGaps, true);  // gaps come back as they were
+      break;
+    case Collective::MoeDispatch:
+    case Collective::MoeCombine:
+      for (const coll::MoeArgs::Span& span : a.moe->buffers) add(span.p, span.bytes, span.in, span.out);
+      break;
+  }
 }
 
 namespace {
@@ -97,6 +107,10 @@ struct DevicePlan {
 
 // The op's ordinal on its communicator (1, 2, ...) for the logs; 0 for a captured op, which has no number.
 unsigned long long opNumber(const DevicePlan& plan) { return plan.seq == 0 ? 0 : plan.seq - kFirstSeq + 1; }
+
+// stagedFields bits: 1, 2, 4, 8 for the Op's and its args' buffer pointers, then one per MoE buffer.
+constexpr unsigned kMoeFieldBit = 16u;
+static_assert(coll::MoeArgs::kBuffers + 4 <= 32, "every staged field needs a bit");
 
 // Mirrors every device range of `ops` in staging. Overlapping ranges (in-place ops, an all-gather whose input is a
 // slice of its output) share one staged range, so the host algorithm sees the same aliasing the user set up.
@@ -184,6 +198,12 @@ Status stagePlan(Communicator* comm, const std::vector<const Op*>& ops, DevicePl
     op.recvbuff = toStaged(op.recvbuff, 2u, &mask);
     op.args.sendbuff = toStaged(op.args.sendbuff, 4u, &mask);
     op.args.recvbuff = toStaged(op.args.recvbuff, 8u, &mask);
+    if (op.args.moe != nullptr) {  // a copy of its own: the caller's op keeps its device pointers
+      op.args.moe = std::make_shared<coll::MoeArgs>(*op.args.moe);
+      for (size_t buffer = 0; buffer < coll::MoeArgs::kBuffers; ++buffer) {
+        op.args.moe->buffers[buffer].p = toStaged(op.args.moe->buffers[buffer].p, kMoeFieldBit << buffer, &mask);
+      }
+    }
     plan->stagedFields.push_back(mask);
     if (op.deviceScalar != nullptr) {
       unsigned ignored = 0;
@@ -207,6 +227,9 @@ void rebase(DevicePlan* plan, void* base) {
     if (mask & 2u) shift(&op.recvbuff);
     if (mask & 4u) shift(&op.args.sendbuff);
     if (mask & 8u) shift(&op.args.recvbuff);
+    for (size_t buffer = 0; op.args.moe != nullptr && buffer < coll::MoeArgs::kBuffers; ++buffer) {
+      if (mask & (kMoeFieldBit << buffer)) shift(&op.args.moe->buffers[buffer].p);
+    }
   }
   for (auto& [index, staged] : plan->scalars) shift(&staged);
 }
@@ -273,6 +296,8 @@ Result<bool> launchSingleRank(const std::vector<const Op*>& ops) {
   std::vector<cuda::CUstream> streams;
   for (const Op* op : ops) {
     if (op->deviceScalar != nullptr || (op->kind == Op::Kind::Coll && op->args.op.preMultiply)) return false;
+    // Their blocks move by counts and routing, not as one copy: they stage, where the host algorithm runs.
+    if (op->kind == Op::Kind::Coll && coll::variableShape(op->args.coll)) return false;
     std::vector<OpRange> ranges;
     opRanges(*op, &ranges);
     for (const OpRange& r : ranges) {

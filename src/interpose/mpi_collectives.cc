@@ -7,6 +7,7 @@
 // call runs it on the mirror's host stream behind a generalized request (mpi_async.h).
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -26,6 +27,8 @@ using cfx::interpose::ncclTypeSize;
 using cfx::interpose::reduceOp;
 using cfx::interpose::reduceType;
 using cfx::interpose::RoutedOp;
+using cfx::interpose::routesEverySize;
+using cfx::interpose::sizeRoutes;
 
 namespace {
 
@@ -292,6 +295,85 @@ Plan planScatter(MpiColl coll, const void* sendbuf, int sendcount, MPI_Datatype 
                 }));
 }
 
+// MPI_Alltoallv: predefined dense types on both sides, non-negative counts and displacements. Unlike the other
+// collectives, the bytes differ from rank to rank, so the size rule cannot be applied locally: with the default rule
+// (every size routes) nothing needs agreeing; with a minimum or a band, a blocking call first agrees on the largest
+// bytes any rank moves (one MPI_Allreduce), and a non-blocking one, which must not wait for the others, stays with
+// MPI. Counts and displacements travel to Conflux in bytes, as ncclUint8 elements.
+Plan planAlltoallv(MpiColl coll, const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                   MPI_Datatype recvtype, MPI_Comm comm) {
+  const auto& options = mpiOptions();
+  const bool inPlace = sendbuf == MPI_IN_PLACE;
+  auto recvSize = denseSize(recvtype);
+  auto sendSize = inPlace ? recvSize : denseSize(sendtype);
+  int nRanks = 0;
+  if (options.disable || !recvSize || !sendSize || comm == MPI_COMM_NULL || recvcounts == nullptr ||
+      rdispls == nullptr || (!inPlace && (sendcounts == nullptr || sdispls == nullptr)) ||
+      PMPI_Comm_size(comm, &nRanks) != MPI_SUCCESS) {
+    return decide(coll, nullptr, {});
+  }
+  const int* sc = inPlace ? recvcounts : sendcounts;
+  const int* sd = inPlace ? rdispls : sdispls;
+  const auto n = static_cast<size_t>(nRanks);
+  std::vector<size_t> sendBytes(n), sendOff(n), recvBytes(n), recvOff(n);
+  bool valid = true;
+  int64_t mine[1] = {0};
+  int64_t sent = 0;
+  size_t recvExtent = 0;
+  for (size_t p = 0; p < n; ++p) {
+    valid = valid && sc[p] >= 0 && sd[p] >= 0 && recvcounts[p] >= 0 && rdispls[p] >= 0;
+    sendBytes[p] = static_cast<size_t>(sc[p]) * *sendSize;
+    sendOff[p] = static_cast<size_t>(sd[p]) * *sendSize;
+    recvBytes[p] = static_cast<size_t>(recvcounts[p]) * *recvSize;
+    recvOff[p] = static_cast<size_t>(rdispls[p]) * *recvSize;
+    sent += static_cast<int64_t>(sendBytes[p]);
+    mine[0] += static_cast<int64_t>(recvBytes[p]);
+    if (recvBytes[p] > 0) recvExtent = std::max(recvExtent, recvOff[p] + recvBytes[p]);
+  }
+  mine[0] = std::max(mine[0], sent);
+  // Every rank reaches the same verdict: the validity and the largest bytes, agreed when the rule needs them.
+  int64_t agreed[2] = {valid ? 0 : 1, mine[0]};
+  if (!routesEverySize(options, coll)) {
+    if (isNonBlocking(coll)) return decide(coll, nullptr, {});
+    int64_t local[2] = {agreed[0], agreed[1]};
+    if (PMPI_Allreduce(local, agreed, 2, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS) return decide(coll, nullptr, {});
+    if (agreed[0] != 0 || !sizeRoutes(options, coll, agreed[1])) return decide(coll, nullptr, {});
+  } else if (!valid) {
+    return decide(coll, nullptr, {});  // MPI reports the negative count; every rank of a valid call still routes
+  }
+  Mirror* m = routeTarget(coll, comm, static_cast<size_t>(agreed[1]));
+  if (m == nullptr) return decide(coll, nullptr, {});
+  RoutedOp op;
+  const void* src = sendbuf;
+  if (inPlace) {  // the blocks leave from a copy, as for MPI_Alltoall (the op owns it until it completes)
+    op.scratch.assign(static_cast<char*>(recvbuf), static_cast<char*>(recvbuf) + recvExtent);
+    src = op.scratch.data();
+  }
+  ncclComm_t nc = m->comm;
+  op.launch = [=](cudaStream_t s) {
+    return cfxAllToAllv(src, sendBytes.data(), sendOff.data(), recvbuf, recvBytes.data(), recvOff.data(), ncclUint8,
+                        nc, s);
+  };
+  return decide(coll, m, std::move(op));
+}
+
+// MPI_Scan / MPI_Exscan on predefined types with SUM, PROD, MAX or MIN. MPI leaves rank 0's result of an exclusive
+// scan undefined; Conflux writes the op's identity there.
+Plan planScan(MpiColl coll, bool exclusive, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+              MPI_Op op, MPI_Comm comm) {
+  if (!mayRoute(coll, count, datatype)) return decide(coll, nullptr, {});
+  auto r = reduction(datatype, op);
+  Mirror* m = r ? routeTarget(coll, comm, count * r->elemBytes) : nullptr;
+  if (m == nullptr) return decide(coll, nullptr, {});
+  const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  ncclComm_t nc = m->comm;
+  return decide(coll, m, launching([=](cudaStream_t s) {
+                  return exclusive ? cfxExScan(src, recvbuf, count, r->type, r->op, nc, s)
+                                   : cfxScan(src, recvbuf, count, r->type, r->op, nc, s);
+                }));
+}
+
 Plan planBarrier(MpiColl coll, MPI_Comm comm) {
   Mirror* m = routeTarget(coll, comm, 0);
   if (m == nullptr) return decide(coll, nullptr, {});
@@ -438,6 +520,54 @@ int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
     return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
   }
   return runNonBlocking(MpiColl::Iscatter, std::move(p), comm, request);
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  Plan p = planAlltoallv(MpiColl::Alltoallv, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                         recvtype, comm);
+  if (p.m == nullptr) {
+    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  }
+  return runBlocking(MpiColl::Alltoallv, p, comm);
+}
+
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+  Plan p = planAlltoallv(MpiColl::Ialltoallv, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                         recvtype, comm);
+  if (p.m == nullptr) {
+    return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                           request);
+  }
+  return runNonBlocking(MpiColl::Ialltoallv, std::move(p), comm, request);
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  Plan p = planScan(MpiColl::Scan, false, sendbuf, recvbuf, count, datatype, op, comm);
+  if (p.m == nullptr) return PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm);
+  return runBlocking(MpiColl::Scan, p, comm);
+}
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  Plan p = planScan(MpiColl::Iscan, false, sendbuf, recvbuf, count, datatype, op, comm);
+  if (p.m == nullptr) return PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+  return runNonBlocking(MpiColl::Iscan, std::move(p), comm, request);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  Plan p = planScan(MpiColl::Exscan, true, sendbuf, recvbuf, count, datatype, op, comm);
+  if (p.m == nullptr) return PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
+  return runBlocking(MpiColl::Exscan, p, comm);
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  Plan p = planScan(MpiColl::Iexscan, true, sendbuf, recvbuf, count, datatype, op, comm);
+  if (p.m == nullptr) return PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+  return runNonBlocking(MpiColl::Iexscan, std::move(p), comm, request);
 }
 
 int MPI_Barrier(MPI_Comm comm) {

@@ -52,6 +52,14 @@ CFX_PARAM(int64_t, gatherMinParam, "CFX_MPI_GATHER_MIN_BYTES", 1024,
 CFX_PARAM(int64_t, scatterMinParam, "CFX_MPI_SCATTER_MIN_BYTES", 1024,
           "libconflux_mpi.so: MPI_Scatter calls whose root buffer holds fewer bytes stay with MPI.",
           atLeast<int64_t>(0));
+CFX_PARAM(int64_t, alltoallvMinParam, "CFX_MPI_ALLTOALLV_MIN_BYTES", 0,
+          "libconflux_mpi.so: MPI_Alltoallv calls in which no rank sends or receives this many bytes stay with MPI. "
+          "Ranks move different amounts, so a value above 0 (or a band) makes every blocking call agree on the "
+          "largest first (one small MPI_Allreduce), and keeps MPI_Ialltoallv with MPI.",
+          atLeast<int64_t>(0));
+CFX_PARAM(int64_t, scanMinParam, "CFX_MPI_SCAN_MIN_BYTES", 8192,
+          "libconflux_mpi.so: MPI_Scan and MPI_Exscan calls of fewer bytes (count x type size) stay with MPI.",
+          atLeast<int64_t>(0));
 
 // The pass-through bands: "LO-HI,..." byte ranges (K/M/G suffixes) where a call above the minimum still stays
 // with MPI; "none" for no band.
@@ -76,6 +84,8 @@ CFX_MPI_BAND_PARAM(reduceScatterBandParam, "CFX_MPI_REDUCE_SCATTER_MPI_BAND", "n
 CFX_MPI_BAND_PARAM(alltoallBandParam, "CFX_MPI_ALLTOALL_MPI_BAND", "none", "MPI_Alltoall");
 CFX_MPI_BAND_PARAM(gatherBandParam, "CFX_MPI_GATHER_MPI_BAND", "none", "MPI_Gather");
 CFX_MPI_BAND_PARAM(scatterBandParam, "CFX_MPI_SCATTER_MPI_BAND", "none", "MPI_Scatter");
+CFX_MPI_BAND_PARAM(alltoallvBandParam, "CFX_MPI_ALLTOALLV_MPI_BAND", "none", "MPI_Alltoallv");
+CFX_MPI_BAND_PARAM(scanBandParam, "CFX_MPI_SCAN_MPI_BAND", "none", "MPI_Scan and MPI_Exscan");
 #undef CFX_MPI_BAND_PARAM
 
 // A default that fails to parse is a bug caught by the knob registry test (defaultIsValid); here it means no band.
@@ -100,6 +110,9 @@ MpiOptions load() {
   set(MpiColl::Alltoall, alltoallMinParam.get());
   set(MpiColl::Gather, gatherMinParam.get());
   set(MpiColl::Scatter, scatterMinParam.get());
+  set(MpiColl::Alltoallv, alltoallvMinParam.get());
+  set(MpiColl::Scan, scanMinParam.get());
+  set(MpiColl::Exscan, scanMinParam.get());
   set(MpiColl::Barrier, kMaxBytes);
   auto band = [&o](MpiColl c, const param::Param<std::string>& p) { o.mpiBands[static_cast<size_t>(c)] = bandsOf(p); };
   band(MpiColl::Allreduce, allreduceBandParam);
@@ -111,6 +124,9 @@ MpiOptions load() {
   band(MpiColl::Alltoall, alltoallBandParam);
   band(MpiColl::Gather, gatherBandParam);
   band(MpiColl::Scatter, scatterBandParam);
+  band(MpiColl::Alltoallv, alltoallvBandParam);
+  band(MpiColl::Scan, scanBandParam);
+  band(MpiColl::Exscan, scanBandParam);
   return o;
 }
 
@@ -183,12 +199,19 @@ bool sizeRoutes(const MpiOptions& options, MpiColl coll, int64_t bytes) {
   return true;
 }
 
+bool routesEverySize(const MpiOptions& options, MpiColl coll) {
+  const auto i = static_cast<size_t>(blockingForm(coll));
+  return options.minBytes[i] == 0 && options.mpiBands[i].count == 0;
+}
+
 const char* mpiCollName(MpiColl coll) {
   static constexpr const char* kNames[kNumMpiColls] = {
-      "MPI_Allreduce",       "MPI_Reduce",    "MPI_Bcast",   "MPI_Allgather",  "MPI_Reduce_scatter_block",
-      "MPI_Reduce_scatter",  "MPI_Alltoall",  "MPI_Gather",  "MPI_Scatter",    "MPI_Barrier",
-      "MPI_Iallreduce",      "MPI_Ireduce",   "MPI_Ibcast",  "MPI_Iallgather", "MPI_Ireduce_scatter_block",
-      "MPI_Ireduce_scatter", "MPI_Ialltoall", "MPI_Igather", "MPI_Iscatter",   "MPI_Ibarrier"};
+      "MPI_Allreduce",       "MPI_Reduce",     "MPI_Bcast",   "MPI_Allgather",  "MPI_Reduce_scatter_block",
+      "MPI_Reduce_scatter",  "MPI_Alltoall",   "MPI_Gather",  "MPI_Scatter",    "MPI_Alltoallv",
+      "MPI_Scan",            "MPI_Exscan",     "MPI_Barrier", "MPI_Iallreduce", "MPI_Ireduce",
+      "MPI_Ibcast",          "MPI_Iallgather", "MPI_Ireduce_scatter_block",     "MPI_Ireduce_scatter",
+      "MPI_Ialltoall",       "MPI_Igather",    "MPI_Iscatter", "MPI_Ialltoallv", "MPI_Iscan",
+      "MPI_Iexscan",         "MPI_Ibarrier"};
   return kNames[static_cast<size_t>(coll)];
 }
 

@@ -22,6 +22,9 @@ enum class MpiColl : int {
   Alltoall,
   Gather,
   Scatter,
+  Alltoallv,
+  Scan,
+  Exscan,
   Barrier,
   // The non-blocking forms, in the same order; each uses its blocking form's size rule (see blockingForm).
   Iallreduce,
@@ -33,6 +36,9 @@ enum class MpiColl : int {
   Ialltoall,
   Igather,
   Iscatter,
+  Ialltoallv,
+  Iscan,
+  Iexscan,
   Ibarrier,
   Count
 };
@@ -80,6 +86,9 @@ struct MpiOptions {
 // the size rule: at least the minimum and outside every pass-through band. The same on every rank, since the
 // bytes are.
 bool sizeRoutes(const MpiOptions& options, MpiColl coll, int64_t bytes);
+// Whether the size rule of coll routes every size (minimum 0, no band). MPI_Alltoallv's bytes differ from rank to
+// rank, so any other rule costs it an agreement between the ranks first (see mpi_collectives.cc).
+bool routesEverySize(const MpiOptions& options, MpiColl coll);
 
 // Reads the knobs on first call; later calls return the same struct. Thread-safe.
 const MpiOptions& mpiOptions();

@@ -60,10 +60,14 @@ void Transfer::combineOrdered(char* out, const char* in, size_t n) {
   prims::combineOrdered(*op, out, in, local + offset, n / elt, firstElem + at, local - firstElem * elt);
 }
 
-void Transfer::apply(const char* in, char* out, size_t n) {
+void Transfer::applyRows(const char* in, char* out, size_t n) {
   if (localRows != nullptr) {  // Send: gather the rows straight into the slot
     localRows->forSpans(offset, n, [&out](const char* p, size_t len) {
-      std::memcpy(out, p, len);
+      if (p != nullptr) {
+        std::memcpy(out, p, len);
+      } else {
+        std::memset(out, 0, len);
+      }
       out += len;
     });
     return;
@@ -71,9 +75,29 @@ void Transfer::apply(const char* in, char* out, size_t n) {
   if (dstRows != nullptr) {  // Recv, RecvCopySend: scatter the slot into the rows, forward it as it is
     if (out) std::memcpy(out, in, n);
     dstRows->forSpans(offset, n, [&in](char* p, size_t len) {
-      std::memcpy(p, in, len);
+      if (p != nullptr) std::memcpy(p, in, len);
       in += len;
     });
+    return;
+  }
+  // RecvFoldRows: the slice's pieces of rows, each folded into its token's sums.
+  const size_t rowBytes = fold->rowBytes();
+  const size_t elt = dataTypeSize(fold->valueType);
+  size_t row = offset / rowBytes;
+  size_t at = offset % rowBytes;
+  while (n > 0) {
+    const size_t len = std::min(n, rowBytes - at);
+    fold->foldPiece(row, at / elt, len / elt, in);
+    in += len;
+    n -= len;
+    at = 0;
+    ++row;
+  }
+}
+
+void Transfer::apply(const char* in, char* out, size_t n) {
+  if (localRows != nullptr || dstRows != nullptr || fold != nullptr) [[unlikely]] {
+    applyRows(in, out, n);
     return;
   }
   const size_t count = op ? n / dataTypeSize(op->type) : n;
@@ -109,6 +133,7 @@ void Transfer::apply(const char* in, char* out, size_t n) {
       if (ordered) combineOrdered(out, in, n);
       else combinePartials(*op, out, in, local + offset, count, false);
       break;
+    case Kind::RecvFoldRows: break;  // applyRows
     case Kind::RecvCombineCopy:
       if (ordered && partialFirst) {
         error = combineOrderedLowerInMemory(*op, dst + offset, local + offset, in, count);
@@ -162,7 +187,7 @@ bool Transfer::checkFirstSlot() {
     return true;
   }
   std::memcpy(&region, in, sizeof(region));
-  if (region.bytes != bytes) {
+  if (region.bytes != (srcRows != nullptr ? srcSpan : bytes)) {
     error = mismatch(inTag, static_cast<size_t>(region.bytes), inBytes, std::min(sliceBytes, bytes));
     return true;
   }
@@ -211,7 +236,56 @@ bool Transfer::progressSlices(bool* moved) {
   return true;
 }
 
+void Transfer::finishDirectIn() {
+  if (mapped != nullptr) {
+    tsanRelease(mapped);  // pairs with the sender's tsanAcquire once the slot is drained
+    recv->unmapDirect(region);
+    mapped = nullptr;
+  }
+  recv->release();  // the sender's verb may finish and its buffer change from now on
+}
+
+bool Transfer::progressDirectRows(bool* moved) {
+  const size_t rowBytes = srcRows->rowBytes;
+  size_t budget = kDirectBudget;
+  while (offset < bytes && error.ok()) {
+    const size_t i = offset / rowBytes;
+    const int64_t row = srcRows->rows != nullptr ? srcRows->rows[i] : static_cast<int64_t>(i);
+    const size_t at = row < 0 ? 0 : static_cast<size_t>(row - srcLowest) * srcRows->strideBytes;
+    char* to = dstRows != nullptr && fold == nullptr ? dstRows->rowAt(i) : nullptr;
+    if (row < 0) {  // a row the sender sends as zeros
+      char* zeros = scratch(rowBytes);
+      if (zeros != nullptr) std::memset(zeros, 0, rowBytes);
+      if (zeros != nullptr) apply(zeros, nullptr, rowBytes);
+    } else if (mapped != nullptr) {
+      apply(mapped + at, nullptr, rowBytes);  // copied or folded straight out of the sender's memory
+    } else if (to != nullptr || (dstRows != nullptr && fold == nullptr)) {
+      if (to != nullptr) error = recv->readDirect(region, at, to, rowBytes);
+    } else {
+      char* buf = scratch(rowBytes);
+      if (buf == nullptr) {
+        error = Status::error(Errc::SystemError, strprintf("cannot allocate %zu bytes of scratch memory", rowBytes));
+      } else {
+        error = recv->readDirect(region, at, buf, rowBytes);
+        if (error.ok()) apply(buf, nullptr, rowBytes);
+      }
+    }
+    if (!error.ok()) {
+      error = Status::error(error.code(), strprintf("receiving direct rows from rank %d: %s", recvPeer,
+                                                    error.message().c_str()));
+      return true;
+    }
+    offset += rowBytes;
+    *moved = true;
+    if (rowBytes >= budget && offset < bytes) return false;  // let the executor move other Works; we come back
+    budget -= std::min(budget, rowBytes);
+  }
+  finishDirectIn();
+  return true;
+}
+
 bool Transfer::progressDirectIn(bool* moved) {
+  if (srcRows != nullptr) return progressDirectRows(moved);
   size_t budget = kDirectBudget;
   while (offset < bytes && error.ok()) {
     size_t n = 0;
@@ -265,12 +339,7 @@ bool Transfer::progressDirectIn(bool* moved) {
     offset += n;
     *moved = true;
     if (offset >= bytes) {
-      if (mapped != nullptr) {
-        tsanRelease(mapped);  // pairs with the sender's tsanAcquire once the slot is drained
-        recv->unmapDirect(region);
-        mapped = nullptr;
-      }
-      recv->release();  // the sender's verb may finish and its buffer change from now on
+      finishDirectIn();
       return true;
     }
     if (n >= budget) return false;  // let the executor move other Works; we come back
@@ -456,16 +525,41 @@ TransferAwaiter Prims::recvCopyReduceSend(int from, int to, const void* local, v
   return makeOrdered(Transfer::Kind::RecvCopyReduceSend, from, to, local, dst, count, op, false, firstElem);
 }
 
-TransferAwaiter Prims::sendRows(int peer, const Region& rows) {
+TransferAwaiter Prims::sendRows(int peer, const Region& rows, bool receiverKnowsRows) {
   TransferAwaiter a = make(Transfer::Kind::Send, -1, peer, rows.base, nullptr, rows.bytes(), nullptr, false);
-  a.t.localRows = &rows;
-  a.t.directOut = false;  // the rows are not one run of memory a peer could read
-  a.t.sendFrom = false;
+  Transfer& t = a.t;
+  t.localRows = &rows;
+  t.sendFrom = false;
+  // The rows are no one run of memory: a peer can read them in place only knowing where each lies (receiverKnowsRows),
+  // from the span of the named rows. The caller runs the verb as a strand of its own (prims.h).
+  t.directOut = false;
+  if (receiverKnowsRows && t.error.ok() && t.send != nullptr && t.send->directThreshold() > 0 &&
+      t.bytes >= t.send->directThreshold() && t.send->slotBytes() >= sizeof(transport::DirectRegion)) {
+    int64_t lowest = 0;
+    const size_t span = rows.spanBytes(&lowest);
+    t.outRegion = transport::DirectRegion{};
+    t.directOut = span > 0 && t.send->describeDirect(rows.base + static_cast<size_t>(lowest) * rows.strideBytes, span,
+                                                     &t.outRegion);
+  }
   return a;
 }
-TransferAwaiter Prims::recvRows(int peer, const Region& rows) {
+TransferAwaiter Prims::recvRows(int peer, const Region& rows, const Region* src) {
   TransferAwaiter a = make(Transfer::Kind::Recv, peer, -1, nullptr, rows.base, rows.bytes(), nullptr, false);
   a.t.dstRows = &rows;
+  if (src != nullptr) {
+    a.t.srcRows = src;
+    a.t.srcSpan = src->spanBytes(&a.t.srcLowest);
+  }
+  return a;
+}
+
+TransferAwaiter Prims::recvFoldRows(int peer, const RowFold& fold, const Region* src) {
+  TransferAwaiter a = make(Transfer::Kind::RecvFoldRows, peer, -1, nullptr, nullptr, fold.bytes(), nullptr, false);
+  a.t.fold = &fold;
+  if (src != nullptr) {
+    a.t.srcRows = src;
+    a.t.srcSpan = src->spanBytes(&a.t.srcLowest);
+  }
   return a;
 }
 

@@ -43,6 +43,12 @@
 //     op's units whole within slices.
 //   - rows (Region): a message gathered from, or scattered to, rows of a buffer (a row list or a stride) instead of
 //     one run of bytes, so a sender reads rows straight into its slots and a receiver writes them where they belong.
+//     A negative row index stands for no row: a gather sends zeros in its place, a scatter drops its bytes. Where the
+//     receiver knows the sender's row list too (it passes it as `src`), the sender may post one DirectRegion of the
+//     span of its rows instead, and the receiver copies (or folds) each row straight from the sender's memory: one
+//     copy per row instead of two, under the same rules as other direct messages.
+//   - folded rows (RowFold, recvFoldRows): each incoming row, times a weight, is added into an fp32 accumulator row
+//     of its own (MoE combine), and its last contribution is rounded straight into the output row.
 // Every form stamps its slices with the op's sequence number and a digest of its size and codec.
 #pragma once
 
@@ -77,7 +83,9 @@ struct Encoded {
 
 // A message gathered from or scattered to rows of a buffer: nRows rows of rowBytes bytes each, in message order;
 // row i lies at base + rows[i] * strideBytes, or at base + i * strideBytes without a row list. Rows may repeat in a
-// gather (a row sent twice); a scatter's rows must not overlap. The row list is the algorithm's and outlives the verb.
+// gather (a row sent twice); a scatter's rows must not overlap. A negative entry in the row list names no row: a
+// gather sends zeros for it and a scatter drops its bytes (what MoE's bounded mode does with rows over its bound).
+// The row list is the algorithm's and outlives the verb.
 struct Region {
   char* base = nullptr;
   size_t rowBytes = 0;
@@ -86,22 +94,72 @@ struct Region {
   size_t nRows = 0;
 
   size_t bytes() const { return rowBytes * nRows; }
+  // Row i's first byte, or nullptr for a negative entry.
   char* rowAt(size_t i) const {
-    return base + static_cast<size_t>(rows != nullptr ? rows[i] : static_cast<int64_t>(i)) * strideBytes;
+    const int64_t row = rows != nullptr ? rows[i] : static_cast<int64_t>(i);
+    return row < 0 ? nullptr : base + static_cast<size_t>(row) * strideBytes;
   }
-  // Calls f(p, len) for the spans of the buffer that hold message bytes [offset, offset + n), in message order.
+  // The bytes from the lowest named row to the end of the highest (rows' span), and the lowest row's index; 0 bytes
+  // when no row is named. A direct rows message (sendRows with a receiver that knows the rows) posts this span.
+  size_t spanBytes(int64_t* lowest) const {
+    int64_t lo = INT64_MAX;
+    int64_t hi = -1;
+    for (size_t i = 0; i < nRows; ++i) {
+      const int64_t row = rows != nullptr ? rows[i] : static_cast<int64_t>(i);
+      if (row < 0) continue;
+      lo = std::min(lo, row);
+      hi = std::max(hi, row);
+    }
+    *lowest = hi < 0 ? 0 : lo;
+    return hi < 0 ? 0 : static_cast<size_t>(hi - lo) * strideBytes + rowBytes;
+  }
+  // Calls f(p, len) for the spans of the buffer that hold message bytes [offset, offset + n), in message order; p is
+  // nullptr within a row that the list does not name.
   template <class F>
   void forSpans(size_t offset, size_t n, F&& f) const {
     size_t row = offset / rowBytes;
     size_t in = offset % rowBytes;
     while (n > 0) {
       const size_t len = std::min(n, rowBytes - in);
-      f(rowAt(row) + in, len);
+      char* p = rowAt(row);
+      f(p != nullptr ? p + in : nullptr, len);
       n -= len;
       in = 0;
       ++row;
     }
   }
+};
+
+// A message of rows folded into per-token fp32 sums (MoE combine): message row i, rowElems values of valueType, is
+// multiplied by weights[i] (1 without weights) and folded into the sums of token tokens[i] as steps[i] says:
+//   First   acc = w * x                      the token's first contribution
+//   Middle  acc = acc + w * x
+//   Last    out = round(acc + w * x)          its last: rounded once, into the output row
+//   Only    out = round(w * x)                its only contribution: the accumulator is not touched
+// Every product and sum is fp32, each added in message order, so the same message folds to the same bits whatever
+// the slicing. acc rows are accStride floats apart, indexed by token - accFirstToken (an algorithm that folds a range
+// of tokens at a time keeps the sums of that range only), out rows outStride bytes apart, indexed by token; out holds
+// valueType (fp32, bf16 or fp16). The arrays are the algorithm's and outlive the verb.
+struct RowFold {
+  enum class Step : uint8_t { First, Middle, Last, Only };
+  DataType valueType = DataType::Float32;
+  size_t rowElems = 0;
+  float* acc = nullptr;
+  size_t accStride = 0;
+  int64_t accFirstToken = 0;
+  char* out = nullptr;
+  size_t outStride = 0;
+  const int64_t* tokens = nullptr;
+  const float* weights = nullptr;
+  const Step* steps = nullptr;
+  size_t nRows = 0;
+
+  size_t rowBytes() const { return rowElems * dataTypeSize(valueType); }
+  size_t bytes() const { return rowBytes() * nRows; }
+  // Folds values [first, first + n) of message row i, read from `in`.
+  void foldPiece(size_t i, size_t first, size_t n, const char* in) const;
+  // Folds message row i whole, read from `in` (a row this rank holds itself, that crosses no wire).
+  void foldRow(size_t i, const char* in) const { foldPiece(i, 0, rowElems, in); }
 };
 
 // One verb in flight. progress() never blocks.
@@ -117,6 +175,7 @@ struct Transfer {
     RecvCombineSend,     // next slot = slot ⊕ partial(local) — both already pre-multiplied
     RecvCombineCopy,     // dst = post?(slot ⊕ partial(local)), or post?(partial(local) ⊕ slot) with partialFirst
     RecvCopyReduceSend,  // dst = slot; next slot = slot ⊕ pre(local) — an exclusive scan's chain
+    RecvFoldRows,        // fold rows of the slot into fp32 sums (RowFold)
   };
   Kind kind = Kind::Send;
   transport::RecvEnd* recv = nullptr;
@@ -144,6 +203,12 @@ struct Transfer {
   // Rows: where local (a gather) or dst (a scatter) lies instead of one run at `local` / `dst`.
   const Region* localRows = nullptr;
   const Region* dstRows = nullptr;
+  const RowFold* fold = nullptr;  // RecvFoldRows
+  // Receivers of rows that know the sender's row list (base unused): a direct message is then its rows' span, read row
+  // by row at the rows' offsets from the lowest. srcLowest and srcSpan are computed when the verb is made.
+  const Region* srcRows = nullptr;
+  int64_t srcLowest = 0;
+  size_t srcSpan = 0;
   size_t streamBytes = 0;  // the larger of bytes and the operation's size: what copyPiece() decides by
   Status error;
   // Direct messages (see the file comment).
@@ -184,6 +249,8 @@ struct Transfer {
   // slot ⊕ local for ordered combines (the slot is the lower operand), into out.
   void combineOrdered(char* out, const char* in, size_t n);
   bool progressDirectIn(bool* moved);
+  bool progressDirectRows(bool* moved);  // progressDirectIn of a rows span (srcRows)
+  void finishDirectIn();                 // the whole message was read: unmap it and release its slot
   bool progressDirectOut(bool* moved);
   bool checkFirstSlot();
   Status mismatch(uint64_t inTag, size_t inMessageBytes, size_t inSlotBytes, size_t expectSlot) const;
@@ -192,6 +259,7 @@ struct Transfer {
   // reduced; RecvCopySend: the incoming slot), those bytes; else nullptr.
   const char* outgoingBytes(const char* in) const;
   void apply(const char* in, char* out, size_t n);
+  void applyRows(const char* in, char* out, size_t n);  // the rows forms (localRows, dstRows, fold)
   bool directDone = false;  // the posted DirectRegion was released
 };
 
@@ -294,9 +362,13 @@ class Prims {
   TransferAwaiter recvRequantizeCopySend(int from, int to, const void* local, void* dst, size_t count,
                                          const Encoded& e);
 
-  // Rows (Region): a message gathered from rows into slices, or scattered from slices into rows.
-  TransferAwaiter sendRows(int peer, const Region& rows);
-  TransferAwaiter recvRows(int peer, const Region& rows);
+  // Rows (Region): a message gathered from rows into slices, or scattered from slices into rows. With
+  // receiverKnowsRows (the receiver passes the same row list as `src`) the message may go direct, as a strand of its
+  // own: the caller promises that the receive verb gets `src`, and that nothing else of this rank waits behind it.
+  TransferAwaiter sendRows(int peer, const Region& rows, bool receiverKnowsRows = false);
+  TransferAwaiter recvRows(int peer, const Region& rows, const Region* src = nullptr);
+  // Rows folded into fp32 sums on arrival (RowFold): the message is fold.bytes() long; src as for recvRows.
+  TransferAwaiter recvFoldRows(int peer, const RowFold& fold, const Region* src = nullptr);
 
   // Local, synchronous helpers (no peer involved). `opBytes` as setOpBytes(): the size that decides streaming.
   static void copy(void* dst, const void* src, size_t bytes, size_t opBytes = 0);

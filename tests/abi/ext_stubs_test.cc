@@ -106,6 +106,18 @@ TEST(ExtensionStubs, ProfilingTwinsAreTheSameFunction) {
   }
 }
 
+// Group 3 of conflux_nccl_ext.h is implemented: RCCL's ncclAllToAllv, with its profiling twin, and cfxAllToAllv.
+TEST(RcclExtensions, AllToAllvIsExportedWithItsTwinAndIsNoStub) {
+  void* pub = dlsym(RTLD_DEFAULT, "ncclAllToAllv");
+  ASSERT_NE(pub, nullptr);
+  EXPECT_EQ(pub, dlsym(RTLD_DEFAULT, "pncclAllToAllv"));
+  EXPECT_NE(dlsym(RTLD_DEFAULT, "cfxAllToAllv"), nullptr);
+  // A real entry point checks its arguments (a stub would say ncclInvalidUsage, "not supported").
+  const size_t zero[1] = {0};
+  EXPECT_EQ(ncclAllToAllv(nullptr, zero, zero, nullptr, zero, zero, ncclInt8, nullptr, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(std::string(ncclGetLastError(nullptr)).find("not supported"), std::string::npos) << ncclGetLastError(nullptr);
+}
+
 TEST(Versions, LibraryReportsWhatTheHeadersClaim) {
   int version = 0;
   ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);

@@ -35,6 +35,14 @@ CFX_CHECK_STATIC(failure_reasons, cfxFailureExited == 1 && cfxFailureConnectionL
 CFX_CHECK_STATIC(launch_info_size, sizeof(cfxLaunchInfo) == 16 + 32 + CFX_ROOT_ADDRESS_BYTES);
 CFX_CHECK_STATIC(launch_info_text,
                  offsetof(cfxLaunchInfo, launcher) == 16 && offsetof(cfxLaunchInfo, rootAddress) == 48);
+/* The MoE structs are read and filled by the library: their layout is ABI (LP64). */
+CFX_CHECK_STATIC(moe_config_size, sizeof(void*) != 8 || sizeof(cfxMoeConfig) == 56);
+CFX_CHECK_STATIC(moe_config_offsets, sizeof(void*) != 8 || (offsetof(cfxMoeConfig, hidden) == 8 &&
+                                                            offsetof(cfxMoeConfig, expertToRank) == 32 &&
+                                                            offsetof(cfxMoeConfig, maxRecvTokens) == 48));
+CFX_CHECK_STATIC(moe_counts_size, sizeof(void*) != 8 || sizeof(cfxMoeCounts) == 56);
+CFX_CHECK_STATIC(moe_modes, cfxMoeNormal == 0 && cfxMoeBounded == 1 && CFX_MOE_UNWEIGHTED == 1);
+CFX_CHECK_STATIC(coll_numbers, cfxCollScan == 9 && cfxCollAllToAllv == 10 && cfxCollMoeCombine == 12);
 
 static int failures = 0;
 

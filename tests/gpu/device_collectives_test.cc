@@ -622,41 +622,6 @@ TEST(GpuCollectives, MemAllocReturnsDeviceMemory) {
   });
 }
 
-// The graph entry points a program uses (the runtime's cudaStreamBeginCapture, cudaGraphLaunch, ...), from the
-// driver: the library itself only reads the capture state.
-struct GraphApi {
-  int (*beginCapture)(cuda::CUstream, int mode);
-  int (*endCapture)(cuda::CUstream, cuda::CUgraph*);
-  int (*instantiate)(void** exec, cuda::CUgraph, unsigned long long flags);
-  int (*launch)(void* exec, cuda::CUstream);
-  int (*execDestroy)(void* exec);
-  int (*destroy)(cuda::CUgraph);
-};
-
-// From the CUDA driver, or from the HIP runtime where the library runs on HIP (same signatures and mode values).
-const GraphApi& graphApi() {
-  static const GraphApi api = [] {
-    const bool hip = cuda::backend() == cuda::Backend::Hip;
-    const char* name = hip ? "libamdhip64.so.5" : "libcuda.so.1";
-    void* lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr && hip) lib = dlopen(name = "libamdhip64.so.6", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) throw std::runtime_error(std::string(name) + " is not loaded");
-    auto get = [&](auto* slot, const char* cudaName, const char* hipName) {
-      *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(dlsym(lib, hip ? hipName : cudaName));
-      if (*slot == nullptr) throw std::runtime_error(std::string(name) + " lacks " + (hip ? hipName : cudaName));
-    };
-    GraphApi g{};
-    get(&g.beginCapture, "cuStreamBeginCapture_v2", "hipStreamBeginCapture");
-    get(&g.endCapture, "cuStreamEndCapture", "hipStreamEndCapture");
-    get(&g.instantiate, "cuGraphInstantiateWithFlags", "hipGraphInstantiateWithFlags");
-    get(&g.launch, "cuGraphLaunch", "hipGraphLaunch");
-    get(&g.execDestroy, "cuGraphExecDestroy", "hipGraphExecDestroy");
-    get(&g.destroy, "cuGraphDestroy", "hipGraphDestroy");
-    return g;
-  }();
-  return api;
-}
-
 constexpr int kCaptureGlobal = 0;  // CUDA's default mode: other threads' allocations during capture are errors
 constexpr int kCaptureRelaxed = 2;
 

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 namespace cfx::itest {
 
@@ -47,6 +49,29 @@ const char* gpuMissingReason() {
 }
 
 bool onEmulator() { return probeDevice() == Device::Emulated; }
+
+const GraphApi& graphApi() {
+  static const GraphApi api = [] {
+    const bool hip = cuda::backend() == cuda::Backend::Hip;
+    const char* name = hip ? "libamdhip64.so.5" : "libcuda.so.1";
+    void* lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr && hip) lib = dlopen(name = "libamdhip64.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) throw std::runtime_error(std::string(name) + " is not loaded");
+    auto get = [&](auto* slot, const char* cudaName, const char* hipName) {
+      *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(dlsym(lib, hip ? hipName : cudaName));
+      if (*slot == nullptr) throw std::runtime_error(std::string(name) + " lacks " + (hip ? hipName : cudaName));
+    };
+    GraphApi g{};
+    get(&g.beginCapture, "cuStreamBeginCapture_v2", "hipStreamBeginCapture");
+    get(&g.endCapture, "cuStreamEndCapture", "hipStreamEndCapture");
+    get(&g.instantiate, "cuGraphInstantiateWithFlags", "hipGraphInstantiateWithFlags");
+    get(&g.launch, "cuGraphLaunch", "hipGraphLaunch");
+    get(&g.execDestroy, "cuGraphExecDestroy", "hipGraphExecDestroy");
+    get(&g.destroy, "cuGraphDestroy", "hipGraphDestroy");
+    return g;
+  }();
+  return api;
+}
 
 const cuda::Driver& useDevice(int ordinal) {
   const cuda::Driver* d = cuda::driver();

@@ -111,6 +111,19 @@ struct RankOnDevice {
   RankOnDevice& operator=(const RankOnDevice&) = delete;
 };
 
+// The graph entry points a program uses (the runtime's cudaStreamBeginCapture, cudaGraphLaunch, ...), from the
+// driver: the library itself only reads the capture state.
+struct GraphApi {
+  int (*beginCapture)(cuda::CUstream, int mode);
+  int (*endCapture)(cuda::CUstream, cuda::CUgraph*);
+  int (*instantiate)(void** exec, cuda::CUgraph, unsigned long long flags);
+  int (*launch)(void* exec, cuda::CUstream);
+  int (*execDestroy)(void* exec);
+  int (*destroy)(cuda::CUgraph);
+};
+// From the CUDA driver, or from the HIP runtime where the library runs on HIP (same signatures and mode values).
+const GraphApi& graphApi();
+
 // What the CPU emulation of the driver did in this process ("ipc_opens", "peer_copies", "module_loads",
 // "kernel_launches"); -1 on a real driver.
 long long emulatorCount(const char* what);

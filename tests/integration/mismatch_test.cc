@@ -130,5 +130,35 @@ TEST_P(MismatchTest, DifferentCodecsFailOnEveryRank) {
       {"rank 0: AllReduce(sum, float, count 65536)", "ranks 1,2: AllReduce(sum, float, count 65536)"}, GetParam());
 }
 
+TEST_P(MismatchTest, AllToAllvAndMoeAgainstOtherCollectivesFailOnEveryRank) {
+  std::vector<int32_t> send(300, 1), recv(300);
+  const std::vector<size_t> counts(3, 100), displs = {0, 100, 200};
+  expectMismatchOnEveryRank(
+      3,
+      [&](int rank, ncclComm_t comm) {
+        if (rank == 1) return ncclAlltoAll(send.data(), recv.data(), 100, ncclInt32, comm, nullptr);
+        return cfxAllToAllv(send.data(), counts.data(), displs.data(), recv.data(), counts.data(), displs.data(),
+                            ncclInt32, comm, nullptr);
+      },
+      [](int rank) { return std::string(rank == 1 ? "AlltoAll(int32" : "AllToAllv(int32"); },
+      {"rank 1: AlltoAll(int32, count 100)", "ranks 0,2: AllToAllv(int32)"}, GetParam());
+  std::vector<float> x(64, 1.0f), y(64);
+  expectMismatchOnEveryRank(
+      2,
+      [&](int rank, ncclComm_t comm) {
+        if (rank == 1) return ncclAllReduce(x.data(), y.data(), x.size(), ncclFloat32, ncclSum, comm, nullptr);
+        const cfxMoeConfig config = {4, 1, 64, ncclFloat32, ncclFloat32, ncclInt32, nullptr, cfxMoeNormal, 0};
+        cfxMoe_t moe = nullptr;
+        ncclResult_t rc = cfxMoeCreate(comm, &config, &moe);
+        const int32_t ids[2] = {0, 3};
+        size_t rows = 0;
+        if (rc == ncclSuccess) rc = cfxMoeExchangeCounts(moe, ids, 2, &rows, nullptr);
+        cfxMoeDestroy(moe);
+        return rc;
+      },
+      [](int rank) { return std::string(rank == 1 ? "AllReduce(sum, float" : "MoeDispatch(float, exchange, 2 tokens)"); },
+      {"rank 0: MoeDispatch(float)", "rank 1: AllReduce(sum, float, count 64)"}, GetParam());
+}
+
 }  // namespace
 }  // namespace cfx::itest

@@ -86,6 +86,32 @@ for n in (100, 100000):
     report(f"{tag} Ialltoall", a2a)
     report(f"{tag} Ireduce_scatter_block", rsb)
 
+    # Scans (rank 0's exclusive result is undefined in MPI: not reported) and all-to-all-v with uneven counts.
+    small = (np.arange(n) + rank) % 3 + 1.0
+    out = np.empty(n)
+    comm.Scan(small, out, op=MPI.PROD)
+    report(f"{tag} Scan prod", out)
+    iout = np.zeros(n, dtype=np.int64)
+    comm.Exscan(small.astype(np.int64), iout, op=MPI.SUM)
+    report(f"{tag} Exscan sum", iout if rank else None)
+    counts = [((rank * 7 + p * 3) % 5) * n // 4 for p in range(size)]
+    rcounts = [((p * 7 + rank * 3) % 5) * n // 4 for p in range(size)]
+    sendv = data(sum(counts), 18)
+    recvv = np.full(sum(rcounts), -1.0)
+    comm.Alltoallv([sendv, counts], [recvv, rcounts])
+    report(f"{tag} Alltoallv", recvv)
+    rv2 = np.full(sum(rcounts), -1.0)
+    sv2 = data(sum(counts), 19)
+    s20 = small.copy()
+    sc_out = np.empty(n)
+    ex_out = np.zeros(n)
+    reqs = [comm.Ialltoallv([sv2, counts], [rv2, rcounts]), comm.Iscan(s20, sc_out, op=MPI.MAX),
+            comm.Iexscan(s20, ex_out, op=MPI.MIN)]
+    MPI.Request.Waitall(reqs)
+    report(f"{tag} Ialltoallv", rv2)
+    report(f"{tag} Iscan max", sc_out)
+    report(f"{tag} Iexscan min", ex_out if rank else None)
+
     # A user op and a derived datatype: both must reach MPI untouched.
     def elementwise_max_plus_one(a, b, t):
         x = np.frombuffer(a, dtype=np.float64)
@@ -110,6 +136,8 @@ for n in (100, 100000):
     got = comm.bcast(obj if rank == root else None, root=root)
     pieces = comm.scatter([[r] * n for r in range(size)] if rank == 0 else None, root=0)
     swapped = comm.alltoall([(rank, r) for r in range(size)])
+    prefix = comm.scan(sum(obj["values"]), op=MPI.SUM)
+    before = comm.exscan(sum(obj["values"]), op=MPI.MAX)
     comm.barrier()
     if rank == 0:
         print(f"{tag} allreduce obj {total}")
@@ -117,3 +145,5 @@ for n in (100, 100000):
     report(f"{tag} bcast obj", np.array(got["values"]))
     report(f"{tag} scatter obj", np.array(pieces))
     report(f"{tag} alltoall obj", np.array(swapped))
+    report(f"{tag} scan obj", np.array([prefix]))
+    report(f"{tag} exscan obj", np.array([before]) if rank else None)

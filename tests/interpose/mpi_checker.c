@@ -43,6 +43,90 @@ static void fillI(int* d, size_t n, int rank, int salt) {
   for (size_t i = 0; i < n; ++i) d[i] = (rank * 31 + (int)i * 17 + salt) % 1001 - 500;
 }
 
+/* Small values for scans, whose products and sums stay exact (and far from overflow) over a few ranks. */
+static void fillSmallD(double* d, size_t n, int rank, int salt) {
+  for (size_t i = 0; i < n; ++i) d[i] = (double)((rank + (int)i + salt) % 3 + 1);
+}
+static void fillSmallI(int* d, size_t n, int rank, int salt) {
+  for (size_t i = 0; i < n; ++i) d[i] = (rank * 5 + (int)i + salt) % 7 - 3;
+}
+
+/* MPI_Scan and MPI_Exscan with every built-in op, and in place. Rank 0's exclusive result is undefined in MPI, so
+ * it is not reported. */
+static void scans(MPI_Comm comm, const char* tag, size_t count, double* sd, double* rd, int* si, int* ri) {
+  int rank;
+  char name[64];
+  MPI_Op ops[4] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+  const char* opNames[4] = {"sum", "prod", "max", "min"};
+  int n = (int)count;
+  MPI_Comm_rank(comm, &rank);
+  for (int o = 0; o < 4; ++o) {
+    fillSmallD(sd, count, rank, o);
+    MPI_Scan(sd, rd, n, MPI_DOUBLE, ops[o], comm);
+    snprintf(name, sizeof name, "%s scan d %s", tag, opNames[o]);
+    report(name, comm, count, rd, count * sizeof(double));
+    fillSmallI(si, count, rank, o);
+    memset(ri, 0, count * sizeof(int));
+    MPI_Exscan(si, ri, n, MPI_INT, ops[o], comm);
+    snprintf(name, sizeof name, "%s exscan i %s", tag, opNames[o]);
+    report(name, comm, count, rank == 0 ? NULL : ri, count * sizeof(int));
+  }
+  fillSmallD(rd, count, rank, 5);
+  MPI_Scan(MPI_IN_PLACE, rd, n, MPI_DOUBLE, MPI_SUM, comm);
+  snprintf(name, sizeof name, "%s scan d inplace", tag);
+  report(name, comm, count, rd, count * sizeof(double));
+  fillSmallD(rd, count, rank, 6);
+  MPI_Exscan(MPI_IN_PLACE, rd, n, MPI_DOUBLE, MPI_MAX, comm);
+  snprintf(name, sizeof name, "%s exscan d inplace", tag);
+  report(name, comm, count, rank == 0 ? NULL : rd, count * sizeof(double));
+}
+
+/* MPI_Alltoallv: a count per pair (some zero), blocks in reverse rank order with gaps between them, out of place and
+ * in place (where what a rank sends a peer is the size of what it receives back). */
+static int pairCount(int from, int to, size_t count, int symmetric) {
+  int key = symmetric ? (from + to) * 3 : from * 7 + to * 3;
+  return (int)((size_t)(key % 5) * count / 4);
+}
+
+static void alltoallv(MPI_Comm comm, const char* tag, size_t count) {
+  int rank, size;
+  char name[64];
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int* sc = (int*)malloc(sizeof(int) * size);
+  int* sdp = (int*)malloc(sizeof(int) * size);
+  int* rc = (int*)malloc(sizeof(int) * size);
+  int* rdp = (int*)malloc(sizeof(int) * size);
+  for (int symmetric = 0; symmetric < 2; ++symmetric) {
+    int sendAt = 0, recvAt = 0;
+    for (int p = size - 1; p >= 0; --p) {
+      sc[p] = pairCount(rank, p, count, symmetric);
+      sdp[p] = sendAt + 2;
+      sendAt = sdp[p] + sc[p];
+      rc[p] = pairCount(p, rank, count, symmetric);
+      rdp[p] = recvAt + 2;
+      recvAt = rdp[p] + rc[p];
+    }
+    double* s = (double*)malloc(sizeof(double) * (sendAt + 1));
+    double* r = (double*)malloc(sizeof(double) * (recvAt + 1));
+    fillD(s, (size_t)sendAt, rank, 30);
+    fillD(r, (size_t)recvAt, rank, 31);
+    if (symmetric) {
+      MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, r, rc, rdp, MPI_DOUBLE, comm);
+    } else {
+      MPI_Alltoallv(s, sc, sdp, MPI_DOUBLE, r, rc, rdp, MPI_DOUBLE, comm);
+    }
+    snprintf(name, sizeof name, "%s alltoallv d%s", tag, symmetric ? " inplace" : "");
+    report(name, comm, count, r, (size_t)recvAt * sizeof(double));
+    free(s);
+    free(r);
+  }
+  free(sc);
+  free(sdp);
+  free(rc);
+  free(rdp);
+}
+
 static void builtins(MPI_Comm comm, const char* tag, size_t count) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
@@ -134,6 +218,9 @@ static void builtins(MPI_Comm comm, const char* tag, size_t count) {
   snprintf(name, sizeof name, "%s alltoall d inplace", tag);
   report(name, comm, count, rd, big * sizeof(double));
 
+  scans(comm, tag, count, sd, rd, si, ri);
+  alltoallv(comm, tag, count);
+
   MPI_Barrier(comm);
   free(sd);
   free(rd);
@@ -176,6 +263,20 @@ static void derived(size_t count) {
   fillD(sd, count, gRank, 6);
   MPI_Allreduce(sd, rd, (int)count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   report("builtin max allreduce d", MPI_COMM_WORLD, count, rd, count * sizeof(double));
+  {
+    /* A derived (contiguous) type: MPI_Alltoallv passes through. */
+    int* c = (int*)malloc(sizeof(int) * gSize);
+    int* d = (int*)malloc(sizeof(int) * gSize);
+    for (int p = 0; p < gSize; ++p) {
+      c[p] = (int)(n4 / (size_t)gSize);
+      d[p] = p * c[p];
+    }
+    fillD(sd, count, gRank, 7);
+    MPI_Alltoallv(sd, c, d, quad, rd, c, d, quad, MPI_COMM_WORLD);
+    report("contig alltoallv d", MPI_COMM_WORLD, count, rd, (size_t)c[0] * gSize * 4 * sizeof(double));
+    free(c);
+    free(d);
+  }
 
   MPI_Op_free(&mySum);
   MPI_Type_free(&quad);

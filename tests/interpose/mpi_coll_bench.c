@@ -3,20 +3,27 @@
  * median time per call (slowest rank, microseconds). Not a test; it is how the CFX_MPI_<COLL>_* routing
  * defaults were chosen (tests/interpose/run_bench.sh runs it with and without libconflux_mpi.so).
  *
- * "bytes" is what the interposer's knobs compare: count x type size for allreduce, reduce and bcast, the whole
- * receive buffer for allgather and alltoall, the whole input for reduce_scatter_block, the root's whole buffer
- * for gather and scatter. Large sizes run few iterations so a sweep stays short on a loaded machine.
+ * "bytes" is what the interposer's knobs compare: count x type size for allreduce, reduce, bcast, scan and exscan,
+ * the whole receive buffer for allgather, alltoall and alltoallv (equal blocks here), the whole input for
+ * reduce_scatter_block, the root's whole buffer for gather and scatter. Large sizes run few iterations so a sweep
+ * stays short on a loaded machine.
  *
  *   mpi_coll_bench [MAX_BYTES [COLL,COLL,...]]   default 256 MiB, every collective
- *   COLL: allreduce reduce bcast allgather reduce_scatter_block alltoall gather scatter */
+ *   COLL: allreduce reduce bcast allgather reduce_scatter_block alltoall gather scatter scan exscan alltoallv */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { kAllreduce, kReduce, kBcast, kAllgather, kReduceScatterBlock, kAlltoall, kGather, kScatter, kNumColls };
-static const char* const kNames[kNumColls] = {"allreduce", "reduce",  "bcast",  "allgather",
-                                              "reduce_scatter_block", "alltoall", "gather", "scatter"};
+enum {
+  kAllreduce, kReduce, kBcast, kAllgather, kReduceScatterBlock, kAlltoall, kGather, kScatter, kScan, kExscan,
+  kAlltoallv, kNumColls
+};
+static const char* const kNames[kNumColls] = {"allreduce", "reduce",   "bcast",   "allgather",
+                                              "reduce_scatter_block", "alltoall", "gather", "scatter",
+                                              "scan",      "exscan",   "alltoallv"};
+static int* gCounts; /* alltoallv: one equal block per rank */
+static int* gDispls;
 
 static int cmpD(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
@@ -35,6 +42,15 @@ static void runOnce(int coll, size_t bytes, int n, double* s, double* r) {
     case kAlltoall: MPI_Alltoall(s, part, MPI_DOUBLE, r, part, MPI_DOUBLE, MPI_COMM_WORLD); break;
     case kGather: MPI_Gather(s, part, MPI_DOUBLE, r, part, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
     case kScatter: MPI_Scatter(s, part, MPI_DOUBLE, r, part, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+    case kScan: MPI_Scan(s, r, all, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+    case kExscan: MPI_Exscan(s, r, all, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+    case kAlltoallv:
+      for (int p = 0; p < n; ++p) {
+        gCounts[p] = part;
+        gDispls[p] = p * part;
+      }
+      MPI_Alltoallv(s, gCounts, gDispls, MPI_DOUBLE, r, gCounts, gDispls, MPI_DOUBLE, MPI_COMM_WORLD);
+      break;
   }
 }
 
@@ -59,6 +75,8 @@ int main(int argc, char** argv) {
     }
     free(list);
   }
+  gCounts = (int*)malloc(sizeof(int) * (size_t)n);
+  gDispls = (int*)malloc(sizeof(int) * (size_t)n);
   double* s = (double*)malloc(maxBytes);
   double* r = (double*)malloc(maxBytes);
   if (s == NULL || r == NULL) MPI_Abort(MPI_COMM_WORLD, 3);
@@ -87,6 +105,8 @@ int main(int argc, char** argv) {
   }
   free(s);
   free(r);
+  free(gCounts);
+  free(gDispls);
   MPI_Finalize();
   return 0;
 }

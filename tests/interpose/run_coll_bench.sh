@@ -21,7 +21,7 @@ if [ "$(id -u)" = 0 ]; then
   set -- --allow-run-as-root "$@"
 fi
 routeAll=""
-for k in ALLREDUCE REDUCE BCAST ALLGATHER REDUCE_SCATTER ALLTOALL GATHER SCATTER; do
+for k in ALLREDUCE REDUCE BCAST ALLGATHER REDUCE_SCATTER ALLTOALL GATHER SCATTER SCAN ALLTOALLV; do
   routeAll="$routeAll -x CFX_MPI_${k}_MIN_BYTES=0 -x CFX_MPI_${k}_MPI_BAND=none"
 done
 i=1

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives/collective.h"
+#include "common/float_types.h"
 #include "compress/codec.h"
 #include "loopback.h"
 #include "primitives/ordered_combine.h"
@@ -240,6 +241,155 @@ TEST(VerbsContract, RowsAreGatheredIntoSlicesAndScatteredOutOfThem) {
     for (size_t i = 0; i < pick.size(); ++i) {
       ASSERT_EQ(0, std::memcmp(got.data() + place[i] * rowBytes, packed.data() + i * rowBytes, rowBytes))
           << "direct threshold " << direct << " row " << i;
+    }
+  }
+}
+
+// Negative entries in a row list: a gather sends zeros for them, a scatter drops their bytes.
+TEST(VerbsContract, RowListHolesSendZerosAndDropBytes) {
+  const size_t rowBytes = 40;
+  std::vector<char> table(6 * rowBytes);
+  std::iota(table.begin(), table.end(), 1);
+  const std::vector<int64_t> pick = {4, -1, 0, -1, 5};
+  const std::vector<int64_t> place = {3, 0, -1, 1, 4};
+  std::vector<char> got(5 * rowBytes, 7);
+  Region from{table.data(), rowBytes, rowBytes, pick.data(), pick.size()};
+  Region to{got.data(), rowBytes, rowBytes, place.data(), place.size()};
+  LoopbackWorld world(2, {64, 2});
+  const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+    if (r == 0) return coll::verbStrand(p.sendRows(1, from));
+    return coll::verbStrand(p.recvRows(0, to));
+  });
+  for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(0, std::memcmp(got.data() + 3 * rowBytes, table.data() + 4 * rowBytes, rowBytes));
+  EXPECT_EQ(0, std::memcmp(got.data() + 4 * rowBytes, table.data() + 5 * rowBytes, rowBytes));
+  EXPECT_EQ(std::vector<char>(got.begin(), got.begin() + rowBytes), std::vector<char>(rowBytes, 0)) << "a hole sends zeros";
+  EXPECT_EQ(std::vector<char>(got.begin() + rowBytes, got.begin() + 2 * rowBytes), std::vector<char>(rowBytes, 0));
+  EXPECT_EQ(std::vector<char>(got.begin() + 2 * rowBytes, got.begin() + 3 * rowBytes), std::vector<char>(rowBytes, 7))
+      << "row 2 was named by no entry and keeps its bytes";
+}
+
+// A receiver that knows the sender's row list gets the rows straight from the sender's memory (one direct message
+// of the rows' span), scattered or folded where they belong; holes send zeros either way.
+TEST(VerbsContract, RowsTheReceiverKnowsGoDirectFromTheSendersMemory) {
+  const size_t rowBytes = 32;  // 8 floats
+  std::vector<float> table(50 * 8);
+  std::iota(table.begin(), table.end(), 1.0f);
+  const std::vector<int64_t> pick = {40, 3, -1, 17, 17, 9, 44, 20, 21, 22};
+  const std::vector<int64_t> place = {9, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  Region from{reinterpret_cast<char*>(table.data()), rowBytes, rowBytes, pick.data(), pick.size()};
+  Region src{nullptr, rowBytes, rowBytes, pick.data(), pick.size()};
+  for (size_t direct : {size_t{0}, size_t{64}}) {
+    SCOPED_TRACE(::testing::Message() << "direct threshold " << direct);
+    std::vector<float> got(10 * 8, -1.0f);
+    Region to{reinterpret_cast<char*>(got.data()), rowBytes, rowBytes, place.data(), place.size()};
+    LoopbackWorld world(2, {64, 2}, direct);
+    auto st = world.runRanks([&](int r, Prims& p) -> Task {
+      if (r == 0) return coll::verbStrand(p.sendRows(1, from, /*receiverKnowsRows=*/true));
+      return coll::verbStrand(p.recvRows(0, to, &src));
+    });
+    for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(world.directReads() > 0, direct > 0);
+    for (size_t i = 0; i < pick.size(); ++i) {
+      for (size_t h = 0; h < 8; ++h) {
+        const float want = pick[i] < 0 ? 0.0f : table[static_cast<size_t>(pick[i]) * 8 + h];
+        ASSERT_EQ(got[static_cast<size_t>(place[i]) * 8 + h], want) << "row " << i;
+      }
+    }
+    // Folded: each row times 2 into its own token, one contribution each.
+    std::vector<prims::RowFold::Step> steps(pick.size(), prims::RowFold::Step::Only);
+    std::vector<float> weights(pick.size(), 2.0f);
+    std::vector<float> out(10 * 8, -1.0f);
+    prims::RowFold fold;
+    fold.rowElems = 8;
+    fold.out = reinterpret_cast<char*>(out.data());
+    fold.outStride = rowBytes;
+    fold.tokens = place.data();
+    fold.weights = weights.data();
+    fold.steps = steps.data();
+    fold.nRows = pick.size();
+    st = world.runRanks([&](int r, Prims& p) -> Task {
+      if (r == 0) return coll::verbStrand(p.sendRows(1, from, /*receiverKnowsRows=*/true));
+      return coll::verbStrand(p.recvFoldRows(0, fold, &src));
+    });
+    for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.message();
+    for (size_t i = 0; i < pick.size(); ++i) {
+      const float want = pick[i] < 0 ? 0.0f : 2.0f * table[static_cast<size_t>(pick[i]) * 8 + 5];
+      ASSERT_EQ(out[static_cast<size_t>(place[i]) * 8 + 5], want) << "folded row " << i;
+    }
+  }
+}
+
+// recvFoldRows: rows folded into per-token fp32 sums in message order, across slices that cut rows, over FIFO slices
+// and direct messages; the first contribution sets the sum, the last rounds into the output row.
+TEST(VerbsContract, FoldedRowsSumIntoTheirTokensInMessageOrder) {
+  using Step = prims::RowFold::Step;
+  const size_t hidden = 13;  // 52-byte fp32 rows, 26-byte bf16 rows: slices of 64 bytes cut them
+  for (DataType type : {DataType::Float32, DataType::Bfloat16}) {
+    for (size_t direct : {size_t{0}, size_t{64}}) {
+      SCOPED_TRACE(::testing::Message() << dataTypeName(type) << ", direct threshold " << direct);
+      const size_t elt = dataTypeSize(type);
+      // Tokens 0 (three contributions), 1 (one), 2 (two).
+      const std::vector<int64_t> tokens = {0, 2, 1, 0, 2, 0};
+      const std::vector<Step> steps = {Step::First, Step::First, Step::Only, Step::Middle, Step::Last, Step::Last};
+      const std::vector<float> weights = {0.5f, -1.0f, 2.0f, 0.25f, 3.0f, -0.75f};
+      const std::vector<float> x = gaussian(tokens.size() * hidden, 3);
+      std::vector<char> rows(tokens.size() * hidden * elt);
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (type == DataType::Bfloat16) {
+          const uint16_t b = fp::floatToBf16(x[i]);
+          std::memcpy(rows.data() + 2 * i, &b, 2);
+        } else {
+          std::memcpy(rows.data() + 4 * i, &x[i], 4);
+        }
+      }
+      auto value = [&](size_t i) {
+        uint16_t b;
+        std::memcpy(&b, rows.data() + 2 * i, 2);
+        return type == DataType::Bfloat16 ? fp::bf16ToFloat(b) : x[i];
+      };
+      std::vector<float> acc(3 * hidden, 99.0f);
+      std::vector<char> out(3 * hidden * elt, 0);
+      prims::RowFold fold;
+      fold.valueType = type;
+      fold.rowElems = hidden;
+      fold.acc = acc.data();
+      fold.accStride = hidden;
+      fold.out = out.data();
+      fold.outStride = hidden * elt;
+      fold.tokens = tokens.data();
+      fold.weights = weights.data();
+      fold.steps = steps.data();
+      fold.nRows = tokens.size();
+      LoopbackWorld world(2, {64, 2}, direct);
+      const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+        if (r == 0) return coll::verbStrand(p.send(1, rows.data(), rows.size()));
+        return coll::verbStrand(p.recvFoldRows(0, fold));
+      });
+      for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.message();
+      for (size_t t = 0; t < 3; ++t) {
+        for (size_t h = 0; h < hidden; ++h) {
+          float sum = 0;
+          bool first = true;
+          for (size_t i = 0; i < tokens.size(); ++i) {
+            if (tokens[i] != static_cast<int64_t>(t)) continue;
+            const float term = weights[i] * value(i * hidden + h);
+            sum = first ? term : sum + term;
+            first = false;
+          }
+          float want = sum;
+          if (type == DataType::Bfloat16) want = fp::bf16ToFloat(fp::floatToBf16(sum));
+          float got;
+          if (type == DataType::Bfloat16) {
+            uint16_t b;
+            std::memcpy(&b, out.data() + (t * hidden + h) * 2, 2);
+            got = fp::bf16ToFloat(b);
+          } else {
+            std::memcpy(&got, out.data() + (t * hidden + h) * 4, 4);
+          }
+          ASSERT_EQ(got, want) << "token " << t << " value " << h;
+        }
+      }
     }
   }
 }
