@@ -71,6 +71,8 @@ CUresult allocate(void** p, size_t bytes, bool device);
 // waiting for, it deadlocked on an H100 (docs/DESIGN.md). The stand-in refuses such calls there, with a line on
 // stderr naming the call, so a test fails here instead of a GPU machine hanging.
 bool refusedOnProgressThread(const char* call);
+// Whether this process is a child forked after its parent initialised the driver: such a child cannot use it.
+bool forkedAfterInit();
 // Whether the calling thread is one of the library's progress threads.
 bool onProgressThread();
 
