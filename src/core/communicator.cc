@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "primitives/device_kernels.h"
 #include "topology/calibration.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
@@ -469,6 +470,24 @@ Status Communicator::setupDeviceDirect() {
     if (p.hostHash != peers_[0].hostHash || p.cudaDev < 0) return Status();
   }
   const cuda::CUcontext ctx = cuda::primaryContext(cudaDev_);
+  // The reduce kernels are loaded here, by every rank, before the scratch's exchanges below (which no rank leaves
+  // before every rank entered them): so no rank loads a module while a peer's stream already waits, inside an op,
+  // for a flag only this rank's progress can release. Loading a module or function can need the GPU (CUDA's lazy
+  // loading may synchronize the context), and ranks share it. Issue 35's hang (default size rule only, where the first
+  // IPC op came after staged ones, and so after faster peers had entered it) is the one run where a load could meet
+  // such a wait; see docs/gpu_proof.md. A rank that cannot load them turns the path off on every rank.
+  if (prims::DeviceKernels::built()) {
+    Result<const prims::DeviceKernels*> kernels = prims::DeviceKernels::get(ctx);
+    std::vector<int32_t> loaded(static_cast<size_t>(nRanks_), 0);
+    loaded[static_cast<size_t>(rank_)] = kernels.ok() ? 1 : 0;
+    CFX_TRY(bootstrap_->allGather(loaded.data(), sizeof(int32_t)));
+    for (int p = 0; p < nRanks_; ++p) {
+      if (loaded[static_cast<size_t>(p)] != 0) continue;
+      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %d could not load the reduce kernels%s%s",
+               rank_, p, p == rank_ ? ": " : "", p == rank_ ? kernels.status().message().c_str() : "");
+      return Status();
+    }
+  }
   CFX_TRY_ASSIGN(
       ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
                                                     static_cast<size_t>(cudaIpcBytesParam.get()), options_.timeout));

@@ -140,14 +140,24 @@ bool ReadyGate::isOpen() {
   return pending_ <= 0;
 }
 
-Status ReadyGate::wait(const std::atomic<bool>& abort) {
+Status ReadyGate::wait(const std::atomic<bool>& abort, const std::function<void(long long seconds)>& stillWaiting) {
   std::unique_lock<std::mutex> lock(mutex_);
+  const auto start = std::chrono::steady_clock::now();
+  auto nextReport = start + std::chrono::seconds(10);
   // The host function wakes us; the timed wait only notices an abort, which nobody signals on this condition.
   while (pending_ > 0) {
     if (abort.load(std::memory_order_acquire)) {
       return Status::error(Errc::RemoteError, "aborted while waiting for the stream to reach the operation");
     }
     cv_.wait_for(lock, std::chrono::milliseconds(20));
+    if (stillWaiting && pending_ > 0 && std::chrono::steady_clock::now() >= nextReport) {
+      nextReport += std::chrono::seconds(10);
+      const long long seconds =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+      lock.unlock();  // the report logs; the host function may open the gate meanwhile
+      stillWaiting(seconds);
+      lock.lock();
+    }
   }
   return failure_;
 }

@@ -79,8 +79,10 @@ class ReadyGate {
   void onOpen(std::function<void()> notify) { notify_ = std::move(notify); }
   // Waits until every stream reached the op, or `abort` is set. Blocks (no spinning), with no deadline: streams
   // may stay busy for as long as the user's kernels run. The progress loop starts a job only once its gate is open
-  // (isOpen) or the communicator aborted, and logs a long wait itself, so there this returns at once.
-  Status wait(const std::atomic<bool>& abort);
+  // (isOpen) or the communicator aborted, and logs a long wait itself, so there this returns at once. A device-direct
+  // program's later steps wait here while the stream runs a segment: `stillWaiting`, when given, is called every 10 s
+  // of waiting with the seconds so far, so a hang on a GPU says which step's segment never finished.
+  Status wait(const std::atomic<bool>& abort, const std::function<void(long long seconds)>& stillWaiting = {});
 
  private:
   std::mutex mutex_;

@@ -399,7 +399,12 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
              plan->direct || !plan->directP2p.empty() ? "; device-direct" : "");
     for (size_t i = 0; i < plan->program.hostSteps.size(); ++i) {
       if (i > 0) {  // the stream ran segment i
-        Status reached = plan->stepGates[i]->wait(comm->abortFlag());
+        Status reached = plan->stepGates[i]->wait(comm->abortFlag(), [comm, &plan, i](long long seconds) {
+          CFX_INFO(log::Sys::Proxy,
+                   "rank %d: device op %llu: host step %zu of %zu still waits for its stream to finish the device "
+                   "work before it (%lld s); every earlier step is done",
+                   comm->rank(), opNumber(*plan), i, plan->program.hostSteps.size(), seconds);
+        });
         const std::string cause = reached.ok() ? std::string() : comm->stopCause();
         if (!cause.empty()) return Status::error(reached.code(), cause + " during a device-direct operation");
         CFX_TRY(reached);

@@ -284,6 +284,95 @@ TEST(GpuCollectives, IpcPathTakesOnlyLargeOpsWhereRanksShareAGpu) {
   });
 }
 
+// nccl-tests' sweep on one stream, as `all_reduce_perf -b 8 -e 16M -f 8 -c 1 -n 5 -w 1` runs it with 4 ranks on one
+// GPU: both warm-up orders nccl-tests has had (the largest size, then the smallest; or every size out of place and
+// in place), then per size and placement a synchronising op, 5 queued ops and a checked one. `minBytes` is
+// CFX_CUDA_IPC_MIN_BYTES (empty: the default rule, 8 MiB where ranks share a GPU), so the sweep crosses from staged
+// ops to the IPC path and back; `ncclMemory`: buffers from ncclMemAlloc, as nccl-tests takes them, else cuMemAlloc.
+// Besides the results: no rank loads a module once its communicator exists (see Communicator::setupDeviceDirect).
+void ncclTestsSweep(const char* minBytes, bool ncclMemory) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_TIMEOUT_MS", "30000"}};
+  if (minBytes[0] != '\0') opts.env.emplace_back("CFX_CUDA_IPC_MIN_BYTES", minBytes);
+  runRanks(4, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const long long loadsAtInit = emulatorCount("module_loads");
+    const int r = ctx.rank();
+    const int n = ctx.nRanks();
+    const size_t maxCount = (size_t{16} << 20) / 4;
+    void* send = nullptr;
+    void* recv = nullptr;
+    if (ncclMemory) {
+      NCCL_OK(ncclMemAlloc(&send, maxCount * 4));
+      NCCL_OK(ncclMemAlloc(&recv, maxCount * 4));
+    }
+    DevBuf plainSend(d, ncclMemory ? 1 : maxCount * 4), plainRecv(d, ncclMemory ? 1 : maxCount * 4);
+    if (!ncclMemory) {
+      send = plainSend.p();
+      recv = plainRecv.p();
+    }
+    std::vector<float> h(maxCount);
+    auto op = [&](size_t count, bool inPlace) {
+      NCCL_OK(ncclAllReduce(inPlace ? recv : send, recv, count, ncclFloat32, ncclSum, self.comm, self.stream));
+    };
+    auto sync = [&] { CU_OK(d.streamSynchronize(self.stream)); };
+    std::vector<size_t> counts;
+    for (size_t b = 8; b <= maxCount * 4; b *= 8) counts.push_back(b / 4);
+    ctx.note("warm-up, largest then smallest");
+    op(counts.back(), false);
+    sync();
+    op(counts.front(), false);
+    sync();
+    ctx.note("warm-up, every size");
+    for (size_t count : counts) {
+      op(count, false);
+      op(count, true);
+      sync();
+    }
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) {
+        ctx.note("size " + std::to_string(count * 4) + (inPlace ? " in place" : ""));
+        op(count, inPlace);
+        sync();
+        for (int i = 0; i < 5; ++i) op(count, inPlace);
+        sync();
+        for (size_t i = 0; i < count; ++i) h[i] = static_cast<float>((i % 97) + static_cast<size_t>(r));
+        CU_OK(d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(inPlace ? recv : send), h.data(), count * 4,
+                                self.stream));
+        op(count, inPlace);
+        CU_OK(d.memcpyDtoHAsync(h.data(), reinterpret_cast<CUdeviceptr>(recv), count * 4, self.stream));
+        sync();
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += h[i] != static_cast<float>((i % 97) * n + n * (n - 1) / 2);
+        EXPECT_EQ(bad, 0u) << count * 4 << " B" << (inPlace ? " in place" : "") << ", rank " << r;
+      }
+    }
+    if (ncclMemory) {
+      NCCL_OK(ncclMemFree(send));
+      NCCL_OK(ncclMemFree(recv));
+    }
+    if (loadsAtInit < 0) return;  // a real driver does not say
+    if (reduceKernelsBuilt()) {
+      EXPECT_GT(loadsAtInit, 0) << "the IPC path's kernels were not loaded at init";
+    }
+    EXPECT_EQ(emulatorCount("module_loads"), loadsAtInit) << "a module was loaded during the ops, rank " << r;
+    expectIpcPathTaken(IpcOps::CopiesAndReductions);
+  });
+}
+
+TEST(GpuCollectives, NcclTestsSweepAcrossTheDefaultIpcSizeRule) {
+  SKIP_WITHOUT_GPU();
+  ncclTestsSweep("", true);
+}
+
+TEST(GpuCollectives, NcclTestsSweepAtOtherIpcSizeRules) {
+  SKIP_WITHOUT_GPU();
+  ncclTestsSweep("0", false);
+  ncclTestsSweep("4096", false);
+}
+
 // Ranks on GPUs of their own (NVIDIA's NCCL's setting), staged and over CUDA IPC, which with no GPU shared takes
 // ops of every size and moves them between GPUs (peer access over NVLink or PCIe). Needs two devices: the CPU
 // emulation of the driver makes them (CFX_EMU_DEVICES), a machine with one GPU skips.
