@@ -128,6 +128,8 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::QuantOnce: return "QuantOnce";
     case Algorithm::SparseGather: return "SparseGather";
     case Algorithm::Blelloch: return "Blelloch";
+    case Algorithm::IpcScratch: return "IpcScratch";
+    case Algorithm::IpcZeroCopy: return "IpcZeroCopy";
   }
   return "unknown";
 }
