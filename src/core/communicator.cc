@@ -32,12 +32,14 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
           "Fail an operation with a timeout naming the peer after this many milliseconds without progress; "
           "0 waits forever (NCCL's behaviour).",
           param::atLeast<int64_t>(0));
-CFX_PARAM(int, cudaIpcParam, "CFX_CUDA_IPC", 0,
-          "1 moves collectives and sends/receives on device buffers between the ranks of one host directly through "
-          "CUDA (HIP) IPC: copy engines and reduce kernels on device scratch every rank maps, no host staging (see "
-          "CFX_CUDA_IPC_MIN_BYTES for the sizes it takes); 0 stages every op through pinned host memory. Opt-in "
-          "until its current form has run on a GPU. Must be the same on every rank.",
-          param::inRange(0, 1));
+CFX_PARAM(int, cudaIpcParam, "CFX_CUDA_IPC", -1,
+          "Collectives and sends/receives on device buffers between the ranks of one host move directly through CUDA "
+          "(HIP) IPC: copy engines and reduce kernels on device scratch every rank maps (and in place, in symmetric "
+          "windows), no host staging; see CFX_CUDA_IPC_MIN_BYTES for the sizes it takes. -1 (default): on wherever "
+          "every rank of the communicator is on one host with a device and every rank can map the others' memory, "
+          "else every op stages through pinned host memory, with one INFO line saying why; 1: the same, with a WARN "
+          "instead where it cannot be on; 0: always stage. Must be the same on every rank.",
+          param::inRange(-1, 1));
 CFX_PARAM(int64_t, cudaIpcBytesParam, "CFX_CUDA_IPC_BYTES", 64 << 20,
           "Device scratch per rank for the CUDA IPC path; operations larger than this run in windows of this size.",
           param::inRange<int64_t>(1 << 20, int64_t{1} << 34));
@@ -466,9 +468,26 @@ Status Communicator::connect(const transport::UniqueId& id) {
 // same branch into the collective setup. CFX_CUDA_IPC must be the same on every rank.
 Status Communicator::setupDeviceDirect() {
   if (cudaIpcParam.get() == 0 || nRanks_ < 2 || cuda::driver() == nullptr) return Status();
-  for (const transport::PeerInfo& p : peers_) {
-    if (p.hostHash != peers_[0].hostHash || p.cudaDev < 0) return Status();
-  }
+  // Why the path cannot be on, from facts every rank has: one line, at INFO (WARN where CFX_CUDA_IPC=1 asked).
+  auto off = [this](const std::string& why) {
+    if (cudaIpcParam.get() == 1) {
+      CFX_WARN("rank %d: CFX_CUDA_IPC=1 but the device-direct (CUDA IPC) path is off: %s; device buffers stage "
+               "through host memory", rank_, why.c_str());
+    } else {
+      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: %s; device buffers stage through host "
+               "memory", rank_, why.c_str());
+    }
+    return Status();
+  };
+  int hosts = 0;
+  std::unordered_set<uint64_t> seen;
+  for (const transport::PeerInfo& p : peers_) hosts += seen.insert(p.hostHash).second ? 1 : 0;
+  int noDevice = -1;
+  for (int r = 0; r < nRanks_ && noDevice < 0; ++r) noDevice = peers_[static_cast<size_t>(r)].cudaDev < 0 ? r : -1;
+  // A host-memory job on a machine with CUDA says nothing: none of its ranks made a device current.
+  if (cudaDev_ < 0 && cudaIpcParam.get() != 1) return Status();
+  if (hosts > 1) return off(strprintf("the ranks run on %d hosts, and CUDA IPC maps memory within one", hosts));
+  if (noDevice >= 0) return off(strprintf("rank %d had no CUDA device current when it joined", noDevice));
   const cuda::CUcontext ctx = cuda::primaryContext(cudaDev_);
   // The reduce kernels are loaded here, by every rank, before the scratch's exchanges below (which no rank leaves
   // before every rank entered them): so no rank loads a module while a peer's stream already waits, inside an op,

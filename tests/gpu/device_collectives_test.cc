@@ -446,11 +446,15 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
 // Ops enqueued ahead of the GPU on one stream share that stream's staging block (core/device_stream.h,
 // StagingPool), which grows mid-queue: sizes rise and fall with nothing synchronised between them, out of place and
 // in place, and a grouped pair on two streams (a block of its own) in the middle. Every element of every output is
-// checked once the stream drains.
+// checked once the stream drains. Staged throughout (CFX_CUDA_IPC=0), and with the default, where the 12 MiB op
+// takes the CUDA IPC path in the middle of the staged queue.
 TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
   SKIP_WITHOUT_GPU();
   constexpr int n = 2;
-  runRanks(n, [&](RankContext& ctx) {
+  for (const char* ipc : {"0", "-1"}) {
+  RunOptions opts;
+  opts.env = {{"CFX_CUDA_IPC", ipc}};
+  runRanks(n, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
@@ -519,6 +523,7 @@ TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
+  }
 }
 
 // One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it

@@ -10,9 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -371,6 +376,89 @@ TEST(GpuCollectives, NcclTestsSweepAtOtherIpcSizeRules) {
   SKIP_WITHOUT_GPU();
   ncclTestsSweep("0", false);
   ncclTestsSweep("4096", false);
+}
+
+// This rank's log so far (NCCL_DEBUG_FILE set to `dir`/log.%p by the test).
+std::string ownLog(const std::string& dir) {
+  std::ifstream in(dir + "/log." + std::to_string(::getpid()));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Where every rank can map the others' memory, the CUDA IPC path is on without CFX_CUDA_IPC, for plain cuMemAlloc
+// buffers too: a 16 MiB all-reduce copies through peers' scratch, a 4 KiB one stages (ranks share the GPU), and
+// cfxCommGetPlanForBuffers and the INFO/TUNING lines name the algorithm or say why the op stages.
+TEST(GpuCollectives, CudaIpcIsTheDefaultWhereRanksMapEachOthersMemory) {
+  SKIP_WITHOUT_GPU();
+  char dirTemplate[] = "/tmp/cfx-ipc-default.XXXXXX";
+  ASSERT_NE(::mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  RunOptions opts;
+  opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,TUNING"}, {"NCCL_DEBUG_FILE", dir + "/log.%p"}};
+  runRanks(2, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const int r = ctx.rank();
+    const size_t bigCount = (size_t{16} << 20) / 4;
+    DevBuf big(d, bigCount * 4), small(d, 4096);
+    std::vector<float> host(1024);
+    cfxPlanInfo plan;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, big.p(), big.p(), bigCount, ncclFloat32, 0, &plan));
+    EXPECT_STREQ(plan.algorithm, "IpcScratch") << plan.text;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, small.p(), small.p(), 1024, ncclFloat32, 0, &plan));
+    EXPECT_STRNE(plan.algorithm, "IpcScratch");
+    EXPECT_NE(std::string(plan.text).find("staged (below CFX_CUDA_IPC_MIN_BYTES"), std::string::npos) << plan.text;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, host.data(), host.data(), 1024, ncclFloat32, 0,
+                                     &plan));
+    EXPECT_EQ(std::string(plan.text).find("device buffers"), std::string::npos) << plan.text;
+    std::vector<float> h(bigCount);
+    for (size_t i = 0; i < bigCount; ++i) h[i] = static_cast<float>(i % 251 + static_cast<size_t>(r));
+    CU_OK(d.memcpyHtoDAsync(big.ptr, h.data(), big.bytes, self.stream));
+    const long long before = emulatorCount("peer_copies");
+    NCCL_OK(ncclAllReduce(big.p(), big.p(), bigCount, ncclFloat32, ncclSum, self.comm, self.stream));
+    CU_OK(d.memcpyDtoHAsync(h.data(), big.ptr, big.bytes, self.stream));
+    CU_OK(d.streamSynchronize(self.stream));
+    size_t bad = 0;
+    for (size_t i = 0; i < bigCount; ++i) bad += h[i] != static_cast<float>(2 * (i % 251) + 1);
+    EXPECT_EQ(bad, 0u) << "rank " << r;
+    if (before >= 0) {
+      EXPECT_GT(emulatorCount("peer_copies"), before) << "the 16 MiB all-reduce staged";
+    }
+    EXPECT_NE(ownLog(dir).find("AllReduce 16777216 B on 2 ranks, device buffers: IpcScratch"), std::string::npos);
+  });
+  std::filesystem::remove_all(dir);
+}
+
+// Where some rank cannot map the others' memory (here: two "hosts", NCCL_HOSTID), the path is off with one INFO line
+// saying why, and device buffers stage with right results.
+TEST(GpuCollectives, WithoutCudaIpcBetweenEveryPairOneInfoLineSaysWhy) {
+  SKIP_WITHOUT_GPU();
+  char dirTemplate[] = "/tmp/cfx-ipc-off.XXXXXX";
+  ASSERT_NE(::mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  RunOptions opts;
+  opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT"}, {"NCCL_DEBUG_FILE", dir + "/log.%p"}};
+  runRanks(2, opts, [&](RankContext& ctx) {
+    ::setenv("NCCL_HOSTID", ("ipc-off-host-" + std::to_string(ctx.rank())).c_str(), 1);
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const size_t count = (size_t{16} << 20) / 4;
+    DevBuf buf(d, count * 4);
+    std::vector<float> h(count, static_cast<float>(ctx.rank() + 1));
+    CU_OK(d.memcpyHtoDAsync(buf.ptr, h.data(), buf.bytes, self.stream));
+    const long long before = emulatorCount("peer_copies");
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat32, ncclSum, self.comm, self.stream));
+    CU_OK(d.memcpyDtoHAsync(h.data(), buf.ptr, buf.bytes, self.stream));
+    CU_OK(d.streamSynchronize(self.stream));
+    EXPECT_EQ(std::count(h.begin(), h.end(), 3.0f), static_cast<long>(count));
+    if (before >= 0) {
+      EXPECT_EQ(emulatorCount("peer_copies"), before) << "copied through a peer's scratch across hosts";
+    }
+    const std::string log = ownLog(dir);
+    const std::string line = "device-direct (CUDA IPC) path off: the ranks run on 2 hosts";
+    EXPECT_NE(log.find(line), std::string::npos) << log;
+    EXPECT_EQ(log.find(line), log.rfind(line)) << "said more than once";
+  });
+  std::filesystem::remove_all(dir);
 }
 
 // Ranks on GPUs of their own (NVIDIA's NCCL's setting), staged and over CUDA IPC, which with no GPU shared takes
