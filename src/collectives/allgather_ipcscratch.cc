@@ -22,13 +22,13 @@ void allGatherIpcScratch(const DeviceOp& d, ProgramBuilder& b) {
   for (size_t off = 0; off < blockBytes; off += window) {
     const size_t len = std::min(window, blockBytes - off);
     if (!bcast || d.isRoot()) b.copy(d.block(d.me), d.send(off), len);
-    b.host(d.barrier);
+    d.sync(b);
     if (bcast) {
       b.copy(d.recv(off), d.block(static_cast<size_t>(d.a.root)), len);
     } else if (!gather || d.isRoot()) {
       for (size_t p = 0; p < d.n; ++p) b.copy(d.recv(p * blockBytes + off), d.block(p), len);
     }
-    b.host(d.barrier);
+    d.sync(b);
   }
 }
 

@@ -24,13 +24,13 @@ void allReduceIpcScratch(const DeviceOp& d, ProgramBuilder& b) {
   for (size_t first = 0; first < d.a.count; first += windowElems) {
     const size_t len = std::min(windowElems, d.a.count - first);
     b.copy(d.block(d.me), d.send(first * d.es), len * d.es);
-    b.host(d.barrier);
+    d.sync(b);
     const size_t lo = len * d.me / d.n;
     const size_t hi = len * (d.me + 1) / d.n;
     std::vector<cuda::CUdeviceptr> srcs(d.n);
     for (size_t p = 0; p < d.n; ++p) srcs[p] = d.block(p, lo * d.es);
     b.reduce(d.comm.kernels, d.a.op, d.block(d.me, half + lo * d.es), srcs, hi - lo);
-    b.host(d.barrier);
+    d.sync(b);
     if (root < 0 || d.isRoot()) {
       for (size_t p = 0; p < d.n; ++p) {
         const size_t plo = len * p / d.n;
@@ -38,7 +38,7 @@ void allReduceIpcScratch(const DeviceOp& d, ProgramBuilder& b) {
         b.copy(d.recv((first + plo) * d.es), d.block(p, half + plo * d.es), (phi - plo) * d.es);
       }
     }
-    b.host(d.barrier);
+    d.sync(b);
   }
 }
 

@@ -21,13 +21,13 @@ void alltoAllIpcScratch(const DeviceOp& d, ProgramBuilder& b) {
     if (!scatter || d.isRoot()) {
       for (size_t p = 0; p < d.n; ++p) b.copy(d.block(d.me, p * len), d.send(p * blockBytes + off), len);
     }
-    b.host(d.barrier);
+    d.sync(b);
     if (scatter) {
       b.copy(d.recv(off), d.block(static_cast<size_t>(d.a.root), d.me * len), len);
     } else {
       for (size_t p = 0; p < d.n; ++p) b.copy(d.recv(p * blockBytes + off), d.block(p, d.me * len), len);
     }
-    b.host(d.barrier);
+    d.sync(b);
   }
 }
 

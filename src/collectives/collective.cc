@@ -130,6 +130,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Blelloch: return "Blelloch";
     case Algorithm::IpcScratch: return "IpcScratch";
     case Algorithm::IpcZeroCopy: return "IpcZeroCopy";
+    case Algorithm::IpcOneShot: return "IpcOneShot";
   }
   return "unknown";
 }

@@ -112,8 +112,9 @@ enum class Algorithm : uint8_t {
   // Device programs (device_program.h): device buffers GPU to GPU between the ranks of one host, not staged.
   IpcScratch,    // through every rank's CUDA IPC scratch, window by window (every collective)
   IpcZeroCopy,   // read where they lie, in symmetric windows (AllReduce, AllGather, ReduceScatter, AlltoAll)
+  IpcOneShot,    // small AllReduce: one copy, a device-side barrier, one kernel, no host step
 };
-inline constexpr int kNumAlgorithms = 15;
+inline constexpr int kNumAlgorithms = 16;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 // Where the ranks run, as far as algorithms care: which ranks share a host, and a device below it. The same on every

@@ -7,6 +7,7 @@
 
 #include "primitives/device/reduce_args.h"
 #include "primitives/device_kernels.h"
+#include "transport/cuda_ipc/flag_board.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"
 
@@ -52,6 +53,36 @@ void ProgramBuilder::host(std::function<Status()> step) {
   program_->hostSteps.push_back(std::move(step));
 }
 
+void ProgramBuilder::deviceBarrier(transport::cuda_ipc::FlagBoard* board) {
+  const uint32_t e = board->nextBarrier();
+  work([board, e](cuda::CUstream s) -> Status {
+    const cuda::Driver* d = cuda::driver();
+    const int me = board->rank();
+    // Arrival, to every peer's row and to this row (what the watchdog reads); the writes' default fence orders
+    // the stream's earlier copies and kernels before them.
+    for (int p = 0; p < board->nRanks(); ++p) {
+      if (p == me) continue;
+      CFX_TRY(cuda::check(d->streamWriteValue32(s, board->tell(p), e, 0), "cuStreamWriteValue32 (device barrier)"));
+    }
+    CFX_TRY(cuda::check(d->streamWriteValue32(s, board->arrivedWord(), e, 0), "cuStreamWriteValue32 (device barrier)"));
+    for (int p = 0; p < board->nRanks(); ++p) {
+      if (p == me) continue;
+      CFX_TRY(cuda::check(d->streamWaitValue32(s, board->from(p), e, cuda::kStreamWaitValueGeq),
+                          "cuStreamWaitValue32 (device barrier)"));
+    }
+    return cuda::check(d->streamWriteValue32(s, board->passedWord(), e, 0), "cuStreamWriteValue32 (device barrier)");
+  });
+}
+
+void ProgramBuilder::finish() {
+  if (work_.empty()) return;
+  program_->segments.push_back([work = std::move(work_)](cuda::CUstream s) -> Status {
+    for (const auto& w : work) CFX_TRY(w(s));
+    return Status();
+  });
+  work_.clear();
+}
+
 void ProgramBuilder::reduce(const prims::DeviceKernels* kernels, const ReduceOp& op, cuda::CUdeviceptr dst,
                             const std::vector<cuda::CUdeviceptr>& srcs, size_t count) {
   if (count == 0) return;
@@ -64,7 +95,15 @@ cuda::CUdeviceptr DeviceOp::block(size_t rank, size_t byteOffset) const {
   return comm.scratch->block(static_cast<int>(rank)) + byteOffset;
 }
 
-size_t DeviceOp::scratchBytes() const { return comm.scratch->bytes(); }
+size_t DeviceOp::scratchBytes() const { return comm.scratch->bytes() - 2 * comm.oneShotBytes; }
+
+void DeviceOp::sync(ProgramBuilder& b) const {
+  if (comm.board != nullptr) {
+    b.deviceBarrier(comm.board);
+  } else {
+    b.host(barrier);
+  }
+}
 
 std::optional<ZeroCopySpans> zeroCopySpans(const DeviceComm& comm, const CollArgs& a) {
   const size_t es = dataTypeSize(a.type);
@@ -105,7 +144,11 @@ Result<DeviceProgram> buildDeviceProgram(const DeviceComm& comm, const std::vect
                                          const std::vector<DeviceMessage>& p2p) {
   DeviceProgram program;
   ProgramBuilder b(&program);
-  b.host([] { return Status(); });  // see buildDeviceProgram's contract: the op starts in call order
+  // With device-side barriers only (every step a scratch or one-shot form, no sends or receives), the program needs
+  // no host step: core orders it after the communicator's earlier device programs on the stream instead.
+  bool deviceOnly = comm.deviceOnly && comm.board != nullptr && p2p.empty();
+  for (const DeviceStep& step : colls) deviceOnly = deviceOnly && step.algorithm != Algorithm::IpcZeroCopy;
+  if (!deviceOnly) b.host([] { return Status(); });  // see buildDeviceProgram's contract: the op starts in call order
   if (!p2p.empty()) p2pIpc(comm, p2p, b);
   for (const DeviceStep& step : colls) {
     const CollArgs& a = step.args;
@@ -146,6 +189,13 @@ Result<DeviceProgram> buildDeviceProgram(const DeviceComm& comm, const std::vect
       return agree(kScratchForm);
     };
     const DeviceOp d{comm, a, scratchBarrier, es, n, me};
+    if (step.algorithm == Algorithm::IpcOneShot) {
+      if (comm.board == nullptr || a.coll != Collective::AllReduce || a.count * es > comm.oneShotBytes) {
+        return Status::error(Errc::InvalidUsage, "IpcOneShot needs an all-reduce that fits its slot and a flag board");
+      }
+      allReduceIpcOneShot(d, b);
+      continue;
+    }
     switch (a.coll) {
       case Collective::AllReduce:
       case Collective::Reduce: allReduceIpcScratch(d, b); break;
@@ -158,6 +208,11 @@ Result<DeviceProgram> buildDeviceProgram(const DeviceComm& comm, const std::vect
       case Collective::BroadcastDelta:
       case Collective::Scan: break;  // no form (hasDeviceAlgorithm said so above)
     }
+  }
+  if (deviceOnly) {
+    b.finish();
+  } else if (b.pending()) {
+    b.host([] { return Status(); });  // device-side barriers last: the op still ends at a host step
   }
   return program;
 }

@@ -18,7 +18,17 @@
 //   IpcZeroCopy (<collective>_ipczerocopy.cc): buffers in symmetric windows every rank mapped (ncclMemAlloc memory
 //               registered with NCCL_WIN_COLL_SYMMETRIC): ranks read each other's buffers where they lie, in one pass
 //               of at most 3 host steps whatever the size.
+//   IpcOneShot  (allreduce_ipconeshot.cc): a small all-reduce in one kernel: every rank copies its input into a
+//               slot of its scratch, a device-side barrier, and every rank reduces all ranks' slots in rank order.
 // Sends and receives have one form (p2p_ipc.cc): slots of the scratch handed over pair by pair with tokens.
+//
+// Barriers: on the host (a host step: the progress thread runs a 4-byte host all-reduce), or, where the communicator
+// has a flag board (transport/cuda_ipc/flag_board.h, CFX_CUDA_IPC_DEVICE_SYNC), on the device: each stream writes its
+// arrival into every peer's row of host memory they all map and waits for theirs, with no host thread on the way. A
+// program whose barriers are all device-side has no host step at all (hostSteps empty): core enqueues it on the
+// stream as it is, and per op the host only enqueues. The scratch forms' first host barrier also agrees that every
+// rank took a scratch form; device-side barriers cannot, so there a rank on another form waits at the barrier until
+// the watchdog (CFX_TIMEOUT_MS) names it.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +47,7 @@ namespace cfx::prims {
 class DeviceKernels;
 }
 namespace cfx::transport::cuda_ipc {
+class FlagBoard;
 class IpcScratch;
 class IpcWindow;
 }  // namespace cfx::transport::cuda_ipc
@@ -61,6 +72,8 @@ struct DevicePlanRequest {
   bool hostOnly = false;
   bool captured = false;  // the op is being captured into a CUDA graph (its steps could not be replayed)
   bool zeroCopy = false;  // this rank's buffers lie in symmetric windows that give the op a zero-copy form
+  bool deviceSync = false;       // the communicator has a flag board: device-side barriers, IpcOneShot
+  size_t oneShotMaxBytes = 0;    // IpcOneShot's limit (CFX_CUDA_IPC_ONESHOT_BYTES)
 };
 
 struct DevicePlan {
@@ -135,6 +148,12 @@ struct DeviceComm {
   std::function<WindowSpan(const void* p, size_t bytes)> findWindow;
   const prims::DeviceKernels* kernels = nullptr;  // loaded in the ops' context; needed by reducing collectives
   DeviceHost host;
+  // Device-side barriers (null: host barriers). Its barrier numbers are handed out as programs are built, in call
+  // order, so every rank numbers the same barriers alike.
+  transport::cuda_ipc::FlagBoard* board = nullptr;
+  size_t oneShotBytes = 0;          // with a board: IpcOneShot's slot, two of which end every rank's scratch
+  uint64_t* oneShotCount = nullptr;  // IpcOneShot ops built so far on the communicator (their slot's parity)
+  bool deviceOnly = false;           // a program with device-side barriers only may have no host step (one stream)
 };
 
 // Appends to a program: device work gathers into the current segment until a host step ends it.
@@ -144,6 +163,11 @@ class ProgramBuilder {
   void copy(cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes);
   void work(std::function<Status(cuda::CUstream)> w) { work_.push_back(std::move(w)); }
   void host(std::function<Status()> step);
+  // A device-side barrier among the ranks, appended to the current segment (see the top of this file).
+  void deviceBarrier(transport::cuda_ipc::FlagBoard* board);
+  // Ends a program whose last device work is not followed by a host step: one more segment, no host step.
+  void finish();
+  bool pending() const { return !work_.empty(); }
   // A reduce kernel: dst = srcs[0] (+) ... (+) srcs[n-1], count elements, in source order; nothing when count is 0.
   void reduce(const prims::DeviceKernels* kernels, const ReduceOp& op, cuda::CUdeviceptr dst,
               const std::vector<cuda::CUdeviceptr>& srcs, size_t count);
@@ -167,7 +191,10 @@ struct DeviceOp {
   cuda::CUdeviceptr recv(size_t byteOffset) const { return reinterpret_cast<cuda::CUdeviceptr>(a.recvbuff) + byteOffset; }
   // Rank r's scratch block as mapped here.
   cuda::CUdeviceptr block(size_t rank, size_t byteOffset = 0) const;
+  // The scratch the windowed forms use: all of it, less IpcOneShot's slots where there are some.
   size_t scratchBytes() const;
+  // A barrier among the ranks: device-side where the communicator has a flag board, else a host step.
+  void sync(ProgramBuilder& b) const;
   bool isRoot() const { return static_cast<int>(me) == a.root; }
 };
 
@@ -189,6 +216,7 @@ void allReduceIpcScratch(const DeviceOp& d, ProgramBuilder& b);      // AllReduc
 void reduceScatterIpcScratch(const DeviceOp& d, ProgramBuilder& b);  // ReduceScatter
 void allGatherIpcScratch(const DeviceOp& d, ProgramBuilder& b);      // AllGather, Gather, Broadcast
 void alltoAllIpcScratch(const DeviceOp& d, ProgramBuilder& b);       // AlltoAll, Scatter
+void allReduceIpcOneShot(const DeviceOp& d, ProgramBuilder& b);      // AllReduce of at most oneShotBytes
 void allReduceIpcZeroCopy(const DeviceOp& d, const ZeroCopySpans& z, ProgramBuilder& b);
 void reduceScatterIpcZeroCopy(const DeviceOp& d, const ZeroCopySpans& z, ProgramBuilder& b);
 void allGatherIpcZeroCopy(const DeviceOp& d, const ZeroCopySpans& z, ProgramBuilder& b);  // AllGather, AlltoAll

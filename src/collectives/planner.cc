@@ -67,7 +67,8 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     case Algorithm::SparseGather: return false;  // compressed forms only (planner_compress.cc)
     case Algorithm::Blelloch: return true;       // Scan only (planner_scan.cc)
     case Algorithm::IpcScratch:
-    case Algorithm::IpcZeroCopy: return false;  // device programs (planner_device.cc), never a host plan
+    case Algorithm::IpcZeroCopy:
+    case Algorithm::IpcOneShot: return false;  // device programs (planner_device.cc), never a host plan
   }
   return false;
 }
@@ -340,7 +341,7 @@ std::string applyAlgoSection(const SpecSection& section, PlannerOptions& opts, s
   }
   // The device programs replace staging, not a host algorithm: a list of algorithms to use that names none of them
   // ("ring") leaves them allowed.
-  const uint32_t device = bit(Algorithm::IpcScratch) | bit(Algorithm::IpcZeroCopy);
+  const uint32_t device = bit(Algorithm::IpcScratch) | bit(Algorithm::IpcZeroCopy) | bit(Algorithm::IpcOneShot);
   const uint32_t excluded = section.exclude ? named : (named & device) != 0 ? ~named : ~(named | device);
   for (int i = 0; i < kNumCollectives; ++i) {
     if (!section.coll || *section.coll == static_cast<Collective>(i)) opts.excluded[static_cast<size_t>(i)] = excluded;

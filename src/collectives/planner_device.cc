@@ -22,6 +22,7 @@ constexpr DeviceEntry kDeviceTable[] = {
     {Collective::AlltoAll, Algorithm::IpcScratch},      {Collective::Scatter, Algorithm::IpcScratch},
     {Collective::AllReduce, Algorithm::IpcZeroCopy},    {Collective::ReduceScatter, Algorithm::IpcZeroCopy},
     {Collective::AllGather, Algorithm::IpcZeroCopy},    {Collective::AlltoAll, Algorithm::IpcZeroCopy},
+    {Collective::AllReduce, Algorithm::IpcOneShot},
 };
 
 }  // namespace
@@ -50,6 +51,13 @@ DevicePlan chooseDevicePlan(const DevicePlanRequest& req, const PlannerOptions& 
     return stage(req.kernels ? strprintf("more than %d ranks for one reduce kernel", req.maxReduceSources)
                              : "no reduce kernel for its datatype in this build");
   }
+  // Small all-reduces in one kernel after a device-side barrier: no host step, so no context switch per step either.
+  if (req.deviceSync && req.bytes <= req.oneShotMaxBytes && hasDeviceAlgorithm(req.coll, Algorithm::IpcOneShot) &&
+      opts.allows(req.coll, Algorithm::IpcOneShot)) {
+    plan.algorithm = Algorithm::IpcOneShot;
+    plan.why = strprintf("one kernel after a device-side barrier, up to %zu B", req.oneShotMaxBytes);
+    return plan;
+  }
   if (req.bytes < req.ipcMinBytes) {
     return stage(strprintf("below CFX_CUDA_IPC_MIN_BYTES, %zu B%s", req.ipcMinBytes,
                            req.sharedGpu ? " where ranks share a GPU" : ""));
@@ -63,6 +71,7 @@ DevicePlan chooseDevicePlan(const DevicePlanRequest& req, const PlannerOptions& 
   if (!opts.allows(req.coll, Algorithm::IpcScratch)) return stage("NCCL_ALGO excludes IpcScratch");
   plan.algorithm = Algorithm::IpcScratch;
   plan.why = req.zeroCopy ? "through the IPC scratch (NCCL_ALGO excludes IpcZeroCopy)" : "through the IPC scratch";
+  if (req.deviceSync) plan.why += ", device-side barriers";
   return plan;
 }
 

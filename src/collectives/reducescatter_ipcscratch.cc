@@ -21,11 +21,11 @@ void reduceScatterIpcScratch(const DeviceOp& d, ProgramBuilder& b) {
     for (size_t p = 0; p < d.n; ++p) {
       b.copy(d.block(d.me, p * len * d.es), d.send((p * d.a.count + first) * d.es), len * d.es);
     }
-    b.host(d.barrier);
+    d.sync(b);
     std::vector<cuda::CUdeviceptr> srcs(d.n);
     for (size_t p = 0; p < d.n; ++p) srcs[p] = d.block(p, d.me * len * d.es);
     b.reduce(d.comm.kernels, d.a.op, d.recv(first * d.es), srcs, len);
-    b.host(d.barrier);
+    d.sync(b);
   }
 }
 

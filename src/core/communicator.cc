@@ -20,6 +20,7 @@
 #include "common/param.h"
 #include "primitives/device_kernels.h"
 #include "topology/calibration.h"
+#include "transport/cuda_ipc/flag_board.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
 #include "transport/shm/shm_transport.h"
@@ -262,6 +263,9 @@ Communicator::~Communicator() {
     handle_->comm = nullptr;
   }
   device_.reset();  // every device job has finished: release the streams and free the staging
+  stopBoardWatch();
+  releaseDeviceBarriers();  // programs with device-side barriers are no jobs: a stream may still wait in one
+  board_.reset();
   windows_.clear();
   ipc_.reset();
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
@@ -516,7 +520,7 @@ Status Communicator::setupDeviceDirect() {
   const int64_t minBytes = cudaIpcMinBytesParam.get();
   if (ipc_)
     ipcMinBytes_ = minBytes >= 0 ? static_cast<size_t>(minBytes) : ipc_->ranksShareDevice() ? kSharedGpuMinBytes : 0;
-  return Status();
+  return setupDeviceSync(ctx);
 }
 
 // Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched
@@ -542,6 +546,7 @@ Status Communicator::startHealth() {
   health_->setRevokeSink([this](const ft::RevokeNotice& notice) { revokedRemotely(notice); });
   return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
     setAsyncError(Status::error(Errc::RemoteError, f.describe()));
+    releaseDeviceBarriers();  // a stream waiting for the failed rank at a device-side barrier goes on
   });
 }
 
@@ -1008,6 +1013,7 @@ void Communicator::abort() {
   if (doorbell_) doorbell_->ring();
   stopProgressThread();
   if (device_) device_->releaseAll();  // streams waiting on work that will never run go on
+  releaseDeviceBarriers();
   // A thread blocked in this communicator (the user's, while a watchdog aborts) leaves within one executor
   // poll once woken; the bound keeps abort from ever hanging even if that thread is descheduled for long.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -1026,6 +1032,7 @@ void Communicator::revokedRemotely(const ft::RevokeNotice& notice) {
   revokedBy_.store(notice.origin, std::memory_order_relaxed);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();
   if (doorbell_) doorbell_->ring();
   wakeProgress();  // a device job still waiting for its stream fails now
 }

@@ -45,6 +45,9 @@ coll::DeviceComm deviceCommOf(Communicator* comm) {
   dc.rank = comm->rank();
   dc.nRanks = comm->nRanks();
   dc.scratch = comm->ipcScratch();
+  dc.board = comm->flagBoard();
+  dc.oneShotBytes = comm->oneShotBytes();
+  dc.oneShotCount = comm->oneShotCount();
   dc.findWindow = [comm](const void* p, size_t bytes) {
     const Communicator::WindowSpan span = comm->findWindow(p, bytes);
     return coll::WindowSpan{span.window, span.offset};
@@ -148,6 +151,8 @@ coll::DevicePlan planDeviceOp(Communicator* comm, const coll::CollArgs& a, bool 
                  (coll::reducesOnDevice(a.coll) && (a.op.ordered() || scalarOnDevice));
   req.captured = captured;
   req.zeroCopy = req.ipc && req.onDevice && coll::zeroCopySpans(deviceCommOf(comm), a).has_value();
+  req.deviceSync = comm->flagBoard() != nullptr;
+  req.oneShotMaxBytes = comm->oneShotBytes();
   coll::DevicePlan plan = coll::chooseDevicePlan(req, comm->options().planner);
   if (text != nullptr) *text = coll::describeDevicePlan(req, plan);
   return plan;
@@ -203,8 +208,10 @@ bool selfDirectApplies(Communicator* comm, const Op& send, const Op& recv, bool 
 }
 
 Result<coll::DeviceProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx,
-                                               const std::vector<coll::DeviceStep>& colls, const std::vector<Op>& p2p) {
+                                               const std::vector<coll::DeviceStep>& colls, const std::vector<Op>& p2p,
+                                               bool oneStream) {
   coll::DeviceComm dc = deviceCommOf(comm);
+  dc.deviceOnly = oneStream;
   dc.host = {[comm] { return hostBarrier(comm); }, [comm](uint64_t v) { return hostAgree(comm, v); },
              [comm](const std::vector<coll::HostMessage>& m) { return hostP2p(comm, m); }};
   bool reduces = false;

@@ -43,8 +43,11 @@ const void* deviceBufferOf(const Op& op);
 
 // Builds the program of a group's device-direct part at the call (on the caller's thread: the kernels are looked up
 // in `ctx`, loaded there at init): its sends and receives (`p2p`, sends to self paired with their receives in call
-// order), then its collectives (`colls`). Its host steps run on the progress thread.
+// order), then its collectives (`colls`). Its host steps run on the progress thread. With `oneStream` (the group's
+// ops are on one stream) and device-side barriers only, the program has no host step (hostSteps empty): the caller
+// enqueues it as it is (DeviceState::enqueueDeviceOnly).
 Result<coll::DeviceProgram> buildDirectProgram(Communicator* comm, cuda::CUcontext ctx,
-                                               const std::vector<coll::DeviceStep>& colls, const std::vector<Op>& p2p);
+                                               const std::vector<coll::DeviceStep>& colls, const std::vector<Op>& p2p,
+                                               bool oneStream);
 
 }  // namespace cfx::core

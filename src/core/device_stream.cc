@@ -204,6 +204,10 @@ DeviceState::~DeviceState() {
     }
     pool_->byStream.clear();
   }
+  if (lastDirect_ != nullptr) {
+    cuda::ScopedContext direct(lastDirectCtx_);
+    d->eventDestroy(lastDirect_);
+  }
   cuda::ScopedContext scope(copyCtx_);
   if (copyDone_ != nullptr) d->eventDestroy(copyDone_);
   if (copyStream_ != nullptr) d->streamDestroy(copyStream_);
@@ -483,6 +487,39 @@ Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda:
     }
   }
   return Status();
+}
+
+Status DeviceState::orderDirect(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams) {
+  if (!anyDirect_) return Status();
+  cuda::ScopedContext scope(ctx);
+  for (cuda::CUstream s : streams) {
+    if (s == lastDirectStream_) continue;
+    CFX_TRY(cuda::check(cuda::driver()->streamWaitEvent(s, lastDirect_, 0), "cuStreamWaitEvent (device-direct order)"));
+  }
+  return Status();
+}
+
+Status DeviceState::markDirect(cuda::CUcontext ctx, cuda::CUstream stream) {
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  if (lastDirect_ == nullptr) {
+    CFX_TRY(cuda::check(d->eventCreate(&lastDirect_, cuda::kEventDisableTiming), "cuEventCreate (device-direct order)"));
+    lastDirectCtx_ = ctx;
+  }
+  CFX_TRY(cuda::check(d->eventRecord(lastDirect_, stream), "cuEventRecord (device-direct order)"));
+  lastDirectStream_ = stream;
+  anyDirect_ = true;
+  return Status();
+}
+
+Status DeviceState::enqueueDeviceOnly(cuda::CUcontext ctx, cuda::CUstream stream,
+                                      const std::function<Status(cuda::CUstream)>& program) {
+  CFX_TRY(orderDirect(ctx, {stream}));
+  {
+    cuda::ScopedContext scope(ctx);
+    CFX_TRY(program(stream));
+  }
+  return markDirect(ctx, stream);
 }
 
 Status DeviceState::bindContext(cuda::CUcontext ctx) {

@@ -512,13 +512,28 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   }
   if (st.ok() && !plan->onStream && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
   if (st.ok() && (plan->direct || !plan->directP2p.empty())) {
-    Result<coll::DeviceProgram> built = buildDirectProgram(comm, plan->ctx, plan->steps, plan->directP2p);
+    Result<coll::DeviceProgram> built =
+        buildDirectProgram(comm, plan->ctx, plan->steps, plan->directP2p, plan->streams.size() == 1);
     if (built.ok()) {
       plan->program = std::move(built.value());
     } else {
       st = built.status();
     }
   }
+  if (!st.ok()) {
+    dev.giveBack(block);
+    return st;
+  }
+  if (plan->direct && plan->program.hostSteps.empty()) {
+    // Device-side barriers only: the stream runs the op on its own, and nothing waits on the progress thread.
+    CFX_INFO(log::Sys::Proxy, "rank %d: device op enqueued with device-side barriers only: %zu op(s)", comm->rank(),
+             plan->ops.size());
+    st = dev.enqueueDeviceOnly(plan->ctx, plan->streams.front(), plan->program.segments.front());
+    if (st.ok()) comm->watchDeviceBarriers();
+    return st;
+  }
+  const bool ordered = plan->direct || !plan->directP2p.empty();  // it uses the IPC scratch
+  if (ordered) st = dev.orderDirect(plan->ctx, plan->streams);
   if (!st.ok()) {
     dev.giveBack(block);
     return st;
@@ -548,6 +563,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     st = dev.enqueueSteps(plan->ctx, plan->streams, plan->stepGates, plan->program.segments, &plan->seq,
                           &plan->stepSeqs, plan->onStream ? &copies : nullptr, block);
   }
+  if (st.ok() && ordered && plan->seq != 0) st = dev.markDirect(plan->ctx, plan->streams.front());
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
   CFX_INFO(log::Sys::Proxy, "rank %d: device op %llu enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",

@@ -601,6 +601,32 @@ CFX_EMU_API cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags
   return kSuccess;
 }
 
+// Memory the process mapped itself (a shared segment) becomes pinned host memory the device reaches at the same
+// address; registering a range twice, or one the emulator allocated, fails as CUDA's does.
+CFX_EMU_API cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
+  if (forkedAfterInit()) return kNotInitialized;
+  if (p == nullptr || bytes == 0 || (flags & ~3u) != 0) return kInvalidValue;
+  if (isTracked(p)) return kHostMemoryAlreadyRegistered;
+  Allocation a;
+  a.bytes = bytes;
+  a.ordinal = currentDevice();
+  a.registered = true;
+  trackAllocation(reinterpret_cast<uintptr_t>(p), a);
+  gCounters.hostRegisters.fetch_add(1);
+  return kSuccess;
+}
+
+CFX_EMU_API cuMemHostUnregister(void* p) {
+  uintptr_t base = 0;
+  Allocation a;
+  if (!findAllocation(reinterpret_cast<uintptr_t>(p), &base, &a) || base != reinterpret_cast<uintptr_t>(p) ||
+      !a.registered) {
+    return kHostMemoryNotRegistered;
+  }
+  untrackAllocation(base);
+  return kSuccess;
+}
+
 CFX_EMU_API cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
   uintptr_t b = 0;
   Allocation a;
@@ -845,6 +871,7 @@ CFX_EMU_API cuStreamWriteValue32_v2(void* stream, CUdeviceptr addr, uint32_t val
 
 CFX_EMU_API cuLaunchHostFunc(void* stream, CUhostFn fn, void* userData) {
   if (fn == nullptr) return kInvalidValue;
+  gCounters.hostFunctions.fetch_add(1);
   submit(streamOf(stream), [=] { fn(userData); });
   return kSuccess;
 }

@@ -106,6 +106,30 @@ TEST(DevicePlanner, NcclAlgoExcludesDeviceAlgorithmsOnlyWhenItNamesThem) {
   EXPECT_TRUE(parseAlgoSpec("broadcast:ipcscratch").ok());
 }
 
+TEST(DevicePlanner, WithDeviceSideBarriersSmallAllReducesRunAsOneKernel) {
+  DevicePlanRequest req = onIpc(Collective::AllReduce, 64 * 1024);
+  req.deviceSync = true;
+  req.oneShotMaxBytes = 64 * 1024;
+  EXPECT_EQ(chooseDevicePlan(req, {}).algorithm, Algorithm::IpcOneShot);
+  req.bytes = 8;
+  EXPECT_EQ(chooseDevicePlan(req, {}).algorithm, Algorithm::IpcOneShot) << "below the 8 MiB rule: no host step";
+  req.bytes = 64 * 1024 + 1;
+  EXPECT_FALSE(chooseDevicePlan(req, {}).algorithm.has_value()) << "above the slot and below the rule: staged";
+  req.bytes = 8;
+  EXPECT_FALSE(chooseDevicePlan(req, parse("^ipconeshot")).algorithm.has_value());
+  req.deviceSync = false;
+  EXPECT_FALSE(chooseDevicePlan(req, {}).algorithm.has_value()) << "no flag board";
+  DevicePlanRequest gather = onIpc(Collective::AllGather, 8);
+  gather.deviceSync = true;
+  gather.oneShotMaxBytes = 64 * 1024;
+  EXPECT_FALSE(chooseDevicePlan(gather, {}).algorithm.has_value()) << "one-shot is all-reduce only";
+  DevicePlanRequest big = onIpc(Collective::AllReduce, 64 * kMiB);
+  big.deviceSync = true;
+  const DevicePlan scratch = chooseDevicePlan(big, {});
+  EXPECT_EQ(scratch.algorithm, Algorithm::IpcScratch);
+  EXPECT_NE(scratch.why.find("device-side barriers"), std::string::npos) << scratch.why;
+}
+
 TEST(DevicePlanner, SendsAndReceivesMoveDirectFromTheSizeRuleOn) {
   DeviceP2pRequest req;
   req.ipc = true;
