@@ -28,10 +28,12 @@
 # --quick: the proof only, sized for one call of a few minutes (TIME_BUDGET 230 s, STEP_TIMEOUT 60 s unless set):
 #   issue 35's hang command (all_reduce_perf 8 B - 1 GiB on 4 ranks) at the default size rule and at two others,
 #   with INIT/PROXY/TUNING logs and a 20 s timeout per wait, so a hang names its step; the gtests (150 s at most);
-#   all 11 nccl-tests binaries with the defaults across the 8 MiB rule, symmetric windows, a graph run and the
-#   staged fallback; the torch job at 2 ranks (its RESULT has the 64 MiB all-reduce time).
+#   all 11 nccl-tests binaries with the defaults across the 8 MiB rule, symmetric windows, a graph run, device-side
+#   barriers on the shared GPU (CFX_CUDA_IPC_DEVICE_SYNC=1) and the staged fallback; the torch job at 2 ranks (its
+#   RESULT has the 64 MiB all-reduce time).
 # --figures: only the figures, for a second call: all_reduce_perf 8 B - 1 GiB with 4 ranks on one GPU by each path
-#   (the default, staged, CUDA IPC scratch at every size, symmetric windows), all_gather_perf by the default and
+#   (the default, staged, CUDA IPC scratch at every size, symmetric windows, device-side barriers), all_gather_perf
+#   by the default and
 #   staged, and both libraries at 1 rank; then summary_table.md: out-of-place times at 8 B, 64 KiB, 16 MiB and 1 GiB
 #   per path beside NVIDIA's 1-rank figures (tests/gpu/nct_table.py).
 # Neither: the full proof, then the figures.
@@ -272,6 +274,10 @@ proof_quick() {
     nct "${b}-4ranks-1gpu-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 2 -w 1 -R 2
   done
   nct "all_reduce-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 2 -w 1 -G 2
+  # Device-side barriers where ranks share the GPU (not the default there: this run says whether they work): small
+  # all-reduces as one kernel (IpcOneShot), large ones through the scratch with no host step.
+  CFX_CUDA_IPC_DEVICE_SYNC=1 CFX_TIMEOUT_MS=20000 nct "all_reduce-4ranks-1gpu-devicesync" 4 "$LIBDIR" \
+    "$NCT_BIN/all_reduce_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 5 -w 1
   CFX_CUDA_IPC=0 nct "all_reduce-4ranks-1gpu-staged" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" -b 8 -e 16M -f 8 -g 1 -c 1 \
     -n 2 -w 1
   if have_torch; then
@@ -378,6 +384,8 @@ figures() {
     -c 1 -n 5 -w 1
   CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-all_reduce-4ranks-1gpu-symmetric" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" \
     -g 1 -c 1 -n 5 -w 1 -R 2
+  CFX_CUDA_IPC_DEVICE_SYNC=1 CFX_CUDA_IPC_MIN_BYTES=0 CFX_TIMEOUT_MS=30000 nct "fig-all_reduce-4ranks-1gpu-devicesync" 4 \
+    "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
   nct "fig-all_gather-4ranks-1gpu-default" 4 "$LIBDIR" "$NCT_BIN/all_gather_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
   CFX_CUDA_IPC=0 nct "fig-all_gather-4ranks-1gpu-staged" 4 "$LIBDIR" "$NCT_BIN/all_gather_perf" "${BIG[@]}" -g 1 -c 1 \
     -n 5 -w 1
@@ -389,7 +397,8 @@ figures() {
       "NVIDIA 1 rank=$f-all_reduce-1rank-nvidia.log" "Conflux 1 rank=$f-all_reduce-1rank-conflux.log" \
       "4 ranks, default=$f-all_reduce-4ranks-1gpu-default.log" "4 ranks, staged=$f-all_reduce-4ranks-1gpu-staged.log" \
       "4 ranks, IPC scratch=$f-all_reduce-4ranks-1gpu-ipc.log" \
-      "4 ranks, symmetric windows=$f-all_reduce-4ranks-1gpu-symmetric.log"
+      "4 ranks, symmetric windows=$f-all_reduce-4ranks-1gpu-symmetric.log" \
+      "4 ranks, device-side barriers=$f-all_reduce-4ranks-1gpu-devicesync.log"
     echo
     echo "all_gather_perf, out-of-place time (us)"
     python3 "$ROOT/tests/gpu/nct_table.py" --ratio-to "NVIDIA 1 rank" \

@@ -44,6 +44,7 @@ expect "$s" "^nccl-tests alltoallv-4ranks-1gpu +FAIL" "a binary reporting wrong 
 expect "$s" "^nccl-tests all_gather-4ranks-1gpu-symmetric +pass" "symmetric windows"
 expect "$s" "^nccl-tests all_reduce-4ranks-1gpu-graph +pass" "graph run"
 expect "$s" "^nccl-tests all_reduce-4ranks-1gpu-staged +pass" "staged fallback"
+expect "$s" "^nccl-tests all_reduce-4ranks-1gpu-devicesync +pass" "device-side barriers"
 expect "$s" "^torch +skip +no torch" "torch skipped without torch"
 if grep -q '^nccl-tests fig-' "$s"; then echo "FAIL: --quick ran figures"; failed=1; fi
 expect "$WORK/quick/nccl-tests-hang-all_reduce-4ranks-rule-4096.log" "^ +1073741824 " "the hang run reached 1 GiB"
@@ -68,6 +69,7 @@ if grep -qE '^(gtest|nccl-tests [a-z_]+-4ranks-1gpu )' "$s"; then echo "FAIL: --
 expect "$s" "^\| out-of-place time \(us\) \| 8 B \| 64 KiB \| 16 MiB \| 1 GiB \|" "the table's header"
 expect "$s" "^\| NVIDIA 1 rank \| 10\.00 \| 10\.00 \| 26\.00 \| 1083\.00 \|" "NVIDIA's row"
 expect "$s" "^\| 4 ranks, symmetric windows / NVIDIA 1 rank \| 1\.00x" "a ratio row"
+expect "$s" "^\| 4 ranks, device-side barriers \| 10\.00" "the device-side barriers' row"
 if [ $failed = 1 ]; then
   for o in quick hang figures; do echo "--- $o:"; cat "$WORK/$o.out"; done
   exit 1
