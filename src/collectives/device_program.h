@@ -71,6 +71,9 @@ struct DevicePlanRequest {
   // What no device form runs: a codec, a delta broadcast, an ordered combine, a PreMulSum scalar in device memory.
   bool hostOnly = false;
   bool captured = false;  // the op is being captured into a CUDA graph (its steps could not be replayed)
+  // CFX_CHECK_CALLS=1: the ranks agree on the call on the host before it runs, which only the staged path does (a
+  // one-shot op has no host step to do it in, and mismatched calls there would combine garbage unnoticed).
+  bool checkCalls = false;
   bool zeroCopy = false;  // this rank's buffers lie in symmetric windows that give the op a zero-copy form
   bool deviceSync = false;       // the communicator has a flag board: device-side barriers, IpcOneShot
   size_t oneShotMaxBytes = 0;    // IpcOneShot's limit (CFX_CUDA_IPC_ONESHOT_BYTES)

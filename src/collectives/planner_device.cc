@@ -44,6 +44,7 @@ DevicePlan chooseDevicePlan(const DevicePlanRequest& req, const PlannerOptions& 
   if (!req.onDevice) return stage("host memory on this rank");
   if (!req.ipc) return stage("no CUDA IPC between the ranks");
   if (req.captured) return stage("captured into a CUDA graph");
+  if (req.checkCalls) return stage("CFX_CHECK_CALLS=1 checks each call on the host first");
   if (req.hostOnly) return stage("a codec, delta or ordered combine, or a scalar on the device: host only");
   if (!hasDeviceAlgorithm(req.coll, Algorithm::IpcScratch)) return stage("no device form");
   if (req.bytes == 0) return stage("no bytes");

@@ -150,6 +150,7 @@ coll::DevicePlan planDeviceOp(Communicator* comm, const coll::CollArgs& a, bool 
   req.hostOnly = a.compress != nullptr || a.delta != nullptr ||
                  (coll::reducesOnDevice(a.coll) && (a.op.ordered() || scalarOnDevice));
   req.captured = captured;
+  req.checkCalls = comm->options().checkCalls;
   req.zeroCopy = req.ipc && req.onDevice && coll::zeroCopySpans(deviceCommOf(comm), a).has_value();
   req.deviceSync = comm->flagBoard() != nullptr;
   req.oneShotMaxBytes = comm->oneShotBytes();

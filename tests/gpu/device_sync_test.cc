@@ -144,5 +144,35 @@ TEST(GpuDeviceSync, ARankThatNeverArrivesIsNamedAndTheStreamGoesOn) {
   });
 }
 
+// CFX_CHECK_CALLS=1 checks each call on the host before it runs, which a one-shot op (no host step) would skip: with it
+// a small all-reduce on device buffers stages, says so, and ranks whose counts differ fail naming both calls instead
+// of each reducing its own count of the others' slots.
+TEST(GpuDeviceSync, WithCheckedCallsSmallOpsStageAndAMismatchIsNamed) {
+  SKIP_WITHOUT_GPU();
+  if (!reduceKernelsBuilt()) GTEST_SKIP() << "IpcOneShot needs the reduce kernels, which this build has not";
+  if (deviceRuntimeIsHip()) GTEST_SKIP() << "no device-side barriers under HIP (no hipHostRegister in the adapters)";
+  RunOptions opts = deviceSyncOptions();
+  opts.env.emplace_back("CFX_CHECK_CALLS", "1");
+  runRanks(3, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    DevBuf buf(d, 4096);
+    cfxPlanInfo plan;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, buf.p(), buf.p(), 1000, ncclInt32, 0, &plan));
+    EXPECT_STRNE(plan.algorithm, "IpcOneShot") << plan.text;
+    EXPECT_NE(std::string(plan.text).find("CFX_CHECK_CALLS"), std::string::npos) << plan.text;
+    const size_t count = ctx.rank() == 2 ? 1001 : 1000;
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclInt32, ncclSum, self.comm, self.stream));
+    EXPECT_EQ(waitForAsyncError(self.comm, std::chrono::seconds(60)), ncclInvalidUsage);
+    const std::string text = ncclGetLastError(self.comm);
+    EXPECT_NE(text.find("mismatched operation across ranks"), std::string::npos) << text;
+    EXPECT_NE(text.find("count 1001"), std::string::npos) << text;
+    EXPECT_NE(text.find("count 1000"), std::string::npos) << text;
+    CU_OK(d.streamSynchronize(self.stream));  // the failed op still released the stream
+    EXPECT_EQ(ncclCommAbort(self.comm), ncclSuccess);
+    self.comm = nullptr;
+  });
+}
+
 }  // namespace
 }  // namespace cfx::itest

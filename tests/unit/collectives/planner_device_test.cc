@@ -72,6 +72,17 @@ TEST(DevicePlanner, WhatNoDeviceFormRunsStages) {
   req = onIpc(Collective::AllReduce, 64 * kMiB);
   req.captured = true;
   stages(req, "captured");
+  // CFX_CHECK_CALLS: the check runs on the host, before the op; a one-shot op, with no host step, would skip it.
+  req = onIpc(Collective::AllReduce, 64);
+  req.deviceSync = true;
+  req.oneShotMaxBytes = 64 << 10;
+  ASSERT_EQ(chooseDevicePlan(req, {}).algorithm, Algorithm::IpcOneShot);
+  req.checkCalls = true;
+  stages(req, "CFX_CHECK_CALLS, one-shot size");
+  EXPECT_NE(chooseDevicePlan(req, {}).why.find("CFX_CHECK_CALLS"), std::string::npos);
+  req = onIpc(Collective::AllGather, 64 * kMiB);
+  req.checkCalls = true;
+  stages(req, "CFX_CHECK_CALLS");
   req = onIpc(Collective::AllReduce, 64 * kMiB);
   req.hostOnly = true;
   stages(req, "codec");
