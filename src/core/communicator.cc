@@ -18,7 +18,6 @@
 
 #include "common/log.h"
 #include "common/param.h"
-#include "primitives/device_kernels.h"
 #include "topology/calibration.h"
 #include "transport/cuda_ipc/flag_board.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
@@ -33,29 +32,14 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
           "Fail an operation with a timeout naming the peer after this many milliseconds without progress; "
           "0 waits forever (NCCL's behaviour).",
           param::atLeast<int64_t>(0));
-CFX_PARAM(int, cudaIpcParam, "CFX_CUDA_IPC", -1,
-          "Collectives and sends/receives on device buffers between the ranks of one host move directly through CUDA "
-          "(HIP) IPC: copy engines and reduce kernels on device scratch every rank maps (and in place, in symmetric "
-          "windows), no host staging; see CFX_CUDA_IPC_MIN_BYTES for the sizes it takes. -1 (default): on wherever "
-          "every rank of the communicator is on one host with a device and every rank can map the others' memory, "
-          "else every op stages through pinned host memory, with one INFO line saying why; 1: the same, with a WARN "
-          "instead where it cannot be on; 0: always stage. Must be the same on every rank.",
-          param::inRange(-1, 1));
-CFX_PARAM(int64_t, cudaIpcBytesParam, "CFX_CUDA_IPC_BYTES", 64 << 20,
-          "Device scratch per rank for the CUDA IPC path; operations larger than this run in windows of this size.",
-          param::inRange<int64_t>(1 << 20, int64_t{1} << 34));
-CFX_PARAM(int64_t, cudaIpcMinBytesParam, "CFX_CUDA_IPC_MIN_BYTES", -1,
-          "With CFX_CUDA_IPC=1, ops moving fewer bytes than this (all-gather: its output) stage through host memory "
-          "instead. -1 (auto): 8 MiB where ranks share a GPU (each of the path's waits for the GPU then costs a "
-          "context switch between processes, ~0.5 ms on an H100 with 4), else 0.",
-          param::atLeast<int64_t>(-1));
 CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
           "Failed polls before a waiting rank sleeps on its doorbell; lower saves CPU when oversubscribed.",
           param::inRange(0, 10000000));
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");
 CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
-          "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, tree, chain, direct, recdouble, exchange; ^ excludes; "
+          "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, tree, chain, direct, recdouble, "
+          "exchange, and for device buffers on the CUDA IPC path ipcscratch, ipczerocopy, ipconeshot; ^ excludes; "
           "per-collective form allreduce:ring;broadcast:chain.");
 
 CFX_PARAM(int, checkCallsParam, "CFX_CHECK_CALLS", 0,
@@ -465,62 +449,6 @@ Status Communicator::connect(const transport::UniqueId& id) {
            static_cast<void*>(this), rank_, nRanks_, nShm, nNet, netText(net), sliceBytes_, ringChunkSlices_,
            ringChunkSlices_ == 1 ? "" : "s");
   return Status();
-}
-
-// The device-direct path (core/device_direct.h) maps every rank's device scratch into every other rank. It needs
-// all ranks on one host, each with a device; the condition is computed from exchanged facts, so every rank takes the
-// same branch into the collective setup. CFX_CUDA_IPC must be the same on every rank.
-Status Communicator::setupDeviceDirect() {
-  if (cudaIpcParam.get() == 0 || nRanks_ < 2 || cuda::driver() == nullptr) return Status();
-  // Why the path cannot be on, from facts every rank has: one line, at INFO (WARN where CFX_CUDA_IPC=1 asked).
-  auto off = [this](const std::string& why) {
-    if (cudaIpcParam.get() == 1) {
-      CFX_WARN("rank %d: CFX_CUDA_IPC=1 but the device-direct (CUDA IPC) path is off: %s; device buffers stage "
-               "through host memory", rank_, why.c_str());
-    } else {
-      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: %s; device buffers stage through host "
-               "memory", rank_, why.c_str());
-    }
-    return Status();
-  };
-  int hosts = 0;
-  std::unordered_set<uint64_t> seen;
-  for (const transport::PeerInfo& p : peers_) hosts += seen.insert(p.hostHash).second ? 1 : 0;
-  int noDevice = -1;
-  for (int r = 0; r < nRanks_ && noDevice < 0; ++r) noDevice = peers_[static_cast<size_t>(r)].cudaDev < 0 ? r : -1;
-  // A host-memory job on a machine with CUDA says nothing: none of its ranks made a device current.
-  if (cudaDev_ < 0 && cudaIpcParam.get() != 1) return Status();
-  if (hosts > 1) return off(strprintf("the ranks run on %d hosts, and CUDA IPC maps memory within one", hosts));
-  if (noDevice >= 0) return off(strprintf("rank %d had no CUDA device current when it joined", noDevice));
-  const cuda::CUcontext ctx = cuda::primaryContext(cudaDev_);
-  // The reduce kernels are loaded here, by every rank, before the scratch's exchanges below (which no rank leaves
-  // before every rank entered them): so no rank loads a module while a peer's stream already waits, inside an op,
-  // for a flag only this rank's progress can release. Loading a module or function can need the GPU (CUDA's lazy
-  // loading may synchronize the context), and ranks share it. Issue 35's hang (default size rule only, where the first
-  // IPC op came after staged ones, and so after faster peers had entered it) is the one run where a load could meet
-  // such a wait; see docs/gpu_proof.md. A rank that cannot load them turns the path off on every rank.
-  if (prims::DeviceKernels::built()) {
-    Result<const prims::DeviceKernels*> kernels = prims::DeviceKernels::get(ctx);
-    std::vector<int32_t> loaded(static_cast<size_t>(nRanks_), 0);
-    loaded[static_cast<size_t>(rank_)] = kernels.ok() ? 1 : 0;
-    CFX_TRY(bootstrap_->allGather(loaded.data(), sizeof(int32_t)));
-    for (int p = 0; p < nRanks_; ++p) {
-      if (loaded[static_cast<size_t>(p)] != 0) continue;
-      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %d could not load the reduce kernels%s%s",
-               rank_, p, p == rank_ ? ": " : "", p == rank_ ? kernels.status().message().c_str() : "");
-      return Status();
-    }
-  }
-  CFX_TRY_ASSIGN(
-      ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
-                                                    static_cast<size_t>(cudaIpcBytesParam.get()), options_.timeout));
-  // Measured on an H100 with 4 processes on it (docs/gpu_proof.md, run 6): the staged path beat this one up to
-  // 4 MiB (all-reduce 1.4 ms against 1.9 ms) and lost from 16 MiB (6.9 ms against 2.0 ms).
-  constexpr size_t kSharedGpuMinBytes = size_t{8} << 20;
-  const int64_t minBytes = cudaIpcMinBytesParam.get();
-  if (ipc_)
-    ipcMinBytes_ = minBytes >= 0 ? static_cast<size_t>(minBytes) : ipc_->ranksShareDevice() ? kSharedGpuMinBytes : 0;
-  return setupDeviceSync(ctx);
 }
 
 // Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched
