@@ -587,18 +587,22 @@ CFX_API ncclResult_t cfxCommGetTopologyLevels(ncclComm_t comm, cfxTopologyLevels
   });
 }
 
+namespace {
+// What cfxCommGetPlan and cfxCommGetPlanForBuffers check of their arguments: the communicator they plan on.
+Result<core::Communicator*> planTarget(ncclComm_t comm, int coll, ncclDataType_t datatype, const cfxPlanInfo* plan) {
+  CFX_TRY_ASSIGN(core::Communicator * c, initializedComm(comm, plan, "plan"));
+  if (coll < 0 || coll >= coll::kNumCollectives) {
+    return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", coll));
+  }
+  CFX_TRY(api::checkDataType(datatype));
+  return c;
+}
+}  // namespace
+
 CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype,
                                     cfxPlanInfo* plan) {
   return api::call("cfxCommGetPlan", [&]() -> Status {
-    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    if (plan == nullptr) return Status::error(Errc::InvalidArgument, "plan is NULL");
-    if (coll < 0 || coll >= coll::kNumCollectives) {
-      return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", coll));
-    }
-    CFX_TRY(api::checkDataType(datatype));
-    if (c->asyncError() == Errc::InProgress) {
-      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
-    }
+    CFX_TRY_ASSIGN(core::Communicator * c, planTarget(comm, coll, datatype, plan));
     const coll::PlanRequest req =
         c->planRequest(static_cast<coll::Collective>(coll), count, static_cast<DataType>(datatype));
     const coll::Plan chosen = c->plan(req);
@@ -615,15 +619,7 @@ CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncc
 CFX_API ncclResult_t cfxCommGetPlanForBuffers(ncclComm_t comm, int coll, const void* sendbuff, void* recvbuff,
                                               size_t count, ncclDataType_t datatype, int root, cfxPlanInfo* plan) {
   return api::call("cfxCommGetPlanForBuffers", [&]() -> Status {
-    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    if (plan == nullptr) return Status::error(Errc::InvalidArgument, "plan is NULL");
-    if (coll < 0 || coll >= coll::kNumCollectives) {
-      return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", coll));
-    }
-    CFX_TRY(api::checkDataType(datatype));
-    if (c->asyncError() == Errc::InProgress) {
-      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
-    }
+    CFX_TRY_ASSIGN(core::Communicator * c, planTarget(comm, coll, datatype, plan));
     coll::CollArgs args;
     args.coll = static_cast<coll::Collective>(coll);
     args.sendbuff = sendbuff;
