@@ -448,10 +448,8 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
 // in place, and a grouped pair on two streams (a block of its own) in the middle. Every element of every output is
 // checked once the stream drains. Staged throughout (CFX_CUDA_IPC=0), and with the default, where the 12 MiB op
 // takes the CUDA IPC path in the middle of the staged queue.
-TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
-  SKIP_WITHOUT_GPU();
+void opsQueuedAhead(const char* ipc) {
   constexpr int n = 2;
-  for (const char* ipc : {"0", "-1"}) {
   RunOptions opts;
   opts.env = {{"CFX_CUDA_IPC", ipc}};
   runRanks(n, opts, [&](RankContext& ctx) {
@@ -523,7 +521,11 @@ TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
-  }
+}
+
+TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
+  SKIP_WITHOUT_GPU();
+  for (const char* ipc : {"0", "-1"}) opsQueuedAhead(ipc);
 }
 
 // One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it

@@ -260,7 +260,7 @@ proof_quick() {
   local rule
   for rule in default 0 4096; do
     local env=(env)
-    [ "$rule" = default ] || env+=(CFX_CUDA_IPC_MIN_BYTES=$rule)
+    [ "$rule" = default ] || env+=("CFX_CUDA_IPC_MIN_BYTES=$rule")
     CFX_TIMEOUT_MS=20000 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROXY,TUNING nct "hang-all_reduce-4ranks-rule-$rule" 4 \
       "$LIBDIR" "${env[@]}" "$NCT_BIN/all_reduce_perf" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 1
   done
