@@ -48,6 +48,11 @@ def rows_of(path):
     try:
         with open(path, errors="replace") as log:
             for line in log:
+                # cfxrun tags every rank's lines "[rank R] " where NCCL_DEBUG is set: rank 0 prints the table.
+                if line.startswith("[rank "):
+                    tag, _, line = line.partition("] ")
+                    if tag != "[rank 0":
+                        continue
                 fields = line.split()
                 # A table row starts with the size and count; nccl-tests' comments and our logs do not.
                 if len(fields) < 9 or not fields[0].isdigit() or not fields[1].isdigit():

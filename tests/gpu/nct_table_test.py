@@ -37,6 +37,12 @@ class NctTableTest(unittest.TestCase):
         self.assertEqual(lines[3], "| NVIDIA 1 rank | 5.10 | 4.58 | 14.23 | 713.59 |")
         self.assertEqual(lines[4], "| skipped | - | - | - | - |")
 
+    def test_rank_tagged_logs_give_rank_0s_rows(self):
+        log = os.path.join(HERE, "fixtures", "nct_tagged.log")
+        rc, lines = table("--sizes", "8,64K", "tagged=" + log)
+        self.assertEqual(rc, 0)
+        self.assertEqual(lines[2], "| tagged | 5.10 | 4.58 |")
+
     def test_ratios_against_a_reference_row(self):
         rc, lines = table("--sizes", "8,64K", "--ratio-to", "nvidia",
                           "ours=" + os.path.join(HERE, "fixtures", "nct_1rank.log"),

@@ -226,7 +226,9 @@ nct() {
   # A run that timed out: where each rank's device ops stood (the PROXY lines, when logged).
   local where=""
   if [ $rc -eq 124 ]; then where=" last device-op lines: $(grep -E 'device op [0-9]+ ' "$log" | tail -4 | tr -s ' ' | tr '\n' ' ')"; fi
-  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')$ipc$where"
+  # With NCCL_DEBUG set cfxrun tags each rank's lines "[rank R] "; rank 0's verdict stands for the run's.
+  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | grep -vE '^\[rank [1-9]' |
+    tr -s ' ' | tr '\n' ' ')$ipc$where"
 }
 
 # ---- 3. torch.distributed ----

@@ -47,7 +47,8 @@ expect "$s" "^nccl-tests all_reduce-4ranks-1gpu-staged +pass" "staged fallback"
 expect "$s" "^nccl-tests all_reduce-4ranks-1gpu-devicesync +pass" "device-side barriers"
 expect "$s" "^torch +skip +no torch" "torch skipped without torch"
 if grep -q '^nccl-tests fig-' "$s"; then echo "FAIL: --quick ran figures"; failed=1; fi
-expect "$WORK/quick/nccl-tests-hang-all_reduce-4ranks-rule-4096.log" "^ +1073741824 " "the hang run reached 1 GiB"
+expect "$WORK/quick/nccl-tests-hang-all_reduce-4ranks-rule-4096.log" "^(\[rank 0\])? +1073741824 " \
+  "the hang run reached 1 GiB"
 
 # A hang: the hang runs time out one by one and the proof goes on; the first ordinary run that times out skips the
 # other nccl-tests runs.
