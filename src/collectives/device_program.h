@@ -190,8 +190,12 @@ struct DeviceOp {
   size_t n;   // ranks
   size_t me;  // this rank
 
-  cuda::CUdeviceptr send(size_t byteOffset) const { return reinterpret_cast<cuda::CUdeviceptr>(a.sendbuff) + byteOffset; }
-  cuda::CUdeviceptr recv(size_t byteOffset) const { return reinterpret_cast<cuda::CUdeviceptr>(a.recvbuff) + byteOffset; }
+  cuda::CUdeviceptr send(size_t byteOffset) const {
+    return reinterpret_cast<cuda::CUdeviceptr>(a.sendbuff) + byteOffset;
+  }
+  cuda::CUdeviceptr recv(size_t byteOffset) const {
+    return reinterpret_cast<cuda::CUdeviceptr>(a.recvbuff) + byteOffset;
+  }
   // Rank r's scratch block as mapped here.
   cuda::CUdeviceptr block(size_t rank, size_t byteOffset = 0) const;
   // The scratch the windowed forms use: all of it, less IpcOneShot's slots where there are some.

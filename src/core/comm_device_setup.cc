@@ -84,8 +84,9 @@ Status Communicator::setupDeviceDirect() {
     CFX_TRY(bootstrap_->allGather(loaded.data(), sizeof(int32_t)));
     for (int p = 0; p < nRanks_; ++p) {
       if (loaded[static_cast<size_t>(p)] != 0) continue;
-      CFX_INFO(log::Sys::Init, "rank %d: device-direct (CUDA IPC) path off: rank %d could not load the reduce kernels%s%s",
-               rank_, p, p == rank_ ? ": " : "", p == rank_ ? kernels.status().message().c_str() : "");
+      CFX_INFO(log::Sys::Init,
+               "rank %d: device-direct (CUDA IPC) path off: rank %d could not load the reduce kernels%s%s", rank_, p,
+               p == rank_ ? ": " : "", p == rank_ ? kernels.status().message().c_str() : "");
       return Status();
     }
   }

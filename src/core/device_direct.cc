@@ -168,7 +168,9 @@ DeviceGroupPlan planDeviceGroup(Communicator* comm, const std::vector<const Op*>
       continue;
     }
     std::string text;
-    coll::DevicePlan plan = planDeviceOp(comm, op->args, op->deviceScalar != nullptr, captured, log::enabled(log::Level::Info, log::Sys::Tuning) ? &text : nullptr);
+    const bool logged = log::enabled(log::Level::Info, log::Sys::Tuning);
+    coll::DevicePlan plan =
+        planDeviceOp(comm, op->args, op->deviceScalar != nullptr, captured, logged ? &text : nullptr);
     if (!text.empty()) CFX_INFO(log::Sys::Tuning, "%s", text.c_str());
     if (!plan.algorithm) {
       group.direct = false;

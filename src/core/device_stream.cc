@@ -503,7 +503,8 @@ Status DeviceState::markDirect(cuda::CUcontext ctx, cuda::CUstream stream) {
   const cuda::Driver* d = cuda::driver();
   cuda::ScopedContext scope(ctx);
   if (lastDirect_ == nullptr) {
-    CFX_TRY(cuda::check(d->eventCreate(&lastDirect_, cuda::kEventDisableTiming), "cuEventCreate (device-direct order)"));
+    CFX_TRY(
+        cuda::check(d->eventCreate(&lastDirect_, cuda::kEventDisableTiming), "cuEventCreate (device-direct order)"));
     lastDirectCtx_ = ctx;
   }
   CFX_TRY(cuda::check(d->eventRecord(lastDirect_, stream), "cuEventRecord (device-direct order)"));

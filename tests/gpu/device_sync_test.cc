@@ -24,7 +24,9 @@ namespace {
 RunOptions deviceSyncOptions() {
   RunOptions opts;
   opts.timeout = std::chrono::seconds(120);
-  opts.env = {{"CFX_CUDA_IPC_DEVICE_SYNC", "1"}, {"CFX_CUDA_IPC_BYTES", "1048576"}, {"CFX_CUDA_IPC_MIN_BYTES", "1048576"},
+  opts.env = {{"CFX_CUDA_IPC_DEVICE_SYNC", "1"},
+              {"CFX_CUDA_IPC_BYTES", "1048576"},
+              {"CFX_CUDA_IPC_MIN_BYTES", "1048576"},
               {"CFX_TIMEOUT_MS", "30000"}};
   return opts;
 }

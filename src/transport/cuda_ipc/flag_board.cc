@@ -30,7 +30,9 @@ constexpr uint64_t kBoardTag = 0xb0a4d0f1a65ull;  // the payload rank 0's server
 // Maps `fd` and registers the mapping for `ctx`'s device; on failure nothing is left mapped or registered.
 Status mapAndRegister(int fd, size_t bytes, cuda::CUcontext ctx, void** host, cuda::CUdeviceptr* dev) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return Status::error(Errc::SystemError, strprintf("mmap of the flag board: %s", strerror(errno)));
+  if (p == MAP_FAILED) {
+    return Status::error(Errc::SystemError, strprintf("mmap of the flag board: %s", strerror(errno)));
+  }
   const cuda::Driver* d = cuda::driver();
   cuda::ScopedContext scope(ctx);
   Status st = cuda::check(d->memHostRegister(p, bytes, cuda::kHostRegisterPortable | cuda::kHostRegisterDeviceMap),
@@ -60,7 +62,8 @@ Result<std::unique_ptr<FlagBoard>> FlagBoard::create(Bootstrap& bootstrap, const
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   b->bytes_ = (words + page - 1) / page * page;
   const cuda::Driver* d = cuda::driver();
-  const bool usable = d != nullptr && d->memHostRegister != nullptr && d->memHostUnregister != nullptr && ctx != nullptr;
+  const bool usable =
+      d != nullptr && d->memHostRegister != nullptr && d->memHostUnregister != nullptr && ctx != nullptr;
 
   BoardOffer mine;
   std::memset(&mine, 0, sizeof(mine));
@@ -113,7 +116,8 @@ Result<std::unique_ptr<FlagBoard>> FlagBoard::create(Bootstrap& bootstrap, const
     if (fd < 0) local = Status::error(Errc::SystemError, strprintf("dup of the flag board: %s", strerror(errno)));
   } else {
     Result<std::unique_ptr<FdClient>> client = FdClient::connect(root.server);
-    Result<int> received = client.ok() ? client.value()->receive(kBoardTag, deadline, alive) : Result<int>(client.status());
+    Result<int> received =
+        client.ok() ? client.value()->receive(kBoardTag, deadline, alive) : Result<int>(client.status());
     if (received.ok()) {
       fd = received.value();
     } else {
@@ -158,7 +162,9 @@ uint32_t FlagBoard::fromPeer(int p) const {
   return std::atomic_ref<uint32_t>(*word(rank_, p)).load(std::memory_order_acquire);
 }
 
-uint32_t FlagBoard::arrived() const { return std::atomic_ref<uint32_t>(*word(rank_, n_)).load(std::memory_order_acquire); }
+uint32_t FlagBoard::arrived() const {
+  return std::atomic_ref<uint32_t>(*word(rank_, n_)).load(std::memory_order_acquire);
+}
 
 uint32_t FlagBoard::passed() const {
   return std::atomic_ref<uint32_t>(*word(rank_, n_ + 1)).load(std::memory_order_acquire);

@@ -68,7 +68,9 @@ class FlagBoard {
   size_t wordOffset(int row, int word) const {
     return (static_cast<size_t>(row) * static_cast<size_t>(n_ + 2) + static_cast<size_t>(word)) * sizeof(uint32_t);
   }
-  uint32_t* word(int row, int w) const { return reinterpret_cast<uint32_t*>(static_cast<char*>(host_) + wordOffset(row, w)); }
+  uint32_t* word(int row, int w) const {
+    return reinterpret_cast<uint32_t*>(static_cast<char*>(host_) + wordOffset(row, w));
+  }
 
   int rank_ = 0;
   int n_ = 0;
