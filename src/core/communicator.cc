@@ -985,6 +985,7 @@ void Communicator::revokeForMismatch(const Status& st) {
   if (health_) health_->announceRevoke(st.code(), reason);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();  // a stream waiting at a device-side barrier goes on, as after a peer's revoke
   if (doorbell_) doorbell_->ring();
 }
 
@@ -997,6 +998,7 @@ Status Communicator::revoke() {
   // Release pairs with the executor's acquire: in-flight operations stop; the comm stays usable for split.
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();
   if (doorbell_) doorbell_->ring();
   wakeProgress();
   (void)drain();  // queued work fails fast on the flag; its errors are the revoke's point, not a failure of it
