@@ -383,6 +383,15 @@ typedef struct {
  *   ncclInvalidUsage     comm has not finished initializing. */
 ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype, cfxPlanInfo* plan);
 
+/* The plan comm would make on this rank for one collective on these buffers (sendbuff, recvbuff, count and root as
+ * the matching nccl* call takes them; the reduction as ncclSum). Where the buffers are device memory and the ranks
+ * map each other's (CFX_CUDA_IPC), a device program: algorithm "IpcZeroCopy" (buffers in symmetric windows) or
+ * "IpcScratch" (through every rank's CUDA IPC scratch), estimateUs -1. Otherwise what cfxCommGetPlan says, and for
+ * device buffers the text says why the op stages through host memory (e.g. below CFX_CUDA_IPC_MIN_BYTES).
+ * Thread safety: any thread, while comm is live. Returns: as cfxCommGetPlan. */
+ncclResult_t cfxCommGetPlanForBuffers(ncclComm_t comm, int coll, const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, int root, cfxPlanInfo* plan);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Compressed collectives
  *

@@ -12,6 +12,7 @@
 #include "common/launch_env.h"
 #include "common/param.h"
 #include "conflux.h"
+#include "core/device_direct.h"
 #include "core/group.h"
 #include "core/lifecycle.h"
 
@@ -586,18 +587,22 @@ CFX_API ncclResult_t cfxCommGetTopologyLevels(ncclComm_t comm, cfxTopologyLevels
   });
 }
 
+namespace {
+// What cfxCommGetPlan and cfxCommGetPlanForBuffers check of their arguments: the communicator they plan on.
+Result<core::Communicator*> planTarget(ncclComm_t comm, int coll, ncclDataType_t datatype, const cfxPlanInfo* plan) {
+  CFX_TRY_ASSIGN(core::Communicator * c, initializedComm(comm, plan, "plan"));
+  if (coll < 0 || coll >= coll::kNumCollectives) {
+    return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", coll));
+  }
+  CFX_TRY(api::checkDataType(datatype));
+  return c;
+}
+}  // namespace
+
 CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype,
                                     cfxPlanInfo* plan) {
   return api::call("cfxCommGetPlan", [&]() -> Status {
-    CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
-    if (plan == nullptr) return Status::error(Errc::InvalidArgument, "plan is NULL");
-    if (coll < 0 || coll >= coll::kNumCollectives) {
-      return Status::error(Errc::InvalidArgument, strprintf("coll %d is not a cfxCollective", coll));
-    }
-    CFX_TRY(api::checkDataType(datatype));
-    if (c->asyncError() == Errc::InProgress) {
-      return Status::error(Errc::InvalidUsage, "the communicator has not finished initializing");
-    }
+    CFX_TRY_ASSIGN(core::Communicator * c, planTarget(comm, coll, datatype, plan));
     const coll::PlanRequest req =
         c->planRequest(static_cast<coll::Collective>(coll), count, static_cast<DataType>(datatype));
     const coll::Plan chosen = c->plan(req);
@@ -607,6 +612,40 @@ CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncc
     plan->sliceBytes = req.sliceBytes;
     plan->estimateUs = coll::estimateUs(req, chosen.algorithm);
     copyText(plan->text, coll::describePlan(req, chosen, c->options().planner));
+    return Status();
+  });
+}
+
+CFX_API ncclResult_t cfxCommGetPlanForBuffers(ncclComm_t comm, int coll, const void* sendbuff, void* recvbuff,
+                                              size_t count, ncclDataType_t datatype, int root, cfxPlanInfo* plan) {
+  return api::call("cfxCommGetPlanForBuffers", [&]() -> Status {
+    CFX_TRY_ASSIGN(core::Communicator * c, planTarget(comm, coll, datatype, plan));
+    coll::CollArgs args;
+    args.coll = static_cast<coll::Collective>(coll);
+    args.sendbuff = sendbuff;
+    args.recvbuff = recvbuff;
+    args.count = count;
+    args.type = static_cast<DataType>(datatype);
+    args.root = root;
+    args.op = ReduceOp::builtin(args.type, RedOpKind::Sum, c->nRanks());
+    std::string deviceText;
+    const coll::DevicePlan device = core::planDeviceOp(c, args, false, false, &deviceText);
+    const coll::PlanRequest req = c->planRequest(args.coll, count, args.type);
+    std::memset(plan, 0, sizeof(*plan));
+    plan->bytes = req.bytes;
+    plan->sliceBytes = req.sliceBytes;
+    if (device.algorithm) {
+      copyText(plan->algorithm, coll::algorithmName(*device.algorithm));
+      plan->estimateUs = -1;
+      copyText(plan->text, deviceText);
+      return Status();
+    }
+    // Staged, or host memory: the host algorithm runs, on the staged bytes where the buffers are device memory.
+    const coll::Plan chosen = c->plan(req);
+    copyText(plan->algorithm, coll::algorithmName(chosen.algorithm));
+    plan->estimateUs = coll::estimateUs(req, chosen.algorithm);
+    const std::string host = coll::describePlan(req, chosen, c->options().planner);
+    copyText(plan->text, device.onDevice ? deviceText + "; then " + host : host);
     return Status();
   });
 }

@@ -134,6 +134,9 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::QuantOnce: return "QuantOnce";
     case Algorithm::SparseGather: return "SparseGather";
     case Algorithm::Blelloch: return "Blelloch";
+    case Algorithm::IpcScratch: return "IpcScratch";
+    case Algorithm::IpcZeroCopy: return "IpcZeroCopy";
+    case Algorithm::IpcOneShot: return "IpcOneShot";
   }
   return "unknown";
 }

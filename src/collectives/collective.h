@@ -130,8 +130,12 @@ enum class Algorithm : uint8_t {
   SparseGather,  // compressed top-k: every rank's sparse contribution to everyone, summed in rank order (AllReduce)
   Blelloch,      // work-efficient up-sweep/down-sweep over a tree of ranks (Scan); Scan also has Chain (pipelined),
                  // RecDouble (Hillis-Steele) and Hier (chains within hosts, doubling across them)
+  // Device programs (device_program.h): device buffers GPU to GPU between the ranks of one host, not staged.
+  IpcScratch,    // through every rank's CUDA IPC scratch, window by window (every collective)
+  IpcZeroCopy,   // read where they lie, in symmetric windows (AllReduce, AllGather, ReduceScatter, AlltoAll)
+  IpcOneShot,    // small AllReduce: one copy, a device-side barrier, one kernel, no host step
 };
-inline constexpr int kNumAlgorithms = 13;
+inline constexpr int kNumAlgorithms = 16;
 const char* algorithmName(Algorithm a);  // what NCCL_ALGO accepts and INFO/TUNING prints
 
 // Where the ranks run, as far as algorithms care: which ranks share a host, and a device below it. The same on every

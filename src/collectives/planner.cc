@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/device_program.h"
 #include "collectives/ring.h"
 
 namespace cfx::coll {
@@ -65,6 +66,9 @@ bool applicable(Algorithm a, const PlanRequest& req) {
     case Algorithm::QuantOnce:
     case Algorithm::SparseGather: return false;  // compressed forms only (planner_compress.cc)
     case Algorithm::Blelloch: return true;       // Scan only (planner_scan.cc)
+    case Algorithm::IpcScratch:
+    case Algorithm::IpcZeroCopy:
+    case Algorithm::IpcOneShot: return false;  // device programs (planner_device.cc), never a host plan
   }
   return false;
 }
@@ -234,7 +238,7 @@ std::string algorithmsOf(std::optional<Collective> coll) {
   for (int i = 0; i < kNumAlgorithms; ++i) {
     const auto a = static_cast<Algorithm>(i);
     if (coll && !hasAlgorithm(*coll, a) && !hasCompressedAlgorithm(*coll, a, compress::Format::Int8) &&
-        !hasCompressedAlgorithm(*coll, a, compress::Format::TopK)) {
+        !hasCompressedAlgorithm(*coll, a, compress::Format::TopK) && !hasDeviceAlgorithm(*coll, a)) {
       continue;
     }
     names += names.empty() ? "" : ", ";
@@ -331,13 +335,16 @@ std::string applyAlgoSection(const SpecSection& section, PlannerOptions& opts, s
     }
     if (section.coll && !hasAlgorithm(*section.coll, *a) &&
         !hasCompressedAlgorithm(*section.coll, *a, compress::Format::Int8) &&
-        !hasCompressedAlgorithm(*section.coll, *a, compress::Format::TopK)) {
+        !hasCompressedAlgorithm(*section.coll, *a, compress::Format::TopK) && !hasDeviceAlgorithm(*section.coll, *a)) {
       return strprintf("%s has no %s algorithm (it has: %s)", collectiveName(*section.coll), algorithmName(*a),
                        algorithmsOf(section.coll).c_str());
     }
     named |= bit(*a);
   }
-  const uint32_t excluded = section.exclude ? named : ~named;
+  // The device programs replace staging, not a host algorithm: a list of algorithms to use that names none of them
+  // ("ring") leaves them allowed.
+  const uint32_t device = bit(Algorithm::IpcScratch) | bit(Algorithm::IpcZeroCopy) | bit(Algorithm::IpcOneShot);
+  const uint32_t excluded = section.exclude ? named : (named & device) != 0 ? ~named : ~(named | device);
   for (int i = 0; i < kNumCollectives; ++i) {
     if (!section.coll || *section.coll == static_cast<Collective>(i)) opts.excluded[static_cast<size_t>(i)] = excluded;
   }

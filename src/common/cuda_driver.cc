@@ -92,6 +92,8 @@ const Driver* load() {
   resolve(lib, &d.memHostAlloc, "cuMemHostAlloc", &missing);
   resolve(lib, &d.memFreeHost, "cuMemFreeHost", &missing);
   resolve(lib, &d.memHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", &missing);
+  resolve(lib, &d.memHostRegister, "cuMemHostRegister_v2", &missing);
+  resolve(lib, &d.memHostUnregister, "cuMemHostUnregister", &missing);
   resolve(lib, &d.memGetAddressRange, "cuMemGetAddressRange_v2", &missing);
   resolve(lib, &d.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", &missing);
   resolve(lib, &d.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", &missing);

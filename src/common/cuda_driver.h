@@ -59,6 +59,9 @@ constexpr unsigned kEventDisableTiming = 2;
 constexpr unsigned kEventInterprocess = 4;
 constexpr unsigned kHostAllocPortable = 1;
 constexpr unsigned kHostAllocDeviceMap = 2;
+// cuMemHostRegister's flags (CU_MEMHOSTREGISTER_PORTABLE, _DEVICEMAP).
+constexpr unsigned kHostRegisterPortable = 1;
+constexpr unsigned kHostRegisterDeviceMap = 2;
 constexpr unsigned kStreamWaitValueGeq = 0;
 constexpr unsigned kIpcLazyEnablePeerAccess = 1;
 constexpr int kStreamCaptureNone = 0;  // CUstreamCaptureStatus
@@ -145,6 +148,10 @@ struct Driver {
   CUresult (*memHostAlloc)(void**, size_t, unsigned flags);
   CUresult (*memFreeHost)(void*);
   CUresult (*memHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  // cuMemHostRegister_v2 / cuMemHostUnregister: pins memory the process mapped (a shared segment) for the device.
+  // Null under HIP (the device-side barriers of CUDA IPC programs, which need them, are then off).
+  CUresult (*memHostRegister)(void*, size_t, unsigned flags) = nullptr;
+  CUresult (*memHostUnregister)(void*) = nullptr;
   CUresult (*memGetAddressRange)(CUdeviceptr* base, size_t* size, CUdeviceptr);
   CUresult (*memcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "topology/calibration.h"
+#include "transport/cuda_ipc/flag_board.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
 #include "transport/shm/shm_transport.h"
@@ -31,27 +32,14 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
           "Fail an operation with a timeout naming the peer after this many milliseconds without progress; "
           "0 waits forever (NCCL's behaviour).",
           param::atLeast<int64_t>(0));
-CFX_PARAM(int, cudaIpcParam, "CFX_CUDA_IPC", 0,
-          "1 moves collectives and sends/receives on device buffers between the ranks of one host directly through "
-          "CUDA (HIP) IPC: copy engines and reduce kernels on device scratch every rank maps, no host staging (see "
-          "CFX_CUDA_IPC_MIN_BYTES for the sizes it takes); 0 stages every op through pinned host memory. Opt-in "
-          "until its current form has run on a GPU. Must be the same on every rank.",
-          param::inRange(0, 1));
-CFX_PARAM(int64_t, cudaIpcBytesParam, "CFX_CUDA_IPC_BYTES", 64 << 20,
-          "Device scratch per rank for the CUDA IPC path; operations larger than this run in windows of this size.",
-          param::inRange<int64_t>(1 << 20, int64_t{1} << 34));
-CFX_PARAM(int64_t, cudaIpcMinBytesParam, "CFX_CUDA_IPC_MIN_BYTES", -1,
-          "With CFX_CUDA_IPC=1, ops moving fewer bytes than this (all-gather: its output) stage through host memory "
-          "instead. -1 (auto): 8 MiB where ranks share a GPU (each of the path's waits for the GPU then costs a "
-          "context switch between processes, ~0.5 ms on an H100 with 4), else 0.",
-          param::atLeast<int64_t>(-1));
 CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
           "Failed polls before a waiting rank sleeps on its doorbell; lower saves CPU when oversubscribed.",
           param::inRange(0, 10000000));
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");
 CFX_PARAM(std::string, algoParam, "NCCL_ALGO", "",
-          "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, tree, chain, direct, recdouble, exchange; ^ excludes; "
+          "Restrict algorithms: comma list of ring, biring, hier, rabenseifner, tree, chain, direct, recdouble, "
+          "exchange, and for device buffers on the CUDA IPC path ipcscratch, ipczerocopy, ipconeshot; ^ excludes; "
           "per-collective form allreduce:ring;broadcast:chain.");
 
 CFX_PARAM(int, checkCallsParam, "CFX_CHECK_CALLS", 0,
@@ -259,6 +247,9 @@ Communicator::~Communicator() {
     handle_->comm = nullptr;
   }
   device_.reset();  // every device job has finished: release the streams and free the staging
+  stopBoardWatch();
+  releaseDeviceBarriers();  // programs with device-side barriers are no jobs: a stream may still wait in one
+  board_.reset();
   windows_.clear();
   ipc_.reset();
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
@@ -460,27 +451,6 @@ Status Communicator::connect(const transport::UniqueId& id) {
   return Status();
 }
 
-// The device-direct path (core/device_direct.h) maps every rank's device scratch into every other rank. It needs
-// all ranks on one host, each with a device; the condition is computed from exchanged facts, so every rank takes the
-// same branch into the collective setup. CFX_CUDA_IPC must be the same on every rank.
-Status Communicator::setupDeviceDirect() {
-  if (cudaIpcParam.get() == 0 || nRanks_ < 2 || cuda::driver() == nullptr) return Status();
-  for (const transport::PeerInfo& p : peers_) {
-    if (p.hostHash != peers_[0].hostHash || p.cudaDev < 0) return Status();
-  }
-  const cuda::CUcontext ctx = cuda::primaryContext(cudaDev_);
-  CFX_TRY_ASSIGN(
-      ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
-                                                    static_cast<size_t>(cudaIpcBytesParam.get()), options_.timeout));
-  // Measured on an H100 with 4 processes on it (docs/gpu_proof.md, run 6): the staged path beat this one up to
-  // 4 MiB (all-reduce 1.4 ms against 1.9 ms) and lost from 16 MiB (6.9 ms against 2.0 ms).
-  constexpr size_t kSharedGpuMinBytes = size_t{8} << 20;
-  const int64_t minBytes = cudaIpcMinBytesParam.get();
-  if (ipc_)
-    ipcMinBytes_ = minBytes >= 0 ? static_cast<size_t>(minBytes) : ipc_->ranksShareDevice() ? kSharedGpuMinBytes : 0;
-  return Status();
-}
-
 // Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched
 // only where shm reached it (the same host) and it shares this rank's pid namespace (else its pid names another
 // process here, or none, and a healthy peer would be declared gone).
@@ -504,6 +474,7 @@ Status Communicator::startHealth() {
   health_->setRevokeSink([this](const ft::RevokeNotice& notice) { revokedRemotely(notice); });
   return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
     setAsyncError(Status::error(Errc::RemoteError, f.describe()));
+    releaseDeviceBarriers();  // a stream waiting for the failed rank at a device-side barrier goes on
   });
 }
 
@@ -970,6 +941,7 @@ void Communicator::abort() {
   if (doorbell_) doorbell_->ring();
   stopProgressThread();
   if (device_) device_->releaseAll();  // streams waiting on work that will never run go on
+  releaseDeviceBarriers();
   // A thread blocked in this communicator (the user's, while a watchdog aborts) leaves within one executor
   // poll once woken; the bound keeps abort from ever hanging even if that thread is descheduled for long.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -988,6 +960,7 @@ void Communicator::revokedRemotely(const ft::RevokeNotice& notice) {
   revokedBy_.store(notice.origin, std::memory_order_relaxed);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();
   if (doorbell_) doorbell_->ring();
   wakeProgress();  // a device job still waiting for its stream fails now
 }
@@ -1012,6 +985,7 @@ void Communicator::revokeForMismatch(const Status& st) {
   if (health_) health_->announceRevoke(st.code(), reason);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();  // a stream waiting at a device-side barrier goes on, as after a peer's revoke
   if (doorbell_) doorbell_->ring();
 }
 
@@ -1024,6 +998,7 @@ Status Communicator::revoke() {
   // Release pairs with the executor's acquire: in-flight operations stop; the comm stays usable for split.
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();
   if (doorbell_) doorbell_->ring();
   wakeProgress();
   (void)drain();  // queued work fails fast on the flag; its errors are the revoke's point, not a failure of it

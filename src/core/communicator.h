@@ -42,6 +42,7 @@ namespace cfx::transport::ucx {
 class UcxTransport;
 }
 namespace cfx::transport::cuda_ipc {
+class FlagBoard;
 class IpcScratch;
 class IpcWindow;
 }
@@ -158,6 +159,17 @@ class Communicator {
   const transport::cuda_ipc::IpcScratch* ipcScratch() const { return ipc_.get(); }
   // The device-direct path takes ops of at least this many bytes (CFX_CUDA_IPC_MIN_BYTES); smaller ones stage.
   size_t ipcMinBytes() const { return ipcMinBytes_; }
+  // Device-side barriers (core/comm_device_sync.cc): the flag board, null unless CFX_CUDA_IPC_DEVICE_SYNC set one
+  // up (the same on every rank), and IpcOneShot's slot size (0: none) and op count.
+  transport::cuda_ipc::FlagBoard* flagBoard() const { return board_.get(); }
+  size_t oneShotBytes() const { return oneShotBytes_; }
+  uint64_t* oneShotCount() { return &oneShotCount_; }
+  // A program with device-side barriers was enqueued: the watchdog (started on first use) names a peer that does not
+  // reach one within CFX_TIMEOUT_MS, makes that the async error, and releases the stream. User thread.
+  void watchDeviceBarriers();
+  // Lets this rank's stream past every device-side barrier handed out so far (abort, a peer's failure, destroy).
+  // Any thread.
+  void releaseDeviceBarriers();
   // ncclCommWindowRegister's collective half: with the device-direct path on, every rank maps every rank's window
   // (transport/cuda_ipc/ipc_window.h), on the calling thread. `key` is the window handle. A no-op with the path off.
   Status registerWindow(const void* key, const void* buff, size_t bytes);
@@ -246,6 +258,11 @@ class Communicator {
   void learnTopology();
   Result<topo::TopologyView> planningView() const;
   Status setupDeviceDirect();
+  // With the IPC scratch set up: the flag board of device-side barriers where CFX_CUDA_IPC_DEVICE_SYNC asks for one
+  // (core/comm_device_sync.cc). Collective; every rank takes the same branch.
+  Status setupDeviceSync(cuda::CUcontext ctx);
+  void boardWatchLoop();
+  void stopBoardWatch();
   // registerWindow's collective part, on whichever thread runs it; stops early on abort or a failed peer.
   Status mapWindow(const void* key, const void* buff, size_t bytes);
   void runWindowSetups();            // windowSetupThread_'s body: the queue, in order, until empty or a failure
@@ -336,6 +353,13 @@ class Communicator {
   std::unique_ptr<DeviceState> device_;
   std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
   size_t ipcMinBytes_ = 0;
+  std::unique_ptr<transport::cuda_ipc::FlagBoard> board_;
+  size_t oneShotBytes_ = 0;
+  uint64_t oneShotCount_ = 0;  // user thread, in call order
+  std::mutex boardWatchMutex_;
+  std::condition_variable boardWatchCv_;
+  bool boardWatchStop_ = false;
+  std::thread boardWatch_;
   std::mutex windowsMutex_;
   // In registration order, which is every rank's (registration is collective): where windows overlap, every rank
   // finds an op's buffer in the same one. Each with its window handle.

@@ -140,14 +140,24 @@ bool ReadyGate::isOpen() {
   return pending_ <= 0;
 }
 
-Status ReadyGate::wait(const std::atomic<bool>& abort) {
+Status ReadyGate::wait(const std::atomic<bool>& abort, const std::function<void(long long seconds)>& stillWaiting) {
   std::unique_lock<std::mutex> lock(mutex_);
+  const auto start = std::chrono::steady_clock::now();
+  auto nextReport = start + std::chrono::seconds(10);
   // The host function wakes us; the timed wait only notices an abort, which nobody signals on this condition.
   while (pending_ > 0) {
     if (abort.load(std::memory_order_acquire)) {
       return Status::error(Errc::RemoteError, "aborted while waiting for the stream to reach the operation");
     }
     cv_.wait_for(lock, std::chrono::milliseconds(20));
+    if (stillWaiting && pending_ > 0 && std::chrono::steady_clock::now() >= nextReport) {
+      nextReport += std::chrono::seconds(10);
+      const long long seconds =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+      lock.unlock();  // the report logs; the host function may open the gate meanwhile
+      stillWaiting(seconds);
+      lock.lock();
+    }
   }
   return failure_;
 }
@@ -193,6 +203,10 @@ DeviceState::~DeviceState() {
       if (shared.users == 0) d->memFreeHost(shared.p);
     }
     pool_->byStream.clear();
+  }
+  if (lastDirect_ != nullptr) {
+    cuda::ScopedContext direct(lastDirectCtx_);
+    d->eventDestroy(lastDirect_);
   }
   cuda::ScopedContext scope(copyCtx_);
   if (copyDone_ != nullptr) d->eventDestroy(copyDone_);
@@ -473,6 +487,40 @@ Status DeviceState::enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda:
     }
   }
   return Status();
+}
+
+Status DeviceState::orderDirect(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams) {
+  if (!anyDirect_) return Status();
+  cuda::ScopedContext scope(ctx);
+  for (cuda::CUstream s : streams) {
+    if (s == lastDirectStream_) continue;
+    CFX_TRY(cuda::check(cuda::driver()->streamWaitEvent(s, lastDirect_, 0), "cuStreamWaitEvent (device-direct order)"));
+  }
+  return Status();
+}
+
+Status DeviceState::markDirect(cuda::CUcontext ctx, cuda::CUstream stream) {
+  const cuda::Driver* d = cuda::driver();
+  cuda::ScopedContext scope(ctx);
+  if (lastDirect_ == nullptr) {
+    CFX_TRY(
+        cuda::check(d->eventCreate(&lastDirect_, cuda::kEventDisableTiming), "cuEventCreate (device-direct order)"));
+    lastDirectCtx_ = ctx;
+  }
+  CFX_TRY(cuda::check(d->eventRecord(lastDirect_, stream), "cuEventRecord (device-direct order)"));
+  lastDirectStream_ = stream;
+  anyDirect_ = true;
+  return Status();
+}
+
+Status DeviceState::enqueueDeviceOnly(cuda::CUcontext ctx, cuda::CUstream stream,
+                                      const std::function<Status(cuda::CUstream)>& program) {
+  CFX_TRY(orderDirect(ctx, {stream}));
+  {
+    cuda::ScopedContext scope(ctx);
+    CFX_TRY(program(stream));
+  }
+  return markDirect(ctx, stream);
 }
 
 Status DeviceState::bindContext(cuda::CUcontext ctx) {

@@ -79,8 +79,10 @@ class ReadyGate {
   void onOpen(std::function<void()> notify) { notify_ = std::move(notify); }
   // Waits until every stream reached the op, or `abort` is set. Blocks (no spinning), with no deadline: streams
   // may stay busy for as long as the user's kernels run. The progress loop starts a job only once its gate is open
-  // (isOpen) or the communicator aborted, and logs a long wait itself, so there this returns at once.
-  Status wait(const std::atomic<bool>& abort);
+  // (isOpen) or the communicator aborted, and logs a long wait itself, so there this returns at once. A device-direct
+  // program's later steps wait here while the stream runs a segment: `stillWaiting`, when given, is called every 10 s
+  // of waiting with the seconds so far, so a hang on a GPU says which step's segment never finished.
+  Status wait(const std::atomic<bool>& abort, const std::function<void(long long seconds)>& stillWaiting = {});
 
  private:
   std::mutex mutex_;
@@ -234,6 +236,16 @@ class DeviceState {
                       const std::vector<std::function<Status(cuda::CUstream)>>& segments, uint64_t* seq,
                       std::vector<uint64_t>* stepSeqs, const std::vector<StreamCopies>* copies = nullptr,
                       Block block = {});
+  // User thread: a device program with no host step (device-side barriers only, collectives/device_program.h) on
+  // `stream`: after the communicator's previous device-direct op if that ran on another stream (an event; they share
+  // the IPC scratch), then `program`. Nothing waits on the progress thread.
+  Status enqueueDeviceOnly(cuda::CUcontext ctx, cuda::CUstream stream,
+                           const std::function<Status(cuda::CUstream)>& program);
+  // User thread, around a device-direct program with host steps on `streams` (enqueueSteps): `streams` wait for
+  // the communicator's previous device-direct op where it ran on another stream (before), and the next one waits
+  // for this one (after).
+  Status orderDirect(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams);
+  Status markDirect(cuda::CUcontext ctx, cuda::CUstream stream);
   // User thread, for streams that are being captured into `graph` (all in one capture): the captured form of
   // enqueueStreamOps. The graph takes `block`; `launch` runs on a CUDA thread at every replay and must only queue.
   Status enqueueCaptured(cuda::CUcontext ctx, const std::vector<cuda::CUstream>& streams, cuda::CUgraph graph,
@@ -266,6 +278,11 @@ class DeviceState {
   void* staging_ = nullptr;
   size_t stagingBytes_ = 0;
   std::vector<void*> retiredStaging_;
+  // The end of the communicator's last device-direct op, and its stream (orderDirect, markDirect).
+  cuda::CUevent lastDirect_ = nullptr;
+  cuda::CUcontext lastDirectCtx_ = nullptr;  // the one lastDirect_ was made in
+  cuda::CUstream lastDirectStream_ = nullptr;
+  bool anyDirect_ = false;
 };
 
 }  // namespace cfx::core

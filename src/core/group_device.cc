@@ -9,7 +9,6 @@
 #include "common/cuda_driver.h"
 #include "common/log.h"
 #include "common/param.h"
-#include "common/tsan.h"
 #include "core/device_direct.h"
 #include "core/device_stream.h"
 #include "collectives/moe.h"
@@ -97,7 +96,8 @@ struct DevicePlan {
   uint64_t seq = 0;
   bool direct = false;        // device-direct (core/device_direct.h): no staging, no host algorithm
   std::vector<Op> directP2p;  // sends and receives that move device-direct, before the staged ops
-  DirectProgram program;      // the device-direct ops' steps (core/device_direct.h); empty when everything stages
+  coll::DeviceProgram program;  // the device-direct ops' steps (core/device_direct.h); empty when all stages
+  std::vector<coll::DeviceStep> steps;  // the collectives' device plans, when direct
   std::vector<std::shared_ptr<ReadyGate>> stepGates;  // one per step; the first is `gate`
   std::vector<uint64_t> stepSeqs;  // written after each step but the last (the op's own `seq` ends it)
   bool onStream = false;  // staging copies ride the user's streams (device_stream.h); else the progress thread's
@@ -335,77 +335,6 @@ Result<bool> launchSingleRank(const std::vector<const Op*>& ops) {
   return true;
 }
 
-// Ranks of one process pass a device-direct host step through shared memory that each maps at its own address, so a
-// thread sanitizer cannot see that a rank's device work before the step happens before a peer's after it, though
-// both touch one buffer at one address (a peer's scratch or window). The steps name the handoff: every rank releases
-// a word of its communicator before the step and acquires it after (common/tsan.h). Nothing outside TSan builds.
-class TsanStep {
- public:
-  explicit TsanStep(const Communicator* comm) : key_(&keys_[comm->commHash() % kKeys]) { tsanRelease(key_); }
-  ~TsanStep() { tsanAcquire(key_); }
-  TsanStep(const TsanStep&) = delete;
-  TsanStep& operator=(const TsanStep&) = delete;
-
- private:
-  static constexpr size_t kKeys = 64;
-  static inline char keys_[kKeys] = {};
-  const void* key_;
-};
-
-// A barrier among the communicator's ranks, on the progress thread: a 4-byte host all-reduce. Its tag also checks
-// that every rank is in the same operation.
-Status hostBarrier(Communicator* comm) {
-  const TsanStep handoff(comm);
-  int32_t one = 1;
-  int32_t sum = 0;
-  Op op;
-  op.kind = Op::Kind::Coll;
-  op.comm = comm;
-  op.args.coll = coll::Collective::AllReduce;
-  op.args.sendbuff = &one;
-  op.args.recvbuff = &sum;
-  op.args.count = 1;
-  op.args.type = DataType::Int32;
-  op.args.op = ReduceOp::builtin(DataType::Int32, RedOpKind::Sum, comm->nRanks());
-  return runOnThisThread(comm, {&op});
-}
-
-// hostBarrier that also checks every rank passed the same `value`: one host all-reduce of (value, ~value) with
-// Max, whose results differ from the rank's own unless the minimum and maximum over the ranks are equal.
-Status hostAgree(Communicator* comm, uint64_t value) {
-  const TsanStep handoff(comm);
-  uint64_t mine[2] = {value, ~value};
-  uint64_t all[2] = {0, 0};
-  Op op;
-  op.kind = Op::Kind::Coll;
-  op.comm = comm;
-  op.args.coll = coll::Collective::AllReduce;
-  op.args.sendbuff = mine;
-  op.args.recvbuff = all;
-  op.args.count = 2;
-  op.args.type = DataType::Uint64;
-  op.args.op = ReduceOp::builtin(DataType::Uint64, RedOpKind::Max, comm->nRanks());
-  CFX_TRY(runOnThisThread(comm, {&op}));
-  if (all[0] != value || ~all[1] != value) {
-    return Status::error(Errc::InvalidUsage,
-                         "zero-copy collective: the ranks' buffers are not at the same offsets of their symmetric "
-                         "windows (NCCL_WIN_COLL_SYMMETRIC promises they are), or not in matching windows");
-  }
-  return Status();
-}
-
-// A group of small host sends and receives on the progress thread (the device-direct p2p tokens).
-Status hostP2p(Communicator* comm, const std::vector<Op>& ops) {
-  const TsanStep handoff(comm);
-  std::vector<Op> own = ops;
-  std::vector<const Op*> raw;
-  for (Op& op : own) {
-    op.comm = comm;
-    raw.push_back(&op);
-  }
-  return runOnThisThread(comm, raw);
-}
-
 // The progress-thread job of one device op: its hooks around the host algorithm (or the device-direct run).
 // `release` lets the op's streams go on; it runs whatever the outcome.
 Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<DevicePlan>& plan,
@@ -424,7 +353,12 @@ Communicator::DeferredJob deviceJob(Communicator* comm, const std::shared_ptr<De
              plan->direct || !plan->directP2p.empty() ? "; device-direct" : "");
     for (size_t i = 0; i < plan->program.hostSteps.size(); ++i) {
       if (i > 0) {  // the stream ran segment i
-        Status reached = plan->stepGates[i]->wait(comm->abortFlag());
+        Status reached = plan->stepGates[i]->wait(comm->abortFlag(), [comm, &plan, i](long long seconds) {
+          CFX_INFO(log::Sys::Proxy,
+                   "rank %d: device op %llu: host step %zu of %zu still waits for its stream to finish the device "
+                   "work before it (%lld s); every earlier step is done",
+                   comm->rank(), opNumber(*plan), i, plan->program.hostSteps.size(), seconds);
+        });
         const std::string cause = reached.ok() ? std::string() : comm->stopCause();
         if (!cause.empty()) return Status::error(reached.code(), cause + " during a device-direct operation");
         CFX_TRY(reached);
@@ -530,7 +464,9 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   plan->captured = capture.active;
   // Captured ops stage: a device-direct program's steps hand the stream back and forth with the progress thread
   // by sequence numbers, which a graph cannot replay.
-  plan->direct = !capture.active && deviceDirectApplies(comm, ops);
+  DeviceGroupPlan grouped = planDeviceGroup(comm, ops, capture.active);
+  plan->direct = grouped.direct;
+  plan->steps = std::move(grouped.steps);
   Status st;
   if (plan->direct) {  // nothing staged: the buffers move between devices
     for (const Op* op : ops) plan->ops.push_back(*op);
@@ -541,7 +477,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     std::vector<const Op*> selfSends;
     std::vector<const Op*> selfRecvs;
     for (const Op* op : ops) {
-      if (!capture.active && p2pDirectApplies(comm, *op)) {
+      if (p2pDirectApplies(comm, *op, capture.active)) {
         plan->directP2p.push_back(*op);
       } else if (op->kind != Op::Kind::Coll && op->peer == comm->rank()) {
         (op->kind == Op::Kind::Send ? selfSends : selfRecvs).push_back(op);
@@ -552,8 +488,8 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     // Messages to self match in call order; a pair of device buffers is one device copy. Unpaired ones stage,
     // where the host path names the mismatch.
     for (size_t i = 0; i < std::max(selfSends.size(), selfRecvs.size()); ++i) {
-      const bool paired = !capture.active && selfSends.size() == selfRecvs.size() &&
-                          selfDirectApplies(comm, *selfSends[i], *selfRecvs[i]);
+      const bool paired = selfSends.size() == selfRecvs.size() &&
+                          selfDirectApplies(comm, *selfSends[i], *selfRecvs[i], capture.active);
       for (const auto* side : {&selfSends, &selfRecvs}) {
         if (i >= side->size()) continue;
         if (paired) {
@@ -601,17 +537,28 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
   }
   if (st.ok() && !plan->onStream && !plan->ranges.empty()) st = dev.prepare(plan->ctx);
   if (st.ok() && (plan->direct || !plan->directP2p.empty())) {
-    const DirectHost host{[comm] { return hostBarrier(comm); },
-                          [comm](const std::vector<Op>& t) { return hostP2p(comm, t); },
-                          [comm](uint64_t v) { return hostAgree(comm, v); }};
-    Result<DirectProgram> built =
-        buildDirectProgram(comm, plan->ctx, plan->direct ? plan->ops : std::vector<Op>{}, plan->directP2p, host);
+    Result<coll::DeviceProgram> built =
+        buildDirectProgram(comm, plan->ctx, plan->steps, plan->directP2p, plan->streams.size() == 1);
     if (built.ok()) {
       plan->program = std::move(built.value());
     } else {
       st = built.status();
     }
   }
+  if (!st.ok()) {
+    dev.giveBack(block);
+    return st;
+  }
+  if (plan->direct && plan->program.hostSteps.empty()) {
+    // Device-side barriers only: the stream runs the op on its own, and nothing waits on the progress thread.
+    CFX_INFO(log::Sys::Proxy, "rank %d: device op enqueued with device-side barriers only: %zu op(s)", comm->rank(),
+             plan->ops.size());
+    st = dev.enqueueDeviceOnly(plan->ctx, plan->streams.front(), plan->program.segments.front());
+    if (st.ok()) comm->watchDeviceBarriers();
+    return st;
+  }
+  const bool ordered = plan->direct || !plan->directP2p.empty();  // it uses the IPC scratch
+  if (ordered) st = dev.orderDirect(plan->ctx, plan->streams);
   if (!st.ok()) {
     dev.giveBack(block);
     return st;
@@ -641,6 +588,7 @@ Status launchDeviceComm(Communicator* comm, const std::vector<const Op*>& ops) {
     st = dev.enqueueSteps(plan->ctx, plan->streams, plan->stepGates, plan->program.segments, &plan->seq,
                           &plan->stepSeqs, plan->onStream ? &copies : nullptr, block);
   }
+  if (st.ok() && ordered && plan->seq != 0) st = dev.markDirect(plan->ctx, plan->streams.front());
   if (plan->seq == 0) return st;
   // From here a stream waits for plan->seq: the job must run and complete it whatever happens.
   CFX_INFO(log::Sys::Proxy, "rank %d: device op %llu enqueued: %zu op(s), %zu staged range(s), %zu stream(s)",

@@ -446,11 +446,13 @@ TEST(GpuCollectives, StreamOrderingLikeNccl) {
 // Ops enqueued ahead of the GPU on one stream share that stream's staging block (core/device_stream.h,
 // StagingPool), which grows mid-queue: sizes rise and fall with nothing synchronised between them, out of place and
 // in place, and a grouped pair on two streams (a block of its own) in the middle. Every element of every output is
-// checked once the stream drains.
-TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
-  SKIP_WITHOUT_GPU();
+// checked once the stream drains. Staged throughout (CFX_CUDA_IPC=0), and with the default, where the 12 MiB op
+// takes the CUDA IPC path in the middle of the staged queue.
+void opsQueuedAhead(const char* ipc) {
   constexpr int n = 2;
-  runRanks(n, [&](RankContext& ctx) {
+  RunOptions opts;
+  opts.env = {{"CFX_CUDA_IPC", ipc}};
+  runRanks(n, opts, [&](RankContext& ctx) {
     const cuda::Driver& d = useDevice0();
     ncclComm_t comm = ctx.initComm();
     ASSERT_NE(comm, nullptr);
@@ -519,6 +521,11 @@ TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
     d.streamDestroy(stream);
     NCCL_OK(ncclCommDestroy(comm));
   });
+}
+
+TEST(GpuCollectives, OpsQueuedAheadShareAndGrowTheStreamBlock) {
+  SKIP_WITHOUT_GPU();
+  for (const char* ipc : {"0", "-1"}) opsQueuedAhead(ipc);
 }
 
 // One process, four ranks on one GPU (ncclCommInitAll with the same device four times; NVIDIA's NCCL refuses it

@@ -10,9 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -282,6 +287,179 @@ TEST(GpuCollectives, IpcPathTakesOnlyLargeOpsWhereRanksShareAGpu) {
         EXPECT_EQ(emulatorCount("peer_copies"), before) << "an all-gather below 8 MiB took the IPC path";
     }
   });
+}
+
+// nccl-tests' sweep on one stream, as `all_reduce_perf -b 8 -e 16M -f 8 -c 1 -n 5 -w 1` runs it with 4 ranks on one
+// GPU: both warm-up orders nccl-tests has had (the largest size, then the smallest; or every size out of place and
+// in place), then per size and placement a synchronising op, 5 queued ops and a checked one. `minBytes` is
+// CFX_CUDA_IPC_MIN_BYTES (empty: the default rule, 8 MiB where ranks share a GPU), so the sweep crosses from staged
+// ops to the IPC path and back; `ncclMemory`: buffers from ncclMemAlloc, as nccl-tests takes them, else cuMemAlloc.
+// Besides the results: no rank loads a module once its communicator exists (see Communicator::setupDeviceDirect).
+void ncclTestsSweep(const char* minBytes, bool ncclMemory) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = {{"CFX_CUDA_IPC", "1"}, {"CFX_TIMEOUT_MS", "30000"}};
+  if (minBytes[0] != '\0') opts.env.emplace_back("CFX_CUDA_IPC_MIN_BYTES", minBytes);
+  runRanks(4, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const long long loadsAtInit = emulatorCount("module_loads");
+    const int r = ctx.rank();
+    const int n = ctx.nRanks();
+    const size_t maxCount = (size_t{16} << 20) / 4;
+    void* send = nullptr;
+    void* recv = nullptr;
+    if (ncclMemory) {
+      NCCL_OK(ncclMemAlloc(&send, maxCount * 4));
+      NCCL_OK(ncclMemAlloc(&recv, maxCount * 4));
+    }
+    DevBuf plainSend(d, ncclMemory ? 1 : maxCount * 4), plainRecv(d, ncclMemory ? 1 : maxCount * 4);
+    if (!ncclMemory) {
+      send = plainSend.p();
+      recv = plainRecv.p();
+    }
+    std::vector<float> h(maxCount);
+    auto op = [&](size_t count, bool inPlace) {
+      NCCL_OK(ncclAllReduce(inPlace ? recv : send, recv, count, ncclFloat32, ncclSum, self.comm, self.stream));
+    };
+    auto sync = [&] { CU_OK(d.streamSynchronize(self.stream)); };
+    std::vector<size_t> counts;
+    for (size_t b = 8; b <= maxCount * 4; b *= 8) counts.push_back(b / 4);
+    ctx.note("warm-up, largest then smallest");
+    op(counts.back(), false);
+    sync();
+    op(counts.front(), false);
+    sync();
+    ctx.note("warm-up, every size");
+    for (size_t count : counts) {
+      op(count, false);
+      op(count, true);
+      sync();
+    }
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) {
+        ctx.note("size " + std::to_string(count * 4) + (inPlace ? " in place" : ""));
+        op(count, inPlace);
+        sync();
+        for (int i = 0; i < 5; ++i) op(count, inPlace);
+        sync();
+        for (size_t i = 0; i < count; ++i) h[i] = static_cast<float>((i % 97) + static_cast<size_t>(r));
+        CU_OK(d.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(inPlace ? recv : send), h.data(), count * 4,
+                                self.stream));
+        op(count, inPlace);
+        CU_OK(d.memcpyDtoHAsync(h.data(), reinterpret_cast<CUdeviceptr>(recv), count * 4, self.stream));
+        sync();
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += h[i] != static_cast<float>((i % 97) * n + n * (n - 1) / 2);
+        EXPECT_EQ(bad, 0u) << count * 4 << " B" << (inPlace ? " in place" : "") << ", rank " << r;
+      }
+    }
+    if (ncclMemory) {
+      NCCL_OK(ncclMemFree(send));
+      NCCL_OK(ncclMemFree(recv));
+    }
+    if (loadsAtInit < 0) return;  // a real driver does not say
+    if (reduceKernelsBuilt()) {
+      EXPECT_GT(loadsAtInit, 0) << "the IPC path's kernels were not loaded at init";
+    }
+    EXPECT_EQ(emulatorCount("module_loads"), loadsAtInit) << "a module was loaded during the ops, rank " << r;
+    expectIpcPathTaken(IpcOps::Reductions);  // all-reduces only: without kernels (sanitizer builds) they all stage
+  });
+}
+
+TEST(GpuCollectives, NcclTestsSweepAcrossTheDefaultIpcSizeRule) {
+  SKIP_WITHOUT_GPU();
+  ncclTestsSweep("", true);
+}
+
+TEST(GpuCollectives, NcclTestsSweepAtOtherIpcSizeRules) {
+  SKIP_WITHOUT_GPU();
+  ncclTestsSweep("0", false);
+  ncclTestsSweep("4096", false);
+}
+
+// This rank's log so far (NCCL_DEBUG_FILE set to `dir`/log.%p by the test).
+std::string ownLog(const std::string& dir) {
+  std::ifstream in(dir + "/log." + std::to_string(::getpid()));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Where every rank can map the others' memory, the CUDA IPC path is on without CFX_CUDA_IPC, for plain cuMemAlloc
+// buffers too: a 16 MiB all-reduce copies through peers' scratch, a 4 KiB one stages (ranks share the GPU), and
+// cfxCommGetPlanForBuffers and the INFO/TUNING lines name the algorithm or say why the op stages.
+TEST(GpuCollectives, CudaIpcIsTheDefaultWhereRanksMapEachOthersMemory) {
+  SKIP_WITHOUT_GPU();
+  if (!reduceKernelsBuilt()) GTEST_SKIP() << "its all-reduce takes the IPC path only with the reduce kernels built";
+  char dirTemplate[] = "/tmp/cfx-ipc-default.XXXXXX";
+  ASSERT_NE(::mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  RunOptions opts;
+  opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,TUNING"}, {"NCCL_DEBUG_FILE", dir + "/log.%p"}};
+  runRanks(2, opts, [&](RankContext& ctx) {
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const int r = ctx.rank();
+    const size_t bigCount = (size_t{16} << 20) / 4;
+    DevBuf big(d, bigCount * 4), small(d, 4096);
+    std::vector<float> host(1024);
+    cfxPlanInfo plan;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, big.p(), big.p(), bigCount, ncclFloat32, 0, &plan));
+    EXPECT_STREQ(plan.algorithm, "IpcScratch") << plan.text;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, small.p(), small.p(), 1024, ncclFloat32, 0, &plan));
+    EXPECT_STRNE(plan.algorithm, "IpcScratch");
+    EXPECT_NE(std::string(plan.text).find("staged (below CFX_CUDA_IPC_MIN_BYTES"), std::string::npos) << plan.text;
+    NCCL_OK(cfxCommGetPlanForBuffers(self.comm, cfxCollAllReduce, host.data(), host.data(), 1024, ncclFloat32, 0,
+                                     &plan));
+    EXPECT_EQ(std::string(plan.text).find("device buffers"), std::string::npos) << plan.text;
+    std::vector<float> h(bigCount);
+    for (size_t i = 0; i < bigCount; ++i) h[i] = static_cast<float>(i % 251 + static_cast<size_t>(r));
+    CU_OK(d.memcpyHtoDAsync(big.ptr, h.data(), big.bytes, self.stream));
+    const long long before = emulatorCount("peer_copies");
+    NCCL_OK(ncclAllReduce(big.p(), big.p(), bigCount, ncclFloat32, ncclSum, self.comm, self.stream));
+    CU_OK(d.memcpyDtoHAsync(h.data(), big.ptr, big.bytes, self.stream));
+    CU_OK(d.streamSynchronize(self.stream));
+    size_t bad = 0;
+    for (size_t i = 0; i < bigCount; ++i) bad += h[i] != static_cast<float>(2 * (i % 251) + 1);
+    EXPECT_EQ(bad, 0u) << "rank " << r;
+    if (before >= 0) {
+      EXPECT_GT(emulatorCount("peer_copies"), before) << "the 16 MiB all-reduce staged";
+    }
+    EXPECT_NE(ownLog(dir).find("AllReduce 16777216 B on 2 ranks, device buffers: IpcScratch"), std::string::npos);
+  });
+  std::filesystem::remove_all(dir);
+}
+
+// Where some rank cannot map the others' memory (here: two "hosts", NCCL_HOSTID), the path is off with one INFO line
+// saying why, and device buffers stage with right results.
+TEST(GpuCollectives, WithoutCudaIpcBetweenEveryPairOneInfoLineSaysWhy) {
+  SKIP_WITHOUT_GPU();
+  char dirTemplate[] = "/tmp/cfx-ipc-off.XXXXXX";
+  ASSERT_NE(::mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  RunOptions opts;
+  opts.env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT"}, {"NCCL_DEBUG_FILE", dir + "/log.%p"}};
+  runRanks(2, opts, [&](RankContext& ctx) {
+    ::setenv("NCCL_HOSTID", ("ipc-off-host-" + std::to_string(ctx.rank())).c_str(), 1);
+    RankOnDevice self(ctx);
+    const cuda::Driver& d = self.d;
+    const size_t count = (size_t{16} << 20) / 4;
+    DevBuf buf(d, count * 4);
+    std::vector<float> h(count, static_cast<float>(ctx.rank() + 1));
+    CU_OK(d.memcpyHtoDAsync(buf.ptr, h.data(), buf.bytes, self.stream));
+    const long long before = emulatorCount("peer_copies");
+    NCCL_OK(ncclAllReduce(buf.p(), buf.p(), count, ncclFloat32, ncclSum, self.comm, self.stream));
+    CU_OK(d.memcpyDtoHAsync(h.data(), buf.ptr, buf.bytes, self.stream));
+    CU_OK(d.streamSynchronize(self.stream));
+    EXPECT_EQ(std::count(h.begin(), h.end(), 3.0f), static_cast<long>(count));
+    if (before >= 0) {
+      EXPECT_EQ(emulatorCount("peer_copies"), before) << "copied through a peer's scratch across hosts";
+    }
+    const std::string log = ownLog(dir);
+    const std::string line = "device-direct (CUDA IPC) path off: the ranks run on 2 hosts";
+    EXPECT_NE(log.find(line), std::string::npos) << log;
+    EXPECT_EQ(log.find(line), log.rfind(line)) << "said more than once";
+  });
+  std::filesystem::remove_all(dir);
 }
 
 // Ranks on GPUs of their own (NVIDIA's NCCL's setting), staged and over CUDA IPC, which with no GPU shared takes

@@ -24,20 +24,30 @@ void* loadedEmulator() {
 
 namespace {
 
-// What a throwaway child process finds: a device (a real one, or a stand-in), or neither.
-enum class Device { None, Real, Emulated };
-Device probeDevice() {
-  static const Device found = [] {
+// What a throwaway child process finds: a device (a real one, or a stand-in) and the runtime behind it, or neither.
+// Asked in a child because a process that initialised CUDA and then forks leaves its children unable to use the
+// device (the CUDA stand-in models that too): the test process itself never initialises CUDA.
+struct Probe {
+  enum class Device { None, Real, Emulated } device = Device::None;
+  bool hip = false;
+};
+Probe probeDevice() {
+  static const Probe found = [] {
     const pid_t pid = fork();
     if (pid == 0) {
       const cuda::Driver* d = cuda::driver();
       int n = 0;
       if (d == nullptr || d->deviceGetCount(&n) != cuda::kSuccess || n <= 0) _exit(1);
-      _exit(loadedEmulator() != nullptr ? 2 : 0);
+      const int hip = cuda::backend() == cuda::Backend::Hip ? 4 : 0;
+      _exit((loadedEmulator() != nullptr ? 2 : 0) + hip + 8);
     }
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return Device::None;
-    return WEXITSTATUS(status) == 0 ? Device::Real : WEXITSTATUS(status) == 2 ? Device::Emulated : Device::None;
+    Probe p;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) < 8) return p;
+    const int code = WEXITSTATUS(status) - 8;
+    p.device = (code & 2) != 0 ? Probe::Device::Emulated : Probe::Device::Real;
+    p.hip = (code & 4) != 0;
+    return p;
   }();
   return found;
 }
@@ -45,10 +55,12 @@ Device probeDevice() {
 }  // namespace
 
 const char* gpuMissingReason() {
-  return probeDevice() == Device::None ? "no CUDA driver or no CUDA device on this machine" : nullptr;
+  return probeDevice().device == Probe::Device::None ? "no CUDA driver or no CUDA device on this machine" : nullptr;
 }
 
-bool onEmulator() { return probeDevice() == Device::Emulated; }
+bool onEmulator() { return probeDevice().device == Probe::Device::Emulated; }
+
+bool deviceRuntimeIsHip() { return probeDevice().hip; }
 
 const GraphApi& graphApi() {
   static const GraphApi api = [] {

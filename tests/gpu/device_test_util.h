@@ -32,6 +32,10 @@ void* loadedEmulator();
 const char* gpuMissingReason();
 // True when that device is a stand-in (tests/gpu/emu), which tests can make fail or die where a GPU cannot.
 bool onEmulator();
+// True when the library runs that device through HIP rather than CUDA. Like the two above, asked of a throwaway
+// child: cuda::backend() in the test process would initialise CUDA there, and its forked ranks could then not use
+// the device ("cannot use device 0" on a GPU and on the stand-in alike).
+bool deviceRuntimeIsHip();
 
 #define SKIP_WITHOUT_GPU()                                         \
   do {                                                             \

@@ -55,8 +55,8 @@ RunOptions ipcFaultOptions() {
 }
 
 // Whether this run's ncclMemAlloc gives memory peers map in place: the CUDA stand-in (or a GPU) has the virtual
-// memory API, the HIP stand-in does not.
-bool zeroCopyExpected() { return cuda::backend() == cuda::Backend::Cuda; }
+// memory API, the HIP stand-in does not. Safe in the test process (it asks a throwaway child).
+bool zeroCopyExpected() { return !deviceRuntimeIsHip(); }
 
 // The emulator's counters across one op: which path it took.
 struct PathCounts {

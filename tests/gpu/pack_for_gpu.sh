@@ -12,9 +12,12 @@
 #          nvcc against NVIDIA's nccl.h (its MPI build, against minimpi, so that cfxrun can start one process per rank
 #          on one GPU)
 #   test_nccl.conf
+#   nvidia/ NVIDIA's libnccl.so.2 (the one nccl-tests was built against), with --with-nvidia-nccl only: ~220 MB, most
+#          of a bundle's transfer limit; without it run_on_gpu.sh takes the NCCL wheel beside the GPU machine's torch
 # Then: tests/gpu/run_on_gpu.sh --bundle DIR.
 #
 # Usage: tests/gpu/pack_for_gpu.sh --build-dir DIR --nccl-tests-src DIR [--out DIR] [--nccl-home DIR] [--tar FILE]
+#                                  [--with-nvidia-nccl]
 # --tar FILE also writes the folder as FILE (xz; the GPU binaries shrink ~15x), whose top folder is gpu-bundle.
 # NVCC_GENCODE picks nccl-tests' GPU targets (default sm_90, the H100/H200); the build dir's CFX_CUDA_ARCHS must
 # cover the same GPU.
@@ -26,6 +29,7 @@ NCT_SRC=""
 OUT="$ROOT/.gpu-bundle"
 NCCL_HOME_DIR=""
 TAR=""
+WITH_NV=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
@@ -33,7 +37,8 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift 2 ;;
     --nccl-home) NCCL_HOME_DIR=$(cd "$2" && pwd); shift 2 ;;
     --tar) TAR="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --with-nvidia-nccl) WITH_NV=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "pack_for_gpu.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -102,6 +107,12 @@ cp -L "$cudart" "$OUT/rt/"
 cp "$BUILD"/tests/gpu/cfx_gpu_device_collectives "$BUILD"/tests/gpu/cfx_gpu_device_kernels "$BUILD/perf/cfxrun" \
   "$BUILD"/tests/gpu/gpu_small_op_probe "$OUT/bin/"
 cp "$BUILD/tests/test_nccl.conf" "$OUT/test_nccl.conf"
+if [ $WITH_NV = 1 ]; then
+  mkdir -p "$OUT/nvidia"
+  nv=$(ls "$NCCL_HOME_DIR"/lib64/libnccl.so.2 "$NCCL_HOME_DIR"/lib/libnccl.so.2 2> /dev/null | head -1)
+  [ -n "$nv" ] || die "--with-nvidia-nccl: no libnccl.so.2 under $NCCL_HOME_DIR/lib64 or lib"
+  cp -L "$nv" "$OUT/nvidia/libnccl.so.2"
+fi
 strip --strip-debug "$OUT"/bin/* 2> /dev/null || true
 du -sh "$OUT"
 if [ -n "$TAR" ]; then

@@ -22,8 +22,21 @@
 # Without a GPU it exits 77 (skip) with the reason. Ranks are processes started by cfxrun; nccl-tests is its MPI
 # build against minimpi (tests/gpu/minimpi), so the machine needs no MPI.
 #
-# Usage: tests/gpu/run_on_gpu.sh --bundle DIR|FILE.tar.xz [--nvidia-nccl DIR] [--out DIR] [--quick] [--tar FILE]
+# Usage: tests/gpu/run_on_gpu.sh --bundle DIR|FILE.tar.xz [--quick | --figures] [--nvidia-nccl DIR] [--out DIR]
+#                                [--tar FILE]
 #        tests/gpu/run_on_gpu.sh [--build-dir DIR] --nccl-tests-src DIR [...]
+# --quick: the proof only, sized for one call of a few minutes (TIME_BUDGET 230 s, STEP_TIMEOUT 60 s unless set):
+#   issue 35's hang command (all_reduce_perf 8 B - 1 GiB on 4 ranks) at the default size rule and at two others,
+#   with INIT/PROXY/TUNING logs and a 20 s timeout per wait, so a hang names its step; the gtests (150 s at most);
+#   all 11 nccl-tests binaries with the defaults across the 8 MiB rule, symmetric windows, a graph run, device-side
+#   barriers on the shared GPU (CFX_CUDA_IPC_DEVICE_SYNC=1) and the staged fallback; the torch job at 2 ranks (its
+#   RESULT has the 64 MiB all-reduce time).
+# --figures: only the figures, for a second call: all_reduce_perf 8 B - 1 GiB with 4 ranks on one GPU by each path
+#   (the default, staged, CUDA IPC scratch at every size, symmetric windows, device-side barriers), all_gather_perf
+#   by the default and
+#   staged, and both libraries at 1 rank; then summary_table.md: out-of-place times at 8 B, 64 KiB, 16 MiB and 1 GiB
+#   per path beside NVIDIA's 1-rank figures (tests/gpu/nct_table.py).
+# Neither: the full proof, then the figures.
 # --bundle: what tests/gpu/pack_for_gpu.sh made elsewhere (nothing is built here; the lent GPU machines have no
 # toolchain for our dependencies); without it, Conflux is built here (or --build-dir used) and packed first.
 # --tar FILE: all logs in one archive at the end (for tools that bring back only a few files).
@@ -39,6 +52,7 @@ TAR=""
 NV_NCCL=""
 OUT="$ROOT/gpu-proof"
 QUICK=0
+FIGURES=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=$(cd "$2" && pwd); shift 2 ;;
@@ -48,11 +62,16 @@ while [ $# -gt 0 ]; do
     --nvidia-nccl) NV_NCCL=$(cd "$2" && pwd); shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --figures) FIGURES=1; shift ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "run_on_gpu.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
+if [ $QUICK = 1 ] && [ $FIGURES = 1 ]; then echo "run_on_gpu.sh: --quick and --figures are two calls" >&2; exit 2; fi
+if [ $QUICK = 1 ]; then
+  : "${TIME_BUDGET:=230}" "${STEP_TIMEOUT:=60}"
+fi
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   echo "run_on_gpu.sh: SKIP: no NVIDIA GPU here (nvidia-smi lists no device)"
   exit 77
@@ -76,6 +95,7 @@ finish() {
   echo
   echo "== summary (logs in $OUT)"
   printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+  if [ -f "$OUT/summary_table.md" ]; then echo; cat "$OUT/summary_table.md" | tee -a "$OUT/summary.txt"; fi
   if [ -n "$TAR" ]; then tar -C "$(dirname "$OUT")" --exclude=bundle -cJf "$TAR" "$(basename "$OUT")"; fi
   exit $FAILED
 }
@@ -139,7 +159,9 @@ done
 echo "libraries taken from the bundle: $(cd "$LIBDIR" && ls | grep -v '^libnccl' | tr '\n' ' ')" |
   tee -a "$OUT/environment.txt"
 LD_LIBRARY_PATH="$LIBDIR" ldd "$LIB" | grep -E 'not found|=>' >> "$OUT/environment.txt"
-# NVIDIA's library for the side-by-side runs: the NCCL wheel beside torch.
+# NVIDIA's library for the side-by-side runs: the bundle's copy (pack_for_gpu.sh --with-nvidia-nccl), else the NCCL
+# wheel beside torch.
+if [ -z "$NV_NCCL" ] && [ -e "$BUNDLE/nvidia/libnccl.so.2" ]; then NV_NCCL="$BUNDLE/nvidia"; fi
 if [ -z "$NV_NCCL" ]; then
   NV_NCCL=$(python3 -c "
 import glob, os, nvidia
@@ -149,21 +171,28 @@ fi
 echo "bundle $BUNDLE; NVIDIA's NCCL: ${NV_NCCL:-none found}" | tee -a "$OUT/environment.txt"
 
 # ---- 1. gtest GPU tests ----
-for t in "$BUNDLE"/bin/cfx_gpu_*; do
-  [ -x "$t" ] || continue
-  name=$(basename "$t")
-  t_limit=$(budget $((STEP_TIMEOUT * 2)))
-  if [ "$t_limit" = 0 ]; then record "gtest $name" 77 "skipped: time budget spent"; continue; fi
-  NCCL_CONF_FILE="$BUNDLE/test_nccl.conf" LD_LIBRARY_PATH="$LIBDIR" timeout "$t_limit" "$t" > "$OUT/$name.log" 2>&1
-  rc=$?
-  record "gtest $name" $rc "$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$OUT/$name.log" | tr -s ' ' | tr '\n' ' ')"
-done
+# run_gtests [SECONDS]: each gtest binary, with at most SECONDS (default twice STEP_TIMEOUT).
+run_gtests() {
+  local t name t_limit rc want=${1:-$((STEP_TIMEOUT * 2))}
+  for t in "$BUNDLE"/bin/cfx_gpu_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    t_limit=$(budget "$want")
+    if [ "$t_limit" = 0 ]; then record "gtest $name" 77 "skipped: time budget spent"; continue; fi
+    NCCL_CONF_FILE="$BUNDLE/test_nccl.conf" LD_LIBRARY_PATH="$LIBDIR" timeout "$t_limit" "$t" > "$OUT/$name.log" 2>&1
+    rc=$?
+    record "gtest $name" $rc "$(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$OUT/$name.log" | tr -s ' ' | tr '\n' ' ')"
+  done
+}
 
 # ---- 2. nccl-tests ----
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}" NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo
 NCT_GAVE_UP=0
 GRAPH_GAVE_UP=0
-# nct NAME NP LIBPATH ARGS...: one nccl-tests run, summarised by its own verdict and average bus bandwidth.
+FIRST_NCT=1
+# nct NAME NP LIBPATH ARGS...: one nccl-tests run, summarised by its own verdict and average bus bandwidth. A first
+# run that times out skips the other runs (something is wrong with every one of them), except the hang-* runs, which
+# are there to find a hang.
 nct() {
   local name=$1 np=$2 libpath=$3; shift 3
   local log="$OUT/nccl-tests-$name.log"
@@ -175,72 +204,32 @@ nct() {
   limit=$(budget "$STEP_TIMEOUT")
   if [ "$limit" = 0 ]; then record "nccl-tests $name" 77 "skipped: time budget spent"; return; fi
   echo "# library folder: $libpath" > "$log"
-  # Over CUDA IPC, the library's INIT lines say which form the scratch took and which windows went zero-copy.
+  # Where the CUDA IPC path may be on (the default), the library's INIT lines say which form the scratch took, or
+  # why the path is off, and which windows went zero-copy.
   local debug=$NCCL_DEBUG subsys=${NCCL_DEBUG_SUBSYS:-}
-  if [ "${CFX_CUDA_IPC:-0}" = 1 ]; then debug=INFO; subsys=INIT; fi
+  if [ "${CFX_CUDA_IPC:--1}" != 0 ] && [ "$libpath" = "$LIBDIR" ] && [ "$debug" != INFO ]; then debug=INFO; subsys=INIT; fi
   NCCL_DEBUG=$debug NCCL_DEBUG_SUBSYS=$subsys LD_LIBRARY_PATH="$libpath:$RT" timeout "$limit" "$CFXRUN" -n "$np" \
-    --timeout $((limit - 5)) "$@" >> "$log" 2>&1
+    --timeout $((limit > 10 ? limit - 5 : limit)) "$@" >> "$log" 2>&1
   local rc=$?
   local ipc=""
-  if [ "${CFX_CUDA_IPC:-0}" = 1 ]; then
+  if [ "${CFX_CUDA_IPC:--1}" != 0 ] && [ "$libpath" = "$LIBDIR" ]; then
     ipc="IPC scratch per rank: $(grep -c 'shared as file descriptors' "$log") shareable, $(grep -c 'legacy IPC handles' "$log") legacy, $(grep -c 'path off' "$log") off; zero-copy windows: $(grep -c 'mapped by all .*: zero-copy' "$log")"
   fi
-  if [ $rc -eq 124 ] && [ "$FIRST_NCT" = 1 ]; then NCT_GAVE_UP=1; fi
+  case "$name" in
+    hang-*) ;;
+    *)
+      if [ $rc -eq 124 ] && [ "$FIRST_NCT" = 1 ]; then NCT_GAVE_UP=1; fi
+      FIRST_NCT=0 ;;
+  esac
   case "$name" in *-graph*) if [ $rc -eq 124 ]; then GRAPH_GAVE_UP=1; fi ;; esac
-  FIRST_NCT=0
   if [ $rc -eq 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$log"; then rc=1; fi
-  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | tr -s ' ' | tr '\n' ' ')$ipc"
+  # A run that timed out: where each rank's device ops stood (the PROXY lines, when logged).
+  local where=""
+  if [ $rc -eq 124 ]; then where=" last device-op lines: $(grep -E 'device op [0-9]+ ' "$log" | tail -4 | tr -s ' ' | tr '\n' ' ')"; fi
+  # With NCCL_DEBUG set cfxrun tags each rank's lines "[rank R] "; rank 0's verdict stands for the run's.
+  record "nccl-tests $name" $rc "$(grep -hE 'nccl-library|Out of bounds|Avg bus' "$log" | grep -vE '^\[rank [1-9]' |
+    tr -s ' ' | tr '\n' ' ')$ipc$where"
 }
-FIRST_NCT=1
-if [ $QUICK = 1 ]; then RANGE=(-b 8 -e 1M -f 8); else RANGE=(-b 8 -e 32M -f 4); fi
-# The library's defaults: every op staged through pinned host memory.
-for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
-  nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-done
-# Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0): every collective, and the binaries that are groups of sends
-# and receives (alltoallv, sendrecv, hypercube).
-for b in all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube; do
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-done
-# Zero-copy: nccl-tests' buffers come from ncclMemAlloc; -R 2 registers them as symmetric windows, which every rank
-# maps, and the four collectives with a zero-copy form read peers' buffers in place (the others ignore the windows).
-for b in all_reduce all_gather reduce_scatter alltoall; do
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2 -R 2
-done
-# Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
-# pair and the network transport between, every op staged through pinned host memory.
-for net in tcp ucx; do
-  for b in all_reduce all_gather; do
-    CFX_NET=$net CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-2hosts-$net" 4 "$LIBDIR" "$ROOT/tests/gpu/as_hosts.sh" 2 \
-      "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-  done
-done
-# Ranks on GPUs of their own, where the machine has several (none lent so far has): each rank on GPU LOCAL_RANK
-# (NCCL_TESTS_DEVICE unset), ours staged and over CUDA IPC (peer access between GPUs), and NVIDIA's beside them.
-NGPU=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
-if [ "$NGPU" -ge 2 ]; then
-  NP=$((NGPU < 4 ? NGPU : 4))
-  for b in all_reduce all_gather; do
-    CFX_CUDA_IPC=0 nct "${b}-${NP}ranks-${NP}gpus" "$NP" "$LIBDIR" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
-      "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-    CFX_CUDA_IPC=1 nct "${b}-${NP}ranks-${NP}gpus-ipc" "$NP" "$LIBDIR" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
-      "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-    if [ -n "$NV_NCCL" ]; then
-      nct "${b}-${NP}ranks-${NP}gpus-nvidia" "$NP" "$NV_NCCL" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
-        "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
-    fi
-  done
-else
-  record "nccl-tests ranks-on-own-gpus" 77 "skipped: one GPU here (needs two or more)"
-fi
-# CUDA graphs: nccl-tests captures its timed ops (and the checked one) and replays the graph -G times.
-for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
-  CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
-done
-# With CUDA IPC on, captured ops stage while the uncaptured ones (warm-up) take the path, on one communicator.
-for b in all_reduce all_gather reduce_scatter alltoall; do
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-graph-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
-done
 
 # ---- 3. torch.distributed ----
 # torch_job NAME NPROC PRELOAD LIBPATH: the job's RESULT line is the summary.
@@ -261,39 +250,170 @@ torch_job() {
   if [ $rc -eq 124 ]; then TORCH_GAVE_UP=1; fi
   record "torch $name" $rc "$(grep -h '^RESULT' "$log" | cut -c8- | tr -d '\n')"
 }
-if python3 -c "import torch, torch.distributed" 2> /dev/null; then
+have_torch() { python3 -c "import torch, torch.distributed" 2> /dev/null; }
+
+ALL11="all_reduce all_gather broadcast reduce reduce_scatter alltoall alltoallv gather scatter sendrecv hypercube"
+
+# The proof in a few minutes (--quick).
+proof_quick() {
+  # Issue 35's hang: 4 ranks, 8 B - 1 GiB by factors of 8, with the default size rule (8 MiB where ranks share a
+  # GPU: the sweep crosses from staged ops to the IPC path) and two others. A wait of 20 s fails naming the peer, a
+  # device op whose host step waits 10 s says which, and every op's plan is logged.
+  local rule
+  for rule in default 0 4096; do
+    local env=(env)
+    [ "$rule" = default ] || env+=("CFX_CUDA_IPC_MIN_BYTES=$rule")
+    CFX_TIMEOUT_MS=20000 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROXY,TUNING nct "hang-all_reduce-4ranks-rule-$rule" 4 \
+      "$LIBDIR" "${env[@]}" "$NCT_BIN/all_reduce_perf" -b 8 -e 1G -f 8 -g 1 -c 1 -n 5 -w 1
+  done
+  run_gtests 150
+  # Every binary with the library's defaults across the size rule (all-gather's and the rooted ones' 16 MiB too).
+  local b
+  for b in $ALL11; do
+    nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 2 -w 1
+  done
+  for b in all_reduce all_gather; do
+    nct "${b}-4ranks-1gpu-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 2 -w 1 -R 2
+  done
+  nct "all_reduce-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 2 -w 1 -G 2
+  # Device-side barriers where ranks share the GPU (not the default there: this run says whether they work): small
+  # all-reduces as one kernel (IpcOneShot), large ones through the scratch with no host step.
+  CFX_CUDA_IPC_DEVICE_SYNC=1 CFX_TIMEOUT_MS=20000 nct "all_reduce-4ranks-1gpu-devicesync" 4 "$LIBDIR" \
+    "$NCT_BIN/all_reduce_perf" -b 8 -e 16M -f 8 -g 1 -c 1 -n 5 -w 1
+  CFX_CUDA_IPC=0 nct "all_reduce-4ranks-1gpu-staged" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" -b 8 -e 16M -f 8 -g 1 -c 1 \
+    -n 2 -w 1
+  if have_torch; then
+    torch_job "conflux-2ranks-1gpu" 2 "$LIB" "$LIBDIR" --steps 5
+  else
+    record "torch" 77 "no torch in python3"
+  fi
+}
+
+# The full proof (neither --quick nor --figures).
+proof_full() {
+  local RANGE=(-b 8 -e 32M -f 4) b net
+  # The library's defaults: the CUDA IPC path where ranks map each other's memory, from 8 MiB where they share a GPU.
+  for b in $ALL11; do
+    nct "${b}-4ranks-1gpu" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+  done
+  # Every op staged through pinned host memory (the fallback where ranks cannot map each other's memory).
+  for b in $ALL11; do
+    CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+  done
+  # Over CUDA IPC at every size (CFX_CUDA_IPC_MIN_BYTES=0): every collective, and the binaries that are groups of sends
+  # and receives (alltoallv, sendrecv, hypercube).
+  for b in $ALL11; do
+    CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+  done
+  # Zero-copy: nccl-tests' buffers come from ncclMemAlloc; -R 2 registers them as symmetric windows, which every rank
+  # maps, and the four collectives with a zero-copy form read peers' buffers in place (the others ignore the windows).
+  for b in all_reduce all_gather reduce_scatter alltoall; do
+    CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-ipc-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 \
+      -n 5 -w 2 -R 2
+  done
+  # Device buffers between hosts: ranks in pairs with their own NCCL_HOSTID (as_hosts.sh), shared memory within a
+  # pair and the network transport between, every op staged through pinned host memory (one INFO line says why).
+  for net in tcp ucx; do
+    for b in all_reduce all_gather; do
+      CFX_NET=$net nct "${b}-4ranks-1gpu-2hosts-$net" 4 "$LIBDIR" "$ROOT/tests/gpu/as_hosts.sh" 2 \
+        "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+    done
+  done
+  # Ranks on GPUs of their own, where the machine has several (none lent so far has): each rank on GPU LOCAL_RANK
+  # (NCCL_TESTS_DEVICE unset), ours staged and by default (CUDA IPC, peer access between GPUs), and NVIDIA's beside.
+  local NGPU NP
+  NGPU=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
+  if [ "$NGPU" -ge 2 ]; then
+    NP=$((NGPU < 4 ? NGPU : 4))
+    for b in all_reduce all_gather; do
+      CFX_CUDA_IPC=0 nct "${b}-${NP}ranks-${NP}gpus-staged" "$NP" "$LIBDIR" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
+        "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+      nct "${b}-${NP}ranks-${NP}gpus" "$NP" "$LIBDIR" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
+        "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+      if [ -n "$NV_NCCL" ]; then
+        nct "${b}-${NP}ranks-${NP}gpus-nvidia" "$NP" "$NV_NCCL" env -u NCCL_TESTS_DEVICE "$NCT_BIN/${b}_perf" \
+          "${RANGE[@]}" -g 1 -c 1 -n 5 -w 2
+      fi
+    done
+  else
+    record "nccl-tests ranks-on-own-gpus" 77 "skipped: one GPU here (needs two or more)"
+  fi
+  # CUDA graphs: nccl-tests captures its timed ops (and the checked one) and replays the graph -G times; captured ops
+  # stage, while the uncaptured ones (warm-up) take the IPC path by the rules, on one communicator.
+  for b in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
+    CFX_CUDA_IPC=0 nct "${b}-4ranks-1gpu-graph-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 -w 2 -G 3
+  done
+  for b in all_reduce all_gather reduce_scatter alltoall; do
+    CFX_CUDA_IPC_MIN_BYTES=0 nct "${b}-4ranks-1gpu-graph" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${RANGE[@]}" -g 1 -c 1 -n 4 \
+      -w 2 -G 3
+  done
+  if ! have_torch; then
+    record "torch" 77 "no torch in python3"
+    return
+  fi
   torch_job "conflux-1rank" 1 "$LIB" "$LIBDIR"
   torch_job "nvidia-1rank" 1 "" ""
   torch_job "conflux-2ranks-1gpu" 2 "$LIB" "$LIBDIR"
   torch_job "conflux-4ranks-1gpu" 4 "$LIB" "$LIBDIR"
-  # The CUDA IPC path under PyTorch's many streams (its device work rides the user's stream: the order whose
-  # absence hung PyTorch when staging copied on a stream of the library's), for every size.
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 torch_job "conflux-2ranks-1gpu-ipc" 2 "$LIB" "$LIBDIR"
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 torch_job "conflux-4ranks-1gpu-ipc" 4 "$LIB" "$LIBDIR"
+  CFX_CUDA_IPC=0 torch_job "conflux-2ranks-1gpu-staged" 2 "$LIB" "$LIBDIR"
+  # The CUDA IPC path under PyTorch's many streams (its device work rides the user's stream: the order whose absence
+  # hung PyTorch when staging copied on a stream of the library's), for every size.
+  CFX_CUDA_IPC_MIN_BYTES=0 torch_job "conflux-4ranks-1gpu-ipc" 4 "$LIB" "$LIBDIR"
   torch_job "nvidia-1rank-graph" 1 "" "" --graph
   torch_job "conflux-1rank-graph" 1 "$LIB" "$LIBDIR" --graph
   torch_job "conflux-2ranks-1gpu-graph" 2 "$LIB" "$LIBDIR" --graph
   torch_job "conflux-4ranks-1gpu-graph" 4 "$LIB" "$LIBDIR" --graph
-else
-  record "torch" 77 "no torch in python3"
-fi
+}
 
-# ---- 4. figures (last: the longest step); 1 rank side by side first, they are short ----
-if [ $QUICK = 1 ]; then BIG=(-b 8 -e 64M -f 8); else BIG=(-b 8 -e 1G -f 2); fi
-for b in all_reduce all_gather; do
-  nct "fig-$b-1rank-conflux" 1 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
-  if [ -n "$NV_NCCL" ]; then
-    nct "fig-$b-1rank-nvidia" 1 "$NV_NCCL" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 10 -w 2
-  else
-    record "nccl-tests fig-$b-1rank-nvidia" 77 "NVIDIA's libnccl.so.2 not found (--nvidia-nccl DIR)"
-  fi
-done
-for b in all_reduce all_gather; do
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-$b-4ranks-1gpu-conflux-ipc-symmetric" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1 -R 2
-  CFX_CUDA_IPC=1 CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-$b-4ranks-1gpu-conflux-ipc" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-  CFX_CUDA_IPC=0 nct "fig-$b-4ranks-1gpu-conflux-staged" 4 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
-done
-# CUDA IPC with its default size rule: staged below 8 MiB and IPC from there (the better of the two rows above).
-CFX_CUDA_IPC=1 nct "fig-all_reduce-4ranks-1gpu-conflux-ipc-auto" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 \
-  -c 1 -n 5 -w 1
+# ---- 4. figures (--figures, or after the full proof) ----
+figures() {
+  local BIG=(-b 8 -e 1G -f 2) b
+  # 1 rank, both libraries, side by side: the column every 4-rank row is set beside.
+  for b in all_reduce all_gather; do
+    nct "fig-$b-1rank-conflux" 1 "$LIBDIR" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 20 -w 5
+    if [ -n "$NV_NCCL" ]; then
+      nct "fig-$b-1rank-nvidia" 1 "$NV_NCCL" "$NCT_BIN/${b}_perf" "${BIG[@]}" -g 1 -c 1 -n 20 -w 5
+    else
+      record "nccl-tests fig-$b-1rank-nvidia" 77 "NVIDIA's libnccl.so.2 not found (--nvidia-nccl DIR)"
+    fi
+  done
+  # 4 ranks on one GPU, every path of all-reduce: the default (staged below 8 MiB, CUDA IPC from there), all staged,
+  # CUDA IPC scratch at every size, and in symmetric windows (zero-copy).
+  nct "fig-all_reduce-4ranks-1gpu-default" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+  CFX_CUDA_IPC=0 nct "fig-all_reduce-4ranks-1gpu-staged" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 -c 1 \
+    -n 5 -w 1
+  CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-all_reduce-4ranks-1gpu-ipc" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 \
+    -c 1 -n 5 -w 1
+  CFX_CUDA_IPC_MIN_BYTES=0 nct "fig-all_reduce-4ranks-1gpu-symmetric" 4 "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" \
+    -g 1 -c 1 -n 5 -w 1 -R 2
+  CFX_CUDA_IPC_DEVICE_SYNC=1 CFX_CUDA_IPC_MIN_BYTES=0 CFX_TIMEOUT_MS=30000 nct "fig-all_reduce-4ranks-1gpu-devicesync" 4 \
+    "$LIBDIR" "$NCT_BIN/all_reduce_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+  nct "fig-all_gather-4ranks-1gpu-default" 4 "$LIBDIR" "$NCT_BIN/all_gather_perf" "${BIG[@]}" -g 1 -c 1 -n 5 -w 1
+  CFX_CUDA_IPC=0 nct "fig-all_gather-4ranks-1gpu-staged" 4 "$LIBDIR" "$NCT_BIN/all_gather_perf" "${BIG[@]}" -g 1 -c 1 \
+    -n 5 -w 1
+  # The table: out-of-place times at 8 B, 64 KiB, 16 MiB and 1 GiB per path, NVIDIA's 1 rank beside.
+  local f="$OUT/nccl-tests-fig"
+  {
+    echo "all_reduce_perf, out-of-place time (us); 4 ranks on one GPU by path, 1 rank by library"
+    python3 "$ROOT/tests/gpu/nct_table.py" --ratio-to "NVIDIA 1 rank" \
+      "NVIDIA 1 rank=$f-all_reduce-1rank-nvidia.log" "Conflux 1 rank=$f-all_reduce-1rank-conflux.log" \
+      "4 ranks, default=$f-all_reduce-4ranks-1gpu-default.log" "4 ranks, staged=$f-all_reduce-4ranks-1gpu-staged.log" \
+      "4 ranks, IPC scratch=$f-all_reduce-4ranks-1gpu-ipc.log" \
+      "4 ranks, symmetric windows=$f-all_reduce-4ranks-1gpu-symmetric.log" \
+      "4 ranks, device-side barriers=$f-all_reduce-4ranks-1gpu-devicesync.log"
+    echo
+    echo "all_gather_perf, out-of-place time (us)"
+    python3 "$ROOT/tests/gpu/nct_table.py" --ratio-to "NVIDIA 1 rank" \
+      "NVIDIA 1 rank=$f-all_gather-1rank-nvidia.log" "Conflux 1 rank=$f-all_gather-1rank-conflux.log" \
+      "4 ranks, default=$f-all_gather-4ranks-1gpu-default.log" "4 ranks, staged=$f-all_gather-4ranks-1gpu-staged.log"
+  } > "$OUT/summary_table.md" 2>&1
+}
+
+if [ $QUICK = 1 ]; then
+  proof_quick
+elif [ $FIGURES = 0 ]; then
+  run_gtests
+  proof_full
+fi
+if [ $QUICK = 0 ]; then figures; fi
 finish

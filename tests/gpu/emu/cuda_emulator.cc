@@ -21,6 +21,9 @@
 //     through a handle; the reduce-copy kernels run on the stream as the host reduce functions.
 //   - The virtual memory API (emu_vmm.cc): cuMemCreate blocks exported as real file descriptors, reservations,
 //     mappings that stay inaccessible until cuMemSetAccess and keep their pages after the exporter frees them.
+//   - fork() after cuInit: the child cannot use the driver (every call that would start using it fails with
+//     CUDA_ERROR_NOT_INITIALIZED), as on a real GPU, where it cannot use the device at all. A test whose parent
+//     touched CUDA before forking its ranks fails here as it does on a GPU instead of passing only here.
 // What it does not model (calls return CUDA_ERROR_NOT_SUPPORTED): the quantisation kernels (they resolve, but a
 // launch fails), captured waits on work outside the capture, graphs launched into a capture. Timing is nothing
 // like a GPU's; tests never assert timings anyway.
@@ -69,6 +72,15 @@ constexpr int kMaxDevices = 8;
 Context gPrimary[kMaxDevices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 std::atomic<int> gDevices{1};
 std::atomic<bool> gInitialised{false};
+// Set in a child forked after this process initialised the driver (pthread_atfork, registered at load).
+std::atomic<bool> gForkedAfterInit{false};
+
+void markForkedChild() {
+  if (gInitialised.load()) gForkedAfterInit.store(true);
+}
+[[maybe_unused]] const int gAtFork = pthread_atfork(nullptr, nullptr, markForkedChild);
+bool forkedAfterInit() { return gForkedAfterInit.load(); }
+
 
 bool validDevice(int device) { return device >= 0 && device < gDevices.load(); }
 bool validContext(const void* ctx) {
@@ -368,6 +380,7 @@ extern "C" {
 __attribute__((visibility("default"))) int cfxCudaEmulator() { return 1; }
 
 CFX_EMU_API cuInit(unsigned flags) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (flags != 0) return kInvalidValue;
   if (!gInitialised.load()) {
     const char* n = std::getenv("CFX_EMU_DEVICES");
@@ -428,6 +441,7 @@ CFX_EMU_API cuGetErrorString(CUresult rc, const char** text) {
 }
 
 CFX_EMU_API cuDeviceGet(int* device, int ordinal) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (!gInitialised.load()) return kNotInitialized;
   if (device == nullptr || !validDevice(ordinal)) return kInvalidValue;
   *device = ordinal;
@@ -435,6 +449,7 @@ CFX_EMU_API cuDeviceGet(int* device, int ordinal) {
 }
 
 CFX_EMU_API cuDeviceGetCount(int* count) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (!gInitialised.load()) return kNotInitialized;
   if (count == nullptr) return kInvalidValue;
   *count = gDevices.load();
@@ -472,6 +487,7 @@ CFX_EMU_API cuDeviceGetAttribute(int* value, int attr, int device) {
 }
 
 CFX_EMU_API cuDevicePrimaryCtxRetain(void** ctx, int device) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (ctx == nullptr || !validDevice(device)) return kInvalidValue;
   *ctx = &gPrimary[device];
   return kSuccess;
@@ -489,6 +505,7 @@ CFX_EMU_API cuCtxGetCurrent(void** ctx) {
 }
 
 CFX_EMU_API cuCtxSetCurrent(void* ctx) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (ctx != nullptr && !validContext(ctx)) return kInvalidContext;
   if (tlContexts.empty()) {
     if (ctx != nullptr) tlContexts.push_back(static_cast<Context*>(ctx));
@@ -501,6 +518,7 @@ CFX_EMU_API cuCtxSetCurrent(void* ctx) {
 }
 
 CFX_EMU_API cuCtxPushCurrent_v2(void* ctx) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (!validContext(ctx)) return kInvalidContext;
   tlContexts.push_back(static_cast<Context*>(ctx));
   return kSuccess;
@@ -521,6 +539,7 @@ CFX_EMU_API cuCtxGetDevice(int* device) {
 }
 
 CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (data == nullptr) return kInvalidValue;
   uintptr_t base = 0;
   Allocation a;
@@ -551,6 +570,7 @@ CFX_EMU_API cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
 }
 
 CFX_EMU_API cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (refusedOnProgressThread("cuMemAlloc")) return kNotSupported;
   if (p == nullptr || bytes == 0) return kInvalidValue;
   void* m = nullptr;
@@ -565,6 +585,7 @@ CFX_EMU_API cuMemFree_v2(CUdeviceptr p) {
 }
 
 CFX_EMU_API cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (refusedOnProgressThread("cuMemHostAlloc")) return kNotSupported;
   return allocate(p, bytes, false);
 }
@@ -577,6 +598,32 @@ CFX_EMU_API cuMemFreeHost(void* p) {
 CFX_EMU_API cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned flags) {
   if (d == nullptr || flags != 0 || !isTracked(p)) return kInvalidValue;
   *d = reinterpret_cast<CUdeviceptr>(p);  // mapped pinned memory has one address on host and device (UVA)
+  return kSuccess;
+}
+
+// Memory the process mapped itself (a shared segment) becomes pinned host memory the device reaches at the same
+// address; registering a range twice, or one the emulator allocated, fails as CUDA's does.
+CFX_EMU_API cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
+  if (forkedAfterInit()) return kNotInitialized;
+  if (p == nullptr || bytes == 0 || (flags & ~3u) != 0) return kInvalidValue;
+  if (isTracked(p)) return kHostMemoryAlreadyRegistered;
+  Allocation a;
+  a.bytes = bytes;
+  a.ordinal = currentDevice();
+  a.registered = true;
+  trackAllocation(reinterpret_cast<uintptr_t>(p), a);
+  gCounters.hostRegisters.fetch_add(1);
+  return kSuccess;
+}
+
+CFX_EMU_API cuMemHostUnregister(void* p) {
+  uintptr_t base = 0;
+  Allocation a;
+  if (!findAllocation(reinterpret_cast<uintptr_t>(p), &base, &a) || base != reinterpret_cast<uintptr_t>(p) ||
+      !a.registered) {
+    return kHostMemoryNotRegistered;
+  }
+  untrackAllocation(base);
   return kSuccess;
 }
 
@@ -634,6 +681,7 @@ CFX_EMU_API cuMemcpy2DAsync_v2(const Memcpy2D* m, void* stream) {
 }
 
 CFX_EMU_API cuStreamCreate(void** stream, unsigned) {
+  if (forkedAfterInit()) return kNotInitialized;
   if (stream == nullptr) return kInvalidValue;
   if (refusedOnProgressThread("cuStreamCreate")) return kNotSupported;
   if (tlContexts.empty()) return kInvalidContext;
@@ -823,6 +871,7 @@ CFX_EMU_API cuStreamWriteValue32_v2(void* stream, CUdeviceptr addr, uint32_t val
 
 CFX_EMU_API cuLaunchHostFunc(void* stream, CUhostFn fn, void* userData) {
   if (fn == nullptr) return kInvalidValue;
+  gCounters.hostFunctions.fetch_add(1);
   submit(streamOf(stream), [=] { fn(userData); });
   return kSuccess;
 }

@@ -33,6 +33,8 @@ CFX_EMU_API cuMemFree_v2(cfx::emu::CUdeviceptr p);
 CFX_EMU_API cuMemHostAlloc(void** p, size_t bytes, unsigned flags);
 CFX_EMU_API cuMemFreeHost(void* p);
 CFX_EMU_API cuMemHostGetDevicePointer_v2(cfx::emu::CUdeviceptr* d, void* p, unsigned flags);
+CFX_EMU_API cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags);
+CFX_EMU_API cuMemHostUnregister(void* p);
 CFX_EMU_API cuMemGetAddressRange_v2(cfx::emu::CUdeviceptr* base, size_t* size, cfx::emu::CUdeviceptr p);
 CFX_EMU_API cuMemcpyDtoHAsync_v2(void* dst, cfx::emu::CUdeviceptr src, size_t bytes, void* stream);
 CFX_EMU_API cuMemcpyHtoDAsync_v2(cfx::emu::CUdeviceptr dst, const void* src, size_t bytes, void* stream);

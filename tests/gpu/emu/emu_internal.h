@@ -31,6 +31,8 @@ constexpr CUresult kCaptureUnsupported = 900;
 constexpr CUresult kCaptureInvalidated = 901;
 constexpr CUresult kCaptureMerge = 902;
 constexpr CUresult kCaptureUnmatched = 903;
+constexpr CUresult kHostMemoryAlreadyRegistered = 712;
+constexpr CUresult kHostMemoryNotRegistered = 713;
 
 // ---- allocations ----
 
@@ -41,6 +43,7 @@ struct Allocation {
   bool opened = false;  // a peer's device memory mapped by cuIpcOpenMemHandle
   int ordinal = 0;      // the device it is memory of (device memory), or whose context made it
   bool vmm = false;     // a cuMemMap mapping (emu_vmm.cc); opened: of memory imported from another process
+  bool registered = false;  // host memory the process mapped itself, pinned by cuMemHostRegister
 };
 
 // The allocation holding `p`, if any: (base, allocation).
@@ -71,6 +74,8 @@ CUresult allocate(void** p, size_t bytes, bool device);
 // waiting for, it deadlocked on an H100 (docs/DESIGN.md). The stand-in refuses such calls there, with a line on
 // stderr naming the call, so a test fails here instead of a GPU machine hanging.
 bool refusedOnProgressThread(const char* call);
+// Whether this process is a child forked after its parent initialised the driver: such a child cannot use it.
+bool forkedAfterInit();
 // Whether the calling thread is one of the library's progress threads.
 bool onProgressThread();
 
@@ -83,6 +88,8 @@ struct Counters {
   std::atomic<uint64_t> vmmImports{0};          // cuMemImportFromShareableHandle
   std::atomic<uint64_t> vmmPeerCopies{0};       // copies from or to imported memory (also in peerCopies)
   std::atomic<uint64_t> vmmPeerKernelReads{0};  // kernel launches reading imported memory
+  std::atomic<uint64_t> hostRegisters{0};       // cuMemHostRegister
+  std::atomic<uint64_t> hostFunctions{0};       // cuLaunchHostFunc: a host round trip on a stream
 };
 extern Counters gCounters;
 

@@ -201,7 +201,7 @@ CFX_EMU_API cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsi
 
 // What the emulator did in this process, for tests that must tell a path taken from one fallen back from:
 // "ipc_opens", "peer_copies", "module_loads", "kernel_launches", "progress_thread_work", "vmm_imports",
-// "vmm_peer_copies", "vmm_peer_kernel_reads". -1 for an unknown name.
+// "vmm_peer_copies", "vmm_peer_kernel_reads", "host_registers", "host_functions". -1 for an unknown name.
 __attribute__((visibility("default"))) long long cfxCudaEmulatorCount(const char* what) {
   if (what == nullptr) return -1;
   const std::string w = what;
@@ -213,6 +213,8 @@ __attribute__((visibility("default"))) long long cfxCudaEmulatorCount(const char
   if (w == "vmm_imports") return static_cast<long long>(gCounters.vmmImports.load());
   if (w == "vmm_peer_copies") return static_cast<long long>(gCounters.vmmPeerCopies.load());
   if (w == "vmm_peer_kernel_reads") return static_cast<long long>(gCounters.vmmPeerKernelReads.load());
+  if (w == "host_registers") return static_cast<long long>(gCounters.hostRegisters.load());
+  if (w == "host_functions") return static_cast<long long>(gCounters.hostFunctions.load());
   return -1;
 }
 
