@@ -155,7 +155,7 @@ size_t topkEncodeBlock(const CodecSpec& spec, const float* v, size_t n, unsigned
 }
 
 void topkDecode(const CodecSpec& spec, const unsigned char* wire, size_t count, float* out, bool accumulate) {
-  if (!accumulate) std::memset(out, 0, count * sizeof(float));
+  if (!accumulate && count != 0) std::memset(out, 0, count * sizeof(float));  // out may be null when empty
   const size_t ib = indexBytes(spec);
   for (size_t first = 0; first < count; first += spec.block) {
     const size_t n = std::min<size_t>(spec.block, count - first);
