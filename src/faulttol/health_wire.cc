@@ -6,13 +6,16 @@
 #include <cstring>
 
 #include "common/crypto.h"
-#include "faulttol/byte_codec.h"
+#include "common/wire.h"
 
 namespace cfx::ft::wire {
 
 namespace {
 
-constexpr std::string_view kLabel = "cfx-health-v1";
+using In = ::cfx::wire::Reader;
+using Out = ::cfx::wire::Out;
+
+constexpr std::string_view kLabel = "cfx-health-v2";
 constexpr size_t kFailureFixedBytes = 32;
 
 std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n); }
@@ -20,16 +23,16 @@ std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.
 }  // namespace
 
 std::vector<uint8_t> encodeRevoke(int origin) {
-  const auto o = static_cast<uint32_t>(origin);
-  return {static_cast<uint8_t>(o >> 24), static_cast<uint8_t>(o >> 16), static_cast<uint8_t>(o >> 8),
-          static_cast<uint8_t>(o)};
+  std::vector<uint8_t> v;
+  Out(v).u32(static_cast<uint32_t>(origin));
+  return v;
 }
 
 Result<int> decodeRevoke(std::span<const uint8_t> payload, int nRanks) {
   if (payload.size() != 4) {
     return Status::error(Errc::InvalidUsage, strprintf("revoke payload of %zu bytes, expected 4", payload.size()));
   }
-  const uint32_t o = (uint32_t{payload[0]} << 24) | (uint32_t{payload[1]} << 16) | (uint32_t{payload[2]} << 8) | payload[3];
+  const uint32_t o = ::cfx::wire::getU32(payload.data());
   if (o >= static_cast<uint32_t>(nRanks)) {
     return Status::error(Errc::InvalidUsage, strprintf("revoke from rank %u of %d", o, nRanks));
   }

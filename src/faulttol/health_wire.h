@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Health datagrams (faulttol layer): the byte format of heartbeats and failure notices, and their authentication.
 //
-// One datagram (integers big-endian), at most kMaxDatagramBytes:
+// One datagram (integers little-endian, common/wire.h), at most kMaxDatagramBytes:
 //   header   magic u32 "CFXH" | version u16 | kind u16 | commTag u64 | sender u32 | nRanks u32 | counter u64 |
 //            known u32 | payloadBytes u32                                                               40 B
 //   payload  Heartbeat, Leaving: none.
@@ -9,7 +9,10 @@
 //            Failure: rank u32 | reason u32 | detectedBy u32 | pid u32 | opSeq u64 |
 //                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended;
 //                     a non-zero reserved u16 is rejected)
-//   mac      HMAC-SHA256(secret, "cfx-health-v1" || header || payload)                                   32 B
+//   mac      HMAC-SHA256(secret, "cfx-health-v2" || header || payload)                                   32 B
+// `secret` is the communicator's session secret (Bootstrap::secret()): drawn afresh for every communicator, so a
+// datagram recorded from another one (another run of the same job) fails the MAC, and within one communicator
+// each sender's counter only grows, so a replayed datagram is dropped (HealthMonitor).
 // decode() checks, in this order, the size bounds, magic, version, communicator, sender and rank ranges, the
 // payload length against the datagram length, and the MAC; it never reads past the datagram.
 #pragma once
@@ -25,7 +28,7 @@
 namespace cfx::ft::wire {
 
 inline constexpr uint32_t kMagic = 0x43465848;  // "CFXH"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = 40;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxDatagramBytes = 1024;

@@ -36,8 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/socket.h"
 #include "common/status.h"
+#include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
 
@@ -156,6 +158,9 @@ class TcpLink {
   Status status() const;
 
   int nStreams() const { return nStreams_; }
+  // The link's stripes are encrypted: a send must go through the ring, where it is encrypted in place.
+  bool encrypted() const { return encrypted_; }
+  void setEncrypted(bool on) { encrypted_ = on; }
   StripeLayout layout(size_t bytes) const { return stripeLayout(bytes, nStreams_, minStripeBytes_); }
   StripeLimits stripeLimits(int stream) const {
     return StripeLimits{
@@ -218,6 +223,7 @@ class TcpLink {
   mutable std::mutex mutex_;  // guards error_
   Status error_;
   bool inline_ = false;
+  bool encrypted_ = false;
   std::mutex streamsMutex_;               // guards streams_ against detachStreams(); the owner only try-locks it
   std::vector<TcpStream*> streams_;       // for inline I/O; owned by the proxies
 };
@@ -229,7 +235,9 @@ class TcpSendEnd final : public SendEnd {
   explicit TcpSendEnd(std::shared_ptr<TcpLink> link) : link_(std::move(link)) {}
   void* tryAcquire() override;
   void post(size_t bytes, uint64_t tag) override;
-  bool sendsFromCaller() const override { return link_->inlineEnabled() && link_->nStreams() == 1; }
+  bool sendsFromCaller() const override {
+    return link_->inlineEnabled() && link_->nStreams() == 1 && !link_->encrypted();
+  }
   void postFrom(const void* src, size_t bytes, uint64_t tag) override;
   size_t slotBytes() const override { return link_->sendRing().slotBytes(); }
   int nSlots() const override { return link_->sendRing().nSlots(); }
@@ -263,7 +271,9 @@ class TcpRecvEnd final : public RecvEnd {
 // until a call returns EAGAIN; epoll's reports wait in pendingEvents_ until the next holder of io_ takes them.
 class TcpStream {
  public:
-  TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index);
+  // `keys`: the socket's frame ciphers from its handshake; with protection each stripe carries a tag
+  // (tcp_stripe.h), and with encryption the owner cannot send from its own buffer (sendsFromCaller()).
+  TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index, SocketKeys keys);
   int fd() const { return fd_; }
   TcpLink& link() { return *link_; }
   // Failed: the link carries the error. The proxy then removes the socket from epoll and closes it.
@@ -314,13 +324,23 @@ class TcpStream {
   // out; txHeaders_ holds the encoded stripe headers of the slots in flight, by slot index modulo nSlots.
   uint64_t txSlot_ = 0;
   size_t txOffset_ = 0;
-  std::unique_ptr<uint8_t[][kStripeHeaderBytes]> txHeaders_;
-  // Encodes slot s's stripe header (this stream's part of a slot of `bytes` bytes with `tag`) into txHeaders_.
-  uint8_t* encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length);
+  std::unique_ptr<uint8_t[][kMaxStripeFrameHeaderBytes]> txHeaders_;
+  // Frame protection (tcp_stripe.h): this socket's ciphers, the length of its frame headers (stripe header and
+  // tag), and the first slot whose stripe here is not sealed yet (a slot's stripe is sealed exactly once, when
+  // its header is first encoded: sealing advances the frame number, and encryption works in place).
+  crypto::FrameCipher txKey_;
+  crypto::FrameCipher rxKey_;
+  const size_t frameHeaderBytes_;
+  uint64_t txSealed_ = 0;
+  // Encodes and seals slot s's stripe header (this stream's part, `length` bytes at `payload`, of a slot of `bytes`
+  // bytes with `tag`) into txHeaders_; a slot sealed before keeps its header. Null after a failure (the link
+  // then carries it).
+  uint8_t* encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length,
+                          const uint8_t* payload);
   uint8_t* txHeader(uint64_t s) { return txHeaders_[s % static_cast<uint64_t>(link_->sendRing().nSlots())]; }
-  // Receive side: the header of the stripe arriving, how much of it is in, whether it was admitted, and how
-  // much of its payload is in.
-  uint8_t rxHeaderBytes_[kStripeHeaderBytes] = {};
+  // Receive side: the header of the stripe arriving (and its tag), how much of it is in, whether it was admitted,
+  // and how much of its payload is in.
+  uint8_t rxHeaderBytes_[kMaxStripeFrameHeaderBytes] = {};
   size_t rxHeaderGot_ = 0;
   bool rxAdmitted_ = false;
   StripeHeader rxHeader_;

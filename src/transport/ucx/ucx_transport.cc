@@ -84,12 +84,17 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
                                                         instance.address.size(), kMaxAddressBytes));
     }
   }
-  std::vector<AddressRecord> records(static_cast<size_t>(nRanks));
-  AddressRecord& mine = records[static_cast<size_t>(rank)];
+  AddressRecord mine;
   mine.slotBytes = options.geometry.slotBytes;
   mine.nSlots = static_cast<uint32_t>(options.geometry.nSlots);
   mine.addressBytes = static_cast<uint32_t>(instance.address.size());
-  CFX_TRY(bootstrap.allGather(records.data(), sizeof(AddressRecord)));
+  std::vector<uint8_t> encoded(kAddressRecordBytes * static_cast<size_t>(nRanks));
+  encodeRecord(mine, encoded.data() + kAddressRecordBytes * static_cast<size_t>(rank));
+  CFX_TRY(bootstrap.allGather(encoded.data(), kAddressRecordBytes));
+  std::vector<AddressRecord> records(static_cast<size_t>(nRanks));
+  for (int p = 0; p < nRanks; ++p) {
+    records[static_cast<size_t>(p)] = decodeRecord(encoded.data() + kAddressRecordBytes * static_cast<size_t>(p));
+  }
   for (int p = 0; p < nRanks; ++p) {
     CFX_TRY(checkAddressBytes(records[static_cast<size_t>(p)], describePeer(peers[static_cast<size_t>(p)], p)));
   }

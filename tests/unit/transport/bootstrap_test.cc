@@ -90,7 +90,7 @@ TEST(UniqueIdTest, DecodeRejectsFlagsOfAnotherVersion) {
   ASSERT_TRUE(id.ok());
   uint8_t bytes[UniqueId::kBytes];
   id->encode(bytes);
-  bytes[6] |= 0x80;  // a flag this version does not know, with a check word that matches it
+  bytes[7] |= 0x80;  // a flag this version does not know (flags u16, little-endian), with a matching check word
   Result<crypto::Digest> check = crypto::sha256(std::span<const uint8_t>(bytes, 72));
   ASSERT_TRUE(check.ok());
   std::memcpy(bytes + 72, check->data(), 8);
@@ -124,7 +124,10 @@ TEST(BootstrapTest, OneToEightRanksJoinAllGatherAndBarrier) {
       ASSERT_TRUE(b);
       addresses.insert(net::addressToString(b->localAddress()));
       EXPECT_EQ(b->nRanks(), n);
-      EXPECT_EQ(b->secret(), id.secret);
+      // The session secret: the same on every rank, derived from the id's and the root's nonce, never the id's.
+      EXPECT_EQ(b->secret(), ranks[0]->secret());
+      EXPECT_NE(b->secret(), id.secret);
+      EXPECT_TRUE(b->authenticated());
     }
     EXPECT_EQ(addresses.size(), static_cast<size_t>(n));
     runRanks(n, [&](int r) {
@@ -308,9 +311,9 @@ void strangerHasWrongSecret(const UniqueId& id, int rank, int nRanks) {
   boot::Credentials wrong{id.secret, id.magic};
   wrong.secret[0] ^= 0xff;
   sockaddr_storage fake = id.root;
-  Status st = boot::clientHandshake(*s, wrong, boot::ConnKind::RootJoin, rank, nRanks, &fake,
-                                    Deadline(milliseconds(10000)), nullptr);
-  EXPECT_EQ(st.code(), Errc::RemoteError) << st.message();
+  Result<boot::FrameKeys> keys = boot::clientHandshake(*s, wrong, boot::ConnKind::RootJoin, rank, nRanks, &fake,
+                                                       Deadline(milliseconds(10000)), nullptr);
+  EXPECT_EQ(keys.status().code(), Errc::RemoteError) << keys.status().message();
 }
 
 void strangerSendsOversizeFrame(const sockaddr_storage& root) {
@@ -459,7 +462,8 @@ Status impostorAtRank(const UniqueId& id, const sockaddr_storage& at, boot::Conn
   Result<net::Socket> s = net::Socket::connect(at, {}, Deadline(milliseconds(5000)), nullptr);
   if (!s.ok()) return s.status();
   return boot::clientHandshake(*s, boot::Credentials{id.secret, id.magic}, kind, rank, nRanks, nullptr,
-                               Deadline(milliseconds(10000)), nullptr);
+                               Deadline(milliseconds(10000)), nullptr)
+      .status();
 }
 
 TEST(BootstrapTest, StrangerAtARankListenerIsRejectedAndP2pCarriesOn) {
