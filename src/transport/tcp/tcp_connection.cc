@@ -329,7 +329,7 @@ bool TcpStream::tryDriveInline(bool sendOnly) {
 }
 
 uint8_t* TcpStream::encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length,
-                                   const uint8_t* payload) {
+                                   const uint8_t* payload, uint8_t* encryptTo) {
   uint8_t* header = txHeader(s);
   if (s < txSealed_) return header;
   encodeStripeHeader(StripeHeader{.seq = s,
@@ -339,10 +339,10 @@ uint8_t* TcpStream::encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, siz
                                   .length = static_cast<uint32_t>(length),
                                   .stream = static_cast<uint16_t>(index_)},
                      header);
-  // With encryption `payload` is the send ring's slot (sendsFromCaller() is false), which nobody else touches
-  // until every stream has sent it: encrypted in place.
-  const Status sealed = txKey_.seal({header, kStripeHeaderBytes}, payload, const_cast<uint8_t*>(payload), length,
-                                    header + kStripeHeaderBytes);
+  // With encryption and no `encryptTo`, `payload` is the send ring's slot, which nobody else touches until every
+  // stream has sent it: encrypted in place.
+  uint8_t* dst = encryptTo != nullptr ? encryptTo : const_cast<uint8_t*>(payload);
+  const Status sealed = txKey_.seal({header, kStripeHeaderBytes}, payload, dst, length, header + kStripeHeaderBytes);
   if (!sealed.ok()) {
     fail("cannot seal a stripe: " + sealed.message());
     return nullptr;
@@ -358,10 +358,14 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
   ring.header(s) = SlotHeader{bytes, tag};
   size_t offset = 0;
   const size_t length = stripeOf(s, &offset);  // one socket: the whole slot
-  uint8_t* header = encodeTxHeader(s, tag, bytes, offset, length, static_cast<const uint8_t*>(src));
+  // Encryption writes the ciphertext into the slot on its way (one pass over the bytes), and the slot goes out.
+  const bool encrypted = txKey_.protection() == crypto::Protection::Encryption;
+  uint8_t* slot = ring.slot(s) + offset;
+  uint8_t* header =
+      encodeTxHeader(s, tag, bytes, offset, length, static_cast<const uint8_t*>(src), encrypted ? slot : nullptr);
   if (header == nullptr) return false;  // the link failed; the caller's post() reports it
   const size_t headerBytes = frameHeaderBytes_;
-  iovec iov[2] = {{header, headerBytes}, {const_cast<void*>(src), length}};
+  iovec iov[2] = {{header, headerBytes}, {encrypted ? slot : const_cast<void*>(src), length}};
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = length > 0 ? 2 : 1;
@@ -374,8 +378,9 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
   if (done < headerBytes + length) {
     // What the socket did not take goes into the slot, where progressSend() continues from txOffset_.
     const size_t payloadDone = done > headerBytes ? done - headerBytes : 0;
-    std::memcpy(ring.slot(s) + offset + payloadDone, static_cast<const uint8_t*>(src) + payloadDone,
-                length - payloadDone);
+    if (!encrypted) {
+      std::memcpy(slot + payloadDone, static_cast<const uint8_t*>(src) + payloadDone, length - payloadDone);
+    }
     txOffset_ = done;
     if (sent < 0 && err != EAGAIN && err != EWOULDBLOCK)
       fail(strprintf("failed while sending: %s", std::strerror(err)));

@@ -158,9 +158,6 @@ class TcpLink {
   Status status() const;
 
   int nStreams() const { return nStreams_; }
-  // The link's stripes are encrypted: a send must go through the ring, where it is encrypted in place.
-  bool encrypted() const { return encrypted_; }
-  void setEncrypted(bool on) { encrypted_ = on; }
   StripeLayout layout(size_t bytes) const { return stripeLayout(bytes, nStreams_, minStripeBytes_); }
   StripeLimits stripeLimits(int stream) const {
     return StripeLimits{
@@ -223,7 +220,6 @@ class TcpLink {
   mutable std::mutex mutex_;  // guards error_
   Status error_;
   bool inline_ = false;
-  bool encrypted_ = false;
   std::mutex streamsMutex_;               // guards streams_ against detachStreams(); the owner only try-locks it
   std::vector<TcpStream*> streams_;       // for inline I/O; owned by the proxies
 };
@@ -235,9 +231,7 @@ class TcpSendEnd final : public SendEnd {
   explicit TcpSendEnd(std::shared_ptr<TcpLink> link) : link_(std::move(link)) {}
   void* tryAcquire() override;
   void post(size_t bytes, uint64_t tag) override;
-  bool sendsFromCaller() const override {
-    return link_->inlineEnabled() && link_->nStreams() == 1 && !link_->encrypted();
-  }
+  bool sendsFromCaller() const override { return link_->inlineEnabled() && link_->nStreams() == 1; }
   void postFrom(const void* src, size_t bytes, uint64_t tag) override;
   size_t slotBytes() const override { return link_->sendRing().slotBytes(); }
   int nSlots() const override { return link_->sendRing().nSlots(); }
@@ -272,7 +266,7 @@ class TcpRecvEnd final : public RecvEnd {
 class TcpStream {
  public:
   // `keys`: the socket's frame ciphers from its handshake; with protection each stripe carries a tag
-  // (tcp_stripe.h), and with encryption the owner cannot send from its own buffer (sendsFromCaller()).
+  // (tcp_stripe.h).
   TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index, SocketKeys keys);
   int fd() const { return fd_; }
   TcpLink& link() { return *link_; }
@@ -333,10 +327,10 @@ class TcpStream {
   const size_t frameHeaderBytes_;
   uint64_t txSealed_ = 0;
   // Encodes and seals slot s's stripe header (this stream's part, `length` bytes at `payload`, of a slot of `bytes`
-  // bytes with `tag`) into txHeaders_; a slot sealed before keeps its header. Null after a failure (the link
-  // then carries it).
+  // bytes with `tag`) into txHeaders_; a slot sealed before keeps its header. With encryption the ciphertext goes
+  // to `encryptTo`, or over `payload` where that is null. Null after a failure (the link then carries it).
   uint8_t* encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length,
-                          const uint8_t* payload);
+                          const uint8_t* payload, uint8_t* encryptTo = nullptr);
   uint8_t* txHeader(uint64_t s) { return txHeaders_[s % static_cast<uint64_t>(link_->sendRing().nSlots())]; }
   // Receive side: the header of the stripe arriving (and its tag), how much of it is in, whether it was admitted,
   // and how much of its payload is in.

@@ -398,7 +398,6 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
           s.peer, s.channel, describePeer(peers[static_cast<size_t>(s.peer)], s.peer, s.socket.peerName(), s.channel),
           geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
       link->setInline(inlineIo);
-      link->setEncrypted(s.keys.send.protection() == crypto::Protection::Encryption);
       transport->links_.push_back(link);
       if (s.keys.send.protection() != crypto::Protection::Off) ++protectedLinks;
     }
