@@ -20,23 +20,24 @@ namespace wire = cfx::ft::wire;
 namespace {
 
 // The MAC's label (health_wire.h documents it as part of the format).
-constexpr std::string_view kLabel = "cfx-health-v1";
+constexpr std::string_view kLabel = "cfx-health-v2";
 
-uint64_t bigEndian(std::span<const uint8_t> in, size_t at, size_t n) {
+// Read by hand, not with the library's decoder: the format as health_wire.h documents it (little-endian).
+uint64_t field(std::span<const uint8_t> in, size_t at, size_t n) {
   uint64_t x = 0;
-  for (size_t i = 0; i < n; ++i) x = (x << 8) | in[at + i];
+  for (size_t i = n; i-- > 0;) x = (x << 8) | in[at + i];
   return x;
 }
 
 // What open() must decide for a datagram whose MAC is right, read straight off the layout in health_wire.h.
 bool validHeader(std::span<const uint8_t> d, int nRanks) {
   if (d.size() < wire::kHeaderBytes + wire::kMacBytes || d.size() > wire::kMaxDatagramBytes) return false;
-  const uint64_t kind = bigEndian(d, 6, 2);
-  const uint64_t sender = bigEndian(d, 16, 4);
-  return bigEndian(d, 0, 4) == wire::kMagic && bigEndian(d, 4, 2) == wire::kVersion &&
-         bigEndian(d, 8, 8) == cfx::fuzz::kHealthCommTag && bigEndian(d, 20, 4) == static_cast<uint64_t>(nRanks) &&
+  const uint64_t kind = field(d, 6, 2);
+  const uint64_t sender = field(d, 16, 4);
+  return field(d, 0, 4) == wire::kMagic && field(d, 4, 2) == wire::kVersion &&
+         field(d, 8, 8) == cfx::fuzz::kHealthCommTag && field(d, 20, 4) == static_cast<uint64_t>(nRanks) &&
          sender < static_cast<uint64_t>(nRanks) && kind >= wire::Heartbeat && kind <= wire::Revoke &&
-         bigEndian(d, 36, 4) == d.size() - wire::kHeaderBytes - wire::kMacBytes;
+         field(d, 36, 4) == d.size() - wire::kHeaderBytes - wire::kMacBytes;
 }
 
 void payload(const wire::Opened& opened, int nRanks) {
