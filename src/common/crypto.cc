@@ -13,6 +13,7 @@
 #include <climits>
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace cfx::crypto {
 
@@ -51,7 +52,10 @@ Status randomBytes(std::span<uint8_t> out) {
   return {};
 }
 
-Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
+namespace {
+
+// hmacSha256 over any number of parts.
+Result<Digest> hmacSha256Parts(std::span<const uint8_t> key, std::span<const std::span<const uint8_t>> parts) {
   EVP_MAC* mac = hmacAlgorithm();
   if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
   UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
@@ -78,6 +82,12 @@ Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<st
     return Status::error(Errc::InternalError, strprintf("HMAC-SHA256 produced %zu bytes, expected 32", outLen));
   }
   return out;
+}
+
+}  // namespace
+
+Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
+  return hmacSha256Parts(key, std::span<const std::span<const uint8_t>>(parts.begin(), parts.size()));
 }
 
 Result<Digest> sha256(std::span<const uint8_t> data) {
@@ -212,6 +222,21 @@ Result<bool> FrameCipher::open(std::span<const uint8_t> header, uint8_t* payload
   const bool authentic = EVP_CipherFinal_ex(evp, none, &len) == 1;
   if (!authentic) ERR_clear_error();
   return authentic;
+}
+
+Result<FrameKeys> connectionKeys(std::span<const uint8_t> secret, Protection protection, bool isClient,
+                                 std::initializer_list<std::span<const uint8_t>> context) {
+  const auto key = [&](std::string_view direction) -> Result<Digest> {
+    std::vector<std::span<const uint8_t>> parts(context);
+    parts.push_back(bytesOf(direction));
+    return hmacSha256Parts(secret, parts);
+  };
+  CFX_TRY_ASSIGN(const Digest toServer, key("client->server"));
+  CFX_TRY_ASSIGN(const Digest toClient, key("server->client"));
+  FrameKeys keys;
+  CFX_TRY_ASSIGN(keys.send, FrameCipher::create(protection, isClient ? toServer : toClient));
+  CFX_TRY_ASSIGN(keys.recv, FrameCipher::create(protection, isClient ? toClient : toServer));
+  return keys;
 }
 
 }  // namespace cfx::crypto

@@ -86,4 +86,17 @@ class FrameCipher {
   uint64_t frames_ = 0;
 };
 
+// The two directions of one end of an authenticated connection: `send` seals this end's frames, `recv` opens the
+// peer's.
+struct FrameKeys {
+  FrameCipher send;
+  FrameCipher recv;
+};
+
+// One end's FrameKeys for a connection whose handshake both ends saw as `context` (its protocol's label, both
+// nonces, whatever else binds it): each direction's key is HMAC-SHA256(secret, context || "client->server") or
+// (... || "server->client"), so the two ends derive matching pairs and no two connections or directions share one.
+Result<FrameKeys> connectionKeys(std::span<const uint8_t> secret, Protection protection, bool isClient,
+                                 std::initializer_list<std::span<const uint8_t>> context);
+
 }  // namespace cfx::crypto

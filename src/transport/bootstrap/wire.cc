@@ -181,16 +181,8 @@ Result<FrameKeys> deriveFrameKeys(const Secret& secret, uint64_t commMagic, cryp
   wire::Writer w(fields, sizeof(fields));
   w.u64(commMagic);
   w.u8(static_cast<uint8_t>(protection));
-  const auto key = [&](std::string_view direction) {
-    return crypto::hmacSha256(asSpan(secret), {crypto::bytesOf(kKeyLabel), crypto::bytesOf(direction), clientNonce,
-                                               serverNonce, {fields, sizeof(fields)}});
-  };
-  CFX_TRY_ASSIGN(const crypto::Digest toServer, key("client->server"));
-  CFX_TRY_ASSIGN(const crypto::Digest toClient, key("server->client"));
-  FrameKeys keys;
-  CFX_TRY_ASSIGN(keys.send, crypto::FrameCipher::create(protection, isClient ? toServer : toClient));
-  CFX_TRY_ASSIGN(keys.recv, crypto::FrameCipher::create(protection, isClient ? toClient : toServer));
-  return keys;
+  return crypto::connectionKeys(asSpan(secret), protection, isClient,
+                                {crypto::bytesOf(kKeyLabel), clientNonce, serverNonce, {fields, sizeof(fields)}});
 }
 
 // ---- parsers of received bytes ------------------------------------------------------------------------------

@@ -12,8 +12,8 @@
 // The two labels differ, so a server's proof can never be replayed as a client's answer. The server's protection
 // is bound by its proof, the client's by its HMAC, and each direction's frame key by both nonces, so a man in the
 // middle can neither replay a connection nor lower its protection: the frames use the stricter of the two ends'
-// settings (CFX_WIRE_PROTECTION), and key(direction) = HMAC(secret, "cfx-boot-v2/key" || direction ||
-// clientNonce || serverNonce || commMagic || protection).
+// settings (CFX_WIRE_PROTECTION), and key(direction) = HMAC(secret, "cfx-boot-v2/key" || clientNonce ||
+// serverNonce || commMagic || protection || direction) (crypto::connectionKeys).
 //
 // After the handshake every message is a frame: magic u32 | kind u8 | 0[3] | tag u64 | bytes u64 (24 B), then
 // `bytes` payload bytes, then (protection not off) a 16-byte AES-GCM tag over header and payload, the payload
@@ -94,11 +94,7 @@ struct Credentials {
   crypto::Protection protection = crypto::Protection::Encryption;
 };
 
-// The two directions of an authenticated connection: `send` seals this end's frames, `recv` opens the peer's.
-struct FrameKeys {
-  crypto::FrameCipher send;
-  crypto::FrameCipher recv;
-};
+using crypto::FrameKeys;
 
 // The handshake's messages as this library sends them (the fuzz seeds are built with these too).
 std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce,

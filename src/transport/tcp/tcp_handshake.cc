@@ -179,16 +179,9 @@ Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& s
 Result<SocketKeys> socketKeys(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
                               crypto::Protection protection, bool isClient) {
   const uint8_t level = static_cast<uint8_t>(protection);
-  const auto key = [&](std::string_view direction) {
-    return crypto::hmacSha256(secret, {crypto::bytesOf(kKeyLabel), crypto::bytesOf(direction),
-                                       std::span<const uint8_t>(hello, kHelloBytes), serverNonce, {&level, 1}});
-  };
-  CFX_TRY_ASSIGN(const crypto::Digest toServer, key("client->server"));
-  CFX_TRY_ASSIGN(const crypto::Digest toClient, key("server->client"));
-  SocketKeys keys;
-  CFX_TRY_ASSIGN(keys.send, crypto::FrameCipher::create(protection, isClient ? toServer : toClient));
-  CFX_TRY_ASSIGN(keys.recv, crypto::FrameCipher::create(protection, isClient ? toClient : toServer));
-  return keys;
+  return crypto::connectionKeys(secret, protection, isClient,
+                                {crypto::bytesOf(kKeyLabel), std::span<const uint8_t>(hello, kHelloBytes), serverNonce,
+                                 {&level, 1}});
 }
 
 bool macEquals(const Mac& expected, const uint8_t* received) {

@@ -25,7 +25,7 @@
 //
 // Frame protection (CFX_WIRE_PROTECTION): each end states its own (the client in its Hello, the server in its
 // Challenge, each bound by its MAC); the socket's stripes then carry the stricter of the two (tcp_stripe.h), with
-// one AES-GCM key per direction: HMAC(secret, "cfx-tcp-v3/key" | direction | Hello | serverNonce | protection).
+// one AES-GCM key per direction: HMAC(secret, "cfx-tcp-v3/key" | Hello | serverNonce | protection | direction).
 // A man in the middle can therefore neither lower a connection's protection nor move a frame to another socket.
 //
 // Integers are little-endian on the wire (common/wire.h). HMAC, nonces and the constant-time compare come from
@@ -140,10 +140,7 @@ bool macEquals(const Mac& expected, const uint8_t* received);
 
 // The frame ciphers of an authenticated socket: `send` seals this end's stripes, `recv` opens the peer's. Both
 // ends pass the same Hello bytes, server nonce and (stricter) protection.
-struct SocketKeys {
-  crypto::FrameCipher send;
-  crypto::FrameCipher recv;
-};
+using SocketKeys = crypto::FrameKeys;
 Result<SocketKeys> socketKeys(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
                               crypto::Protection protection, bool isClient);
 

@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/socket.h"
+#include "bootstrap_test_util.h"
 #include "tamper_relay.h"
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/bootstrap/wire.h"
@@ -27,29 +28,9 @@ namespace {
 using std::chrono::milliseconds;
 using testing::TamperRelay;
 
-BootstrapOptions testOptions() {
-  BootstrapOptions o;
-  o.timeout = milliseconds(20000);
-  o.ifName = "lo";
-  o.handshakeTimeout = milliseconds(500);
-  return o;
-}
-
-void runRanks(int nRanks, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nRanks; ++r) threads.emplace_back(fn, r);
-  for (auto& t : threads) t.join();
-}
-
-std::vector<std::unique_ptr<Bootstrap>> joinAll(const UniqueId& id, int nRanks, const BootstrapOptions& options) {
-  std::vector<std::unique_ptr<Bootstrap>> out(static_cast<size_t>(nRanks));
-  runRanks(nRanks, [&](int r) {
-    Result<std::unique_ptr<Bootstrap>> b = Bootstrap::init(id, r, nRanks, options);
-    ASSERT_TRUE(b.ok()) << "rank " << r << ": " << b.status().message();
-    out[static_cast<size_t>(r)] = std::move(*b);
-  });
-  return out;
-}
+BootstrapOptions testOptions() { return testing::bootstrapTestOptions(); }
+void runRanks(int nRanks, const std::function<void(int)>& fn) { testing::runRankThreads(nRanks, fn); }
+using testing::joinAll;
 
 TEST(BootstrapSecurity, AFloodOfFramesNobodyReceivesRefusesTheSenderAndNamesIt) {
   BootstrapOptions options = testOptions();

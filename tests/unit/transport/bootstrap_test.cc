@@ -18,6 +18,7 @@
 #include "common/crypto.h"
 #include "common/socket.h"
 #include "transport/bootstrap/wire.h"
+#include "bootstrap_test_util.h"
 
 namespace cfx::transport {
 namespace {
@@ -25,31 +26,10 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-BootstrapOptions testOptions(milliseconds timeout = milliseconds(30000)) {
-  BootstrapOptions o;
-  o.timeout = timeout;
-  o.ifName = "lo";  // loopback only: tests never depend on the machine's other interfaces
-  o.handshakeTimeout = milliseconds(500);
-  return o;
-}
+BootstrapOptions testOptions(milliseconds timeout = milliseconds(30000)) { return testing::bootstrapTestOptions(timeout); }
 
-// Runs fn(rank) on nRanks threads and joins them all.
-void runRanks(int nRanks, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nRanks; ++r) threads.emplace_back(fn, r);
-  for (auto& t : threads) t.join();
-}
-
-// Joins nRanks ranks concurrently; every one must succeed.
-std::vector<std::unique_ptr<Bootstrap>> joinAll(const UniqueId& id, int nRanks, const BootstrapOptions& options) {
-  std::vector<std::unique_ptr<Bootstrap>> out(static_cast<size_t>(nRanks));
-  runRanks(nRanks, [&](int r) {
-    Result<std::unique_ptr<Bootstrap>> b = Bootstrap::init(id, r, nRanks, options);
-    ASSERT_TRUE(b.ok()) << "rank " << r << ": " << b.status().message();
-    out[r] = std::move(*b);
-  });
-  return out;
-}
+void runRanks(int nRanks, const std::function<void(int)>& fn) { testing::runRankThreads(nRanks, fn); }
+using testing::joinAll;
 
 UniqueId freshId(const BootstrapOptions& options) {
   Result<UniqueId> id = createUniqueId(options);
