@@ -324,6 +324,7 @@ void healthDatagrams() {
   wire::Header h;
   h.commTag = cfx::fuzz::kHealthCommTag;
   h.sender = 3;
+  h.receiver = 0;  // the fuzzed monitor's rank
   h.nRanks = nRanks;
   h.counter = 41;
   h.known = 1;

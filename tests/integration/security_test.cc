@@ -231,9 +231,11 @@ std::vector<uint16_t> udpPortsOf(pid_t pid) {
 }
 
 // A failure notice "rank `victim` exited", sealed as a health datagram (faulttol/health_wire.h) with the key and
-// the communicator tag someone who knows the job's address and its (empty) secret can compute; `legacy` writes the
-// format of library versions before wire version 2 (big-endian, label v1, the magic read big-endian).
-std::vector<uint8_t> forgedNotice(const std::string& hostPort, int sender, int victim, int nRanks, bool legacy) {
+// the communicator tag someone who knows the job's address and its (empty) secret can compute, to rank `receiver`;
+// `legacy` writes the format of library versions before wire version 2 (big-endian, label v1, the magic read
+// big-endian, no receiver).
+std::vector<uint8_t> forgedNotice(const std::string& hostPort, int sender, int receiver, int victim, int nRanks,
+                                  bool legacy) {
   const std::string seed = "cfx-comm-id/v1|" + hostPort + "|";
   uint8_t digest[32];
   SHA256(reinterpret_cast<const unsigned char*>(seed.data()), seed.size(), digest);
@@ -255,6 +257,7 @@ std::vector<uint8_t> forgedNotice(const std::string& hostPort, int sender, int v
   put(2, 2);  // FailureNotice
   put(tag, 8);
   put(static_cast<uint32_t>(sender), 4);
+  if (!legacy) put(static_cast<uint32_t>(receiver), 4);
   put(static_cast<uint32_t>(nRanks), 4);
   put(uint64_t{1} << 40, 8);  // a counter beyond anything the real sender used
   put(1, 4);
@@ -293,14 +296,14 @@ TEST(SecurityTest, AForgedHealthDatagramChangesNothingEvenInASecretlessJob) {
     if (ctx.rank() == 0) {
       const int sock = ::socket(AF_INET, SOCK_DGRAM, 0);
       int sent = 0;
-      for (const std::string& pid : pids) {
-        for (const uint16_t port : udpPortsOf(static_cast<pid_t>(std::stoi(pid)))) {
+      for (int r = 0; r < ctx.nRanks(); ++r) {
+        for (const uint16_t port : udpPortsOf(static_cast<pid_t>(std::stoi(pids[static_cast<size_t>(r)])))) {
           sockaddr_in to{};
           to.sin_family = AF_INET;
           to.sin_port = htons(port);
           to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
           for (const bool legacy : {false, true}) {
-            const std::vector<uint8_t> d = forgedNotice(hostPort, 1, 2, ctx.nRanks(), legacy);
+            const std::vector<uint8_t> d = forgedNotice(hostPort, 1, r, 2, ctx.nRanks(), legacy);
             sent += ::sendto(sock, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)) > 0;
           }
         }
