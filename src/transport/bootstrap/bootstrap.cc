@@ -276,8 +276,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::init(const UniqueId& id, int rank,
   root->close();
   if (!table.ok()) {
     // Where the root runs in this process, let it tell the other ranks whom they wait for (root.h) before this
-    // rank returns and its process perhaps exits, taking the root with it.
-    if (const std::shared_ptr<boot::RootDone> hosted = boot::hostedRoot(id.magic)) {
+    // rank returns and its process perhaps exits, taking the root with it. Not after an abort, which must be prompt.
+    const bool abortRaised = abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed);
+    if (const std::shared_ptr<boot::RootDone> hosted = abortRaised ? nullptr : boot::hostedRoot(id.magic)) {
       (void)hosted->wait(std::max(options.handshakeTimeout, std::chrono::milliseconds(1000)));
     }
     return table.status();
