@@ -75,13 +75,15 @@ TEST(TcpProtection, TheStricterEndDecidesAndMixedSettingsInteroperate) {
 constexpr uint64_t kHandshakeToServer = kHelloBytes + kProofBytes;
 
 struct RelayedPair {
+  std::unique_ptr<FakeWorld> world;  // declared first: it outlives the ranks' bootstraps
   std::vector<std::unique_ptr<Rank>> ranks;
   std::unique_ptr<TamperRelay> relay;
 };
 
 RelayedPair relayedPair(WireProtection protection, TamperRelay::Edit edit) {
   RelayedPair p;
-  FakeWorld* world = new FakeWorld(2);  // outlives the ranks' bootstraps; leaked on purpose, a test's lifetime
+  p.world = std::make_unique<FakeWorld>(2);
+  FakeWorld* world = p.world.get();
   world->onNextGather([&p, edit](const uint8_t* data, size_t bytesPerRank) {
     auto* record = reinterpret_cast<ListenRecord*>(const_cast<uint8_t*>(data) + bytesPerRank);
     p.relay = std::make_unique<TamperRelay>(record->address, edit);
