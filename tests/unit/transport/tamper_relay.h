@@ -56,6 +56,7 @@ class TamperRelay {
         fds.push_back({p->open ? p->server.fd() : -1, POLLIN, 0});
       }
       if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+      const size_t polled = pipes.size();  // a connection accepted below has no entry in fds yet
       if (fds[0].revents != 0) {
         Result<std::optional<net::Socket>> in = listener_.tryAccept();
         if (in.ok() && *in) {
@@ -69,7 +70,7 @@ class TamperRelay {
           }
         }
       }
-      for (size_t i = 0; i < pipes.size(); ++i) {
+      for (size_t i = 0; i < polled; ++i) {
         Pipe& p = *pipes[i];
         if (!p.open) continue;
         if (fds[1 + 2 * i].revents != 0) forward(static_cast<int>(i), p, ToServer);
