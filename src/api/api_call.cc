@@ -106,7 +106,9 @@ Result<size_t> checkedBytes(const char* call, const char* what, size_t count, in
 
 Status checkByteRange(const char* call, const char* what, const void* p, size_t bytes) {
   if (bytes == 0) return Status();
-  if (p == nullptr) return Status::error(Errc::InvalidArgument, strprintf("%s: %s is NULL with %zu bytes", call, what, bytes));
+  if (p == nullptr) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s: %s is NULL with %zu bytes", call, what, bytes));
+  }
   uintptr_t end = 0;
   if (bytes > kMaxBufferBytes || __builtin_add_overflow(reinterpret_cast<uintptr_t>(p), bytes, &end)) {
     return Status::error(Errc::InvalidArgument, strprintf("%s: %s at %p with %zu bytes runs past the end of the "

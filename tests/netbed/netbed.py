@@ -480,9 +480,10 @@ class Bed:
                   timeout: float = 120, port: int = 29500, quiet: bool = False,
                   outputs: dict[int, str] | None = None, topology: bool = True) -> int:
         """Runs argv as ranks_per_host ranks on every host (torchrun-style variables and a fresh CFX_SECRET);
-        returns 0 when every rank exited 0. Rank 0's output is printed unless quiet; a failed rank's output is always printed with its
-        rank. `outputs`, when given, receives every rank's output. With `topology`, ranks get NCCL_TOPO_FILE
-        describing the bed (Spec.topology_xml), so Conflux plans for the links it really has; `env` can override."""
+        returns 0 when every rank exited 0. Rank 0's output is printed unless quiet; a failed rank's output is
+        always printed with its rank. `outputs`, when given, receives every rank's output. With `topology`, ranks
+        get NCCL_TOPO_FILE describing the bed (Spec.topology_xml), so Conflux plans for the links it really has; `env`
+        can override."""
         world = self.spec.hosts * ranks_per_host
         procs = []
         with tempfile.TemporaryDirectory(prefix="cfxnb") as tmp:

@@ -104,7 +104,8 @@ Result<std::string> readSecretFile(const std::string& path) {
   }
   struct stat st{};
   if (::fstat(fd.get(), &st) != 0) {
-    return Status::error(Errc::SystemError, strprintf("CFX_SECRET_FILE %s: fstat: %s", path.c_str(), std::strerror(errno)));
+    return Status::error(Errc::SystemError,
+                         strprintf("CFX_SECRET_FILE %s: fstat: %s", path.c_str(), std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
     return Status::error(Errc::InvalidUsage, strprintf("CFX_SECRET_FILE %s is not a regular file", path.c_str()));

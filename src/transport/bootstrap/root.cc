@@ -143,7 +143,8 @@ void Root::acceptNew() {
     }
     if (!*sock) return;
     if (pending_.size() >= kMaxPendingHandshakes) {
-      CFX_WARN_LIMITED(gRejectWarns, "Bootstrap root %s: %zu connections are mid-handshake; dropping the oldest, from %s",
+      CFX_WARN_LIMITED(gRejectWarns,
+                       "Bootstrap root %s: %zu connections are mid-handshake; dropping the oldest, from %s",
                        name_.c_str(), pending_.size(), pending_.front().peerName().c_str());
       pending_.erase(pending_.begin());
     }
@@ -173,7 +174,8 @@ void Root::reject(net::Socket sock, FrameKeys keys, const std::string& why) {
   CFX_WARN_LIMITED(gRejectWarns, "Bootstrap root %s: rejected connection from %s: %s", name_.c_str(),
                    sock.peerName().c_str(), why.c_str());
   // The client proved it holds the secret, so it deserves to know why; best effort, then close.
-  const FrameHeader h{FrameKind::Error, static_cast<uint64_t>(Errc::InvalidUsage), std::min(why.size(), kMaxControlBytes)};
+  const FrameHeader h{FrameKind::Error, static_cast<uint64_t>(Errc::InvalidUsage),
+                      std::min(why.size(), kMaxControlBytes)};
   (void)sendFrame(sock, keys.send, h, why.data(), shortDeadline(), nullptr);
 }
 
@@ -251,7 +253,8 @@ void Root::finishWithTable() {
   cfg_.listener.close();  // a late connection is refused now, not half-served by an exiting thread
   std::vector<uint8_t> table(tablePayloadBytes(nRanks_));
   for (int r = 0; r < nRanks_; ++r) encodeAddress(members_[r]->listenAddr, table.data() + r * kAddressBytes);
-  const std::span<uint8_t> sessionNonce(table.data() + static_cast<size_t>(nRanks_) * kAddressBytes, kSessionNonceBytes);
+  const std::span<uint8_t> sessionNonce(table.data() + static_cast<size_t>(nRanks_) * kAddressBytes,
+                                        kSessionNonceBytes);
   if (Status st = crypto::randomBytes(sessionNonce); !st.ok()) {
     return finishWithError(Errc::SystemError, "the bootstrap root cannot draw the session nonce: " + st.message());
   }

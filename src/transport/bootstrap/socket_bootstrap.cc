@@ -186,8 +186,8 @@ Status SocketBootstrap::recvFrom(int peer, FrameKind kind, uint64_t tag, void* d
       }
       if (inbound_[peer].closed) {
         return Status::error(Errc::RemoteError,
-                             strprintf("rank %d: bootstrap %s: the connection from %s ended before it sent this (%s)", rank_,
-                                       what.c_str(), peerName(peer).c_str(), inbound_[peer].reason.c_str()));
+                             strprintf("rank %d: bootstrap %s: the connection from %s ended before it sent this (%s)",
+                                       rank_, what.c_str(), peerName(peer).c_str(), inbound_[peer].reason.c_str()));
       }
       if (deadline.expired()) {
         return Status::error(
@@ -319,8 +319,9 @@ void SocketBootstrap::acceptNew() {
     }
     if (!*sock) return;
     if (pending_.size() >= kMaxPendingHandshakes) {
-      CFX_WARN_LIMITED(gRejectWarns, "Bootstrap rank %d: %zu connections are mid-handshake; dropping the oldest, from %s",
-                       rank_, pending_.size(), pending_.front().peerName().c_str());
+      CFX_WARN_LIMITED(gRejectWarns,
+                       "Bootstrap rank %d: %zu connections are mid-handshake; dropping the oldest, from %s", rank_,
+                       pending_.size(), pending_.front().peerName().c_str());
       pending_.erase(pending_.begin());
     }
     pending_.emplace_back(std::move(**sock), cred_, std::min(options_.handshakeTimeout, options_.timeout),

@@ -526,8 +526,9 @@ ServerHandshake::State ServerHandshake::onAuth() {
   Result<std::array<uint8_t, kProofBytes>> proof =
       encodeServerProof(*cred_, auth->clientNonce, serverNonce_, auth->protection);
   if (!proof.ok()) return fail("cannot compute the HMAC: " + proof.status().message());
-  Result<FrameKeys> keys = deriveFrameKeys(cred_->secret, cred_->commMagic, stricter(cred_->protection, auth->protection),
-                                           auth->clientNonce, serverNonce_, /*isClient=*/false);
+  Result<FrameKeys> keys = deriveFrameKeys(cred_->secret, cred_->commMagic,
+                                           stricter(cred_->protection, auth->protection), auth->clientNonce,
+                                           serverNonce_, /*isClient=*/false);
   if (!keys.ok()) return fail("cannot derive the frame keys: " + keys.status().message());
   keys_ = std::move(*keys);
   startSend(proof->data(), proof->size(), Stage::SendProof);

@@ -160,9 +160,8 @@ TEST(BootstrapSecurity, RejectedConnectionsAreLoggedAtAFewLinesASecond) {
   const std::string text = readFile(path);
   ::unlink(path.c_str());
   size_t lines = 0;
-  for (size_t at = text.find("rejected connection"); at != std::string::npos; at = text.find("rejected connection", at + 1)) {
-    ++lines;
-  }
+  const std::string what = "rejected connection";
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++lines;
   // 61 strangers in two or three windows of a second: at most 5 lines a window get through, and the last says how
   // many were dropped before it.
   EXPECT_GE(lines, 1u) << text;

@@ -26,7 +26,9 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-BootstrapOptions testOptions(milliseconds timeout = milliseconds(30000)) { return testing::bootstrapTestOptions(timeout); }
+BootstrapOptions testOptions(milliseconds timeout = milliseconds(30000)) {
+  return testing::bootstrapTestOptions(timeout);
+}
 
 void runRanks(int nRanks, const std::function<void(int)>& fn) { testing::runRankThreads(nRanks, fn); }
 using testing::joinAll;

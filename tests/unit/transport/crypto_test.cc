@@ -91,7 +91,8 @@ struct Direction {
   FrameCipher recv;
 };
 Direction direction(Protection p, uint8_t key = 0x42) {
-  return Direction{FrameCipher::create(p, keyFilledWith(key)).value(), FrameCipher::create(p, keyFilledWith(key)).value()};
+  return Direction{FrameCipher::create(p, keyFilledWith(key)).value(),
+                   FrameCipher::create(p, keyFilledWith(key)).value()};
 }
 
 struct Sealed {

@@ -60,7 +60,8 @@ class TamperRelay {
       if (fds[0].revents != 0) {
         Result<std::optional<net::Socket>> in = listener_.tryAccept();
         if (in.ok() && *in) {
-          Result<net::Socket> out = net::Socket::connect(target_, {}, Deadline(std::chrono::milliseconds(5000)), nullptr);
+          Result<net::Socket> out =
+              net::Socket::connect(target_, {}, Deadline(std::chrono::milliseconds(5000)), nullptr);
           if (out.ok()) {
             auto p = std::make_unique<Pipe>();
             p->client = std::move(**in);
@@ -95,7 +96,8 @@ class TamperRelay {
     const uint64_t at = p.offset[dir];
     p.offset[dir] += *n;
     edit_(connection, dir, at, chunk);
-    if (!chunk.empty() && !to.sendAll(chunk.data(), chunk.size(), Deadline(std::chrono::milliseconds(5000)), nullptr).ok()) {
+    const Deadline deadline(std::chrono::milliseconds(5000));
+    if (!chunk.empty() && !to.sendAll(chunk.data(), chunk.size(), deadline, nullptr).ok()) {
       p.open = false;
       p.client.close();
       p.server.close();

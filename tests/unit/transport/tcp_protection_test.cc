@@ -49,7 +49,8 @@ TEST_P(TcpProtected, EveryPairExchangesEveryByteInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, TcpProtected,
-                         ::testing::Values(Case{WireProtection::Auto, 1, true}, Case{WireProtection::Integrity, 1, true},
+                         ::testing::Values(Case{WireProtection::Auto, 1, true},
+                                           Case{WireProtection::Integrity, 1, true},
                                            Case{WireProtection::Integrity, 1, false},
                                            Case{WireProtection::Integrity, 3, true},
                                            Case{WireProtection::Encryption, 1, true},
