@@ -10,6 +10,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/thread_affinity.h"
+#include "common/wire.h"
 #include "transport/ucx/ucx_hello.h"
 #include "transport/ucx/ucx_proxy.h"
 
@@ -55,7 +56,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
 
 Result<uint32_t> tagKey(const Secret& secret) {
   CFX_TRY_ASSIGN(crypto::Digest d, crypto::hmacSha256(secret, {crypto::bytesOf("cfx-ucx-tag-key-v1")}));
-  return uint32_t{d[0]} | (uint32_t{d[1]} << 8) | (uint32_t{d[2]} << 16);
+  return wire::getU32(d.data()) & 0xFFFFFFu;
 }
 
 }  // namespace
