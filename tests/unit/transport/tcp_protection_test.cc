@@ -31,6 +31,15 @@ struct Case {
   bool inlineIo;
 };
 
+// Readable test names and values: gtest's default prints Case's bytes, padding included (not the same twice).
+std::string describe(const Case& c) {
+  static constexpr const char* kLevel[] = {"auto", "off", "integrity", "encryption"};
+  return std::string(kLevel[static_cast<int>(c.protection)]) + "_" + std::to_string(c.nSocks) + "socks_" +
+         (c.inlineIo ? "inline" : "proxied");
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
+std::string caseName(const ::testing::TestParamInfo<Case>& info) { return describe(info.param); }
+
 class TcpProtected : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TcpProtected, EveryPairExchangesEveryByteInOrder) {
@@ -54,7 +63,8 @@ INSTANTIATE_TEST_SUITE_P(Levels, TcpProtected,
                                            Case{WireProtection::Integrity, 1, false},
                                            Case{WireProtection::Integrity, 3, true},
                                            Case{WireProtection::Encryption, 1, true},
-                                           Case{WireProtection::Encryption, 3, false}));
+                                           Case{WireProtection::Encryption, 3, false}),
+                         caseName);
 
 TEST(TcpProtection, TheStricterEndDecidesAndMixedSettingsInteroperate) {
   FakeWorld world(2);
