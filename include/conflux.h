@@ -109,6 +109,11 @@ ncclResult_t cfxHostStreamDestroy(cfxHostStream_t stream);
  * it has no port. Every process must see the same values. Numbers are whole decimal numbers: RANK=1x, RANK=-1 and
  * RANK=" 1" are refused. cfxGetLaunchInfo reads the same variables without creating anything.
  *
+ * The job's secret is CFX_SECRET, else the contents of CFX_SECRET_FILE (a file of this user, mode 0600 or 0400),
+ * the same on every process; cfxrun sets a random one per job. A launcher's job id is never taken for a secret:
+ * it can be guessed. Without a secret the job is not authenticated: one WARN per process says so, and a
+ * communicator that spans hosts is refused unless CFX_ALLOW_INSECURE=1.
+ *
  * Thread safety: as ncclCommInitRank; call it once per process and communicator.
  * Returns:
  *   ncclSuccess          *comm holds the new communicator.
@@ -116,6 +121,8 @@ ncclResult_t cfxHostStreamDestroy(cfxHostStream_t stream);
  *   ncclInvalidUsage     no supported launcher variables were found, a value is malformed (for example
  *                        RANK=1x, RANK >= WORLD_SIZE or MASTER_PORT=http), or no root address is set. The WARN
  *                        names the variable.
+ *                        Also: CFX_SECRET_FILE is not a private file of this user, or the communicator spans
+ *                        hosts without a secret (above).
  *   ncclSystemError      the root address cannot be resolved or bound, or a local resource ran out.
  *   ncclRemoteError      a peer did not join within the bootstrap timeout, died, or failed authentication.
  *   ncclInternalError    a bug in the library. */
@@ -219,7 +226,8 @@ typedef struct {
  * Returns:
  *   ncclSuccess          every rank holds the same bytes; info says what happened here.
  *   ncclInvalidArgument  comm is not live, nEntries < 0, entries is NULL while nEntries > 0, a buffer is NULL with a
- *                        non-zero count, or a datatype is invalid.
+ *                        non-zero count, count x the type's size is larger than any buffer can be (2^48 bytes), or
+ *                        a datatype is invalid.
  *   ncclInvalidUsage     called inside a group, a buffer is device memory (not supported yet: stage the state in
  *                        host memory), or the ranks' layouts differ (then on every rank, before anything is written).
  *   ncclRemoteError      a peer failed, or bytes that arrived do not hash to the majority's digest (then on every
@@ -378,8 +386,9 @@ typedef struct {
  * Thread safety: any thread, while comm is live.
  * Returns:
  *   ncclSuccess          *plan is filled.
- *   ncclInvalidArgument  comm is not a live communicator, plan is NULL, coll is not a cfxCollective, or datatype
- *                        is not a valid ncclDataType_t.
+ *   ncclInvalidArgument  comm is not a live communicator, plan is NULL, coll is not a cfxCollective, datatype
+ *                        is not a valid ncclDataType_t, or count x nRanks x its size is larger than any buffer
+ *                        can be (2^48 bytes).
  *   ncclInvalidUsage     comm has not finished initializing. */
 ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncclDataType_t datatype, cfxPlanInfo* plan);
 

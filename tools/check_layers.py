@@ -20,7 +20,8 @@ for line in block.splitlines():
         allowed[m.group(1)] = set() if deps.startswith("(none)") else set(deps.split())
 
 errors = []
-include_re = re.compile(r'^\s*#\s*include\s+"([\w/]+)/[^"]+"')
+# The included layer is the first folder of the path: "transport/tcp/tcp_connection.h" is in src/transport.
+include_re = re.compile(r'^\s*#\s*include\s+"(\w+)/[^"]+"')
 for path in sorted(src.rglob("*")):
     if path.suffix not in {".h", ".cc", ".c", ".cu", ".inc"}:
         continue

@@ -17,6 +17,11 @@
 // leaves ranks unbound (as mpirun --oversubscribe does), so the scheduler can balance them; `core` pins them
 // round-robin anyway, `none` never pins.
 //
+// Secret: every job gets a fresh random CFX_SECRET (32 bytes from getrandom, in hex) in its ranks' environment, so
+// its bootstrap and data connections are authenticated: without one, anyone who can reach MASTER_PORT could join
+// the job or feed it data. A CFX_SECRET or CFX_SECRET_FILE that cfxrun inherits wins (several cfxrun, one per host,
+// can so share one job's secret).
+//
 // Exit status: 0 when every rank exited 0; else the first failing rank's exit status (128+signal when it was
 // killed); 124 on --timeout; 128+signal when cfxrun itself was interrupted; 2 on usage errors.
 #include <arpa/inet.h>
@@ -27,6 +32,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,7 +87,36 @@ void usage(FILE* out) {
           "  --tag-output         pass every rank's stdout and stderr through, each line prefixed '[rank R] '\n"
           "                       (the default when NCCL_DEBUG is set, so every rank's WARN lines are seen)\n"
           "  --timeout SECONDS    kill the whole job after SECONDS and exit 124\n"
-          "  --grace SECONDS      time between SIGTERM and SIGKILL when stopping ranks (default 5)\n");
+          "  --grace SECONDS      time between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+          "Each job gets a random CFX_SECRET unless CFX_SECRET or CFX_SECRET_FILE is already set.\n");
+}
+
+// Sets a fresh random CFX_SECRET for the ranks unless the caller gave one (file comment). False, with a message,
+// when no randomness can be had.
+bool ensureSecret() {
+  for (const char* name : {"CFX_SECRET", "CFX_SECRET_FILE"}) {
+    const char* v = getenv(name);
+    if (v != nullptr && *v != '\0') return true;
+  }
+  unsigned char raw[32];
+  size_t got = 0;
+  while (got < sizeof(raw)) {
+    const ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      fprintf(stderr, "cfxrun: cannot draw the job's secret: getrandom: %s\n", strerror(errno));
+      return false;
+    }
+    got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned char b : raw) {
+    text += kHex[b >> 4];
+    text += kHex[b & 15];
+  }
+  setenv("CFX_SECRET", text.c_str(), 1);
+  return true;
 }
 
 bool parseDouble(const char* text, double* out) {
@@ -385,6 +420,7 @@ int main(int argc, char** argv) {
   }
   std::string program = resolveProgram(a.command[0]);
   const std::vector<int> binding = planBinding(a.bind, a.nRanks);
+  if (!ensureSecret()) return 1;
 
   struct sigaction sa {};
   sa.sa_handler = onSignal;

@@ -247,11 +247,13 @@ def make_netns_variants(a, sizes, benches, bed, work):
            str(a.warmup), "-c", "1", "-d", "float", "-o", "sum"] + extra
     # With several links every rank's NICs are rails (the bootstrap still takes the first match, the primary).
     rails = {} if a.link_count == 1 else {"CFX_SOCKET_RAILS": str(a.link_count)}
+    secret = os.urandom(32).hex()  # across hosts Conflux refuses to run without one (cfxrun's job, on one host)
     envs = [dict(e, MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="29500", NCCL_HOSTID=bed.hosts[h], CFX_PERF_ROTATE="0",
+                 CFX_SECRET=secret,
                  NCCL_SOCKET_IFNAME=bed.primary_dev(h) if a.link_count == 1 else ",".join(all_devs(bed, h)), **rails)
             for e, h in zip(rank_env, host_of)]
     text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} MASTER_ADDR={bed.primary_addr(0)} MASTER_PORT=<port> "
-            f"NCCL_SOCKET_IFNAME=<dev{'s' if rails else ''}> NCCL_HOSTID=<host> CFX_PERF_ROTATE=0 "
+            f"NCCL_SOCKET_IFNAME=<dev{'s' if rails else ''}> NCCL_HOSTID=<host> CFX_SECRET=<random> CFX_PERF_ROTATE=0 "
             + "".join(f"{k}={v} " for k, v in rails.items()) + " ".join(cmd) + f"  ({where})")
     variants.append(Variant("conflux", [ns + cmd for ns in in_ns], envs, parse_nccl_tests, text))
 

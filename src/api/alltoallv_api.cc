@@ -118,8 +118,8 @@ Status allToAllv(const char* name, const void* sendbuff, const size_t sendcounts
                            strprintf("rank %d sends %zu elements to itself (sendcounts[%d]) but expects %zu (recvcounts[%d])", r,
                                      sendcounts[r], r, recvcounts[r], r));
     }
-    CFX_TRY(checkBuffer(sendbuff, v->sendExtent, "sendbuff"));
-    CFX_TRY(checkBuffer(recvbuff, v->recvExtent, "recvbuff"));
+    CFX_TRY(checkByteRange("ncclAllToAllv", "sendbuff", sendbuff, v->sendExtent));
+    CFX_TRY(checkByteRange("ncclAllToAllv", "recvbuff", recvbuff, v->recvExtent));
     CFX_TRY(checkDisjoint(recvs));
     size_t received = 0;
     for (size_t b : v->recvBytes) received += b;

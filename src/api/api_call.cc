@@ -87,11 +87,45 @@ Status checkRoot(const core::Communicator& comm, int root, const char* what) {
   return Status();
 }
 
-Status checkBuffer(const void* p, size_t count, const char* name) {
-  if (p == nullptr && count > 0) {
-    return Status::error(Errc::InvalidArgument, strprintf("%s is NULL with count %zu", name, count));
+Result<size_t> checkedBytes(const char* call, const char* what, size_t count, int type, size_t multiple) {
+  const size_t typeBytes = dataTypeSize(static_cast<DataType>(type));
+  size_t elements = 0;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, multiple, &elements) || __builtin_mul_overflow(elements, typeBytes, &bytes) ||
+      bytes > kMaxBufferBytes) {
+    const std::string times = multiple == 1 ? std::string() : strprintf(" x %zu ranks", multiple);
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("%s: %s of count %zu%s x %zu-byte %s is larger than any buffer can be (at most "
+                                   "%llu bytes): a negative or uninitialized count?",
+                                   call, what, count, times.c_str(), typeBytes,
+                                   dataTypeName(static_cast<DataType>(type)),
+                                   static_cast<unsigned long long>(kMaxBufferBytes)));
+  }
+  return bytes;
+}
+
+Status checkByteRange(const char* call, const char* what, const void* p, size_t bytes) {
+  if (bytes == 0) return Status();
+  if (p == nullptr) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s: %s is NULL with %zu bytes", call, what, bytes));
+  }
+  uintptr_t end = 0;
+  if (bytes > kMaxBufferBytes || __builtin_add_overflow(reinterpret_cast<uintptr_t>(p), bytes, &end)) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s: %s at %p with %zu bytes runs past the end of the "
+                                                          "address space",
+                                                          call, what, p, bytes));
   }
   return Status();
+}
+
+Result<size_t> checkBufferBytes(const char* call, const char* what, const void* p, size_t count, int type,
+                                size_t multiple) {
+  CFX_TRY_ASSIGN(const size_t bytes, checkedBytes(call, what, count, type, multiple));
+  if (p == nullptr && bytes > 0) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s: %s is NULL with count %zu", call, what, count));
+  }
+  CFX_TRY(checkByteRange(call, what, p, bytes));
+  return bytes;
 }
 
 }  // namespace cfx::api

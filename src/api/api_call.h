@@ -72,6 +72,23 @@ Status checkDataType(int type);
 // (the scalar is then read in stream order when the op runs) and the returned op's scalar is a placeholder.
 Result<ReduceOp> checkRedOp(core::Communicator& comm, int op, int type, const void** deviceScalar);
 Status checkRoot(const core::Communicator& comm, int root, const char* what);
-Status checkBuffer(const void* p, size_t count, const char* name);
+
+// ---- sizes: every op entry point (nccl* and cfx*) sizes its buffers through these ----------------------------
+
+// The largest buffer an op may name: no process maps more (user address spaces are 47 or 48 bits, 56 with
+// five-level paging, where no single buffer comes near it), so a larger size is a wrapped count, not data.
+inline constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 48;
+
+// The bytes of `count` x `multiple` elements of `type` (checked with checkDataType first): InvalidArgument naming
+// `call` and `what` when the product overflows or exceeds kMaxBufferBytes. `multiple` is nRanks for the buffers
+// that hold one block per rank (all-gather's output, reduce-scatter's input, ...), else 1 (0: the rank passes no
+// buffer).
+Result<size_t> checkedBytes(const char* call, const char* what, size_t count, int type, size_t multiple = 1);
+// checkedBytes for a buffer at `p`, which must also be non-NULL when the size is not 0 and must not run past the
+// end of the address space.
+Result<size_t> checkBufferBytes(const char* call, const char* what, const void* p, size_t count, int type,
+                                size_t multiple = 1);
+// The same for a size already in bytes (ncclCommRegister, ncclMemAlloc).
+Status checkByteRange(const char* call, const char* what, const void* p, size_t bytes);
 
 }  // namespace cfx::api

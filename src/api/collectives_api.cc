@@ -7,21 +7,21 @@
 namespace cfx::api {
 namespace {
 
-// Elements each buffer must hold on this rank, by NCCL's count semantics (nccl.h).
-void bufferCounts(const CollCall& c, const core::Communicator& comm, size_t* sendCount, size_t* recvCount) {
+// How many blocks of `count` elements each buffer must hold on this rank, by NCCL's count semantics (nccl.h).
+void bufferBlocks(const CollCall& c, const core::Communicator& comm, size_t* sendBlocks, size_t* recvBlocks) {
   const size_t n = static_cast<size_t>(comm.nRanks());
   const bool isRoot = comm.rank() == c.root;
   switch (c.coll) {
     case coll::Collective::AllReduce:
-    case coll::Collective::Scan: *sendCount = c.count; *recvCount = c.count; break;
+    case coll::Collective::Scan: *sendBlocks = 1; *recvBlocks = 1; break;
     case coll::Collective::Broadcast:
-    case coll::Collective::BroadcastDelta: *sendCount = isRoot ? c.count : 0; *recvCount = c.count; break;
-    case coll::Collective::Reduce: *sendCount = c.count; *recvCount = isRoot ? c.count : 0; break;
-    case coll::Collective::AllGather: *sendCount = c.count; *recvCount = c.count * n; break;
-    case coll::Collective::ReduceScatter: *sendCount = c.count * n; *recvCount = c.count; break;
-    case coll::Collective::AlltoAll: *sendCount = c.count * n; *recvCount = c.count * n; break;
-    case coll::Collective::Gather: *sendCount = c.count; *recvCount = isRoot ? c.count * n : 0; break;
-    case coll::Collective::Scatter: *sendCount = isRoot ? c.count * n : 0; *recvCount = c.count; break;
+    case coll::Collective::BroadcastDelta: *sendBlocks = isRoot ? 1 : 0; *recvBlocks = 1; break;
+    case coll::Collective::Reduce: *sendBlocks = 1; *recvBlocks = isRoot ? 1 : 0; break;
+    case coll::Collective::AllGather: *sendBlocks = 1; *recvBlocks = n; break;
+    case coll::Collective::ReduceScatter: *sendBlocks = n; *recvBlocks = 1; break;
+    case coll::Collective::AlltoAll: *sendBlocks = n; *recvBlocks = n; break;
+    case coll::Collective::Gather: *sendBlocks = 1; *recvBlocks = isRoot ? n : 0; break;
+    case coll::Collective::Scatter: *sendBlocks = isRoot ? n : 0; *recvBlocks = 1; break;
     case coll::Collective::AllToAllv:
     case coll::Collective::MoeDispatch:
     case coll::Collective::MoeCombine: break;  // entry points of their own (alltoallv_api.cc, moe_api.cc)
@@ -45,11 +45,14 @@ Status submitCollective(const CollCall& c) {
         c.coll == coll::Collective::Gather || c.coll == coll::Collective::Scatter) {
       CFX_TRY(checkRoot(*comm, c.root, c.name + 4));
     }
-    size_t sendCount = 0;
-    size_t recvCount = 0;
-    bufferCounts(c, *comm, &sendCount, &recvCount);
-    CFX_TRY(checkBuffer(c.sendbuff, sendCount, "sendbuff"));
-    CFX_TRY(checkBuffer(c.recvbuff, recvCount, "recvbuff"));
+    size_t sendBlocks = 0;
+    size_t recvBlocks = 0;
+    bufferBlocks(c, *comm, &sendBlocks, &recvBlocks);
+    // Every rank's size is checked against the largest any rank may need, so that a count too large for some
+    // rank fails on all of them, not only where its buffer is the n-block one.
+    CFX_TRY(checkedBytes(c.name, "count", c.count, c.type, static_cast<size_t>(comm->nRanks())).status());
+    CFX_TRY(checkBufferBytes(c.name, "sendbuff", c.sendbuff, c.count, c.type, sendBlocks).status());
+    CFX_TRY(checkBufferBytes(c.name, "recvbuff", c.recvbuff, c.count, c.type, recvBlocks).status());
     CFX_TRY(comm->checkUsable());
     op.args.coll = c.coll;
     op.args.sendbuff = c.sendbuff;
@@ -87,14 +90,15 @@ Status submitP2p(core::Op::Kind kind, void* buff, size_t count, int type, int pe
       return Status::error(Errc::InvalidArgument, strprintf("%s : invalid peer %d (should be in the 0..%d range)",
                                                             isSend ? "ncclSend" : "ncclRecv", peer, comm->nRanks() - 1));
     }
-    CFX_TRY(checkBuffer(buff, count, isSend ? "sendbuff" : "recvbuff"));
+    CFX_TRY_ASSIGN(const size_t bytes, checkBufferBytes(isSend ? "ncclSend" : "ncclRecv",
+                                                         isSend ? "sendbuff" : "recvbuff", buff, count, type));
     CFX_TRY(comm->checkUsable());
     core::Op op;
     op.kind = kind;
     op.comm = comm;
     op.sendbuff = isSend ? buff : nullptr;
     op.recvbuff = isSend ? nullptr : buff;
-    op.bytes = count * dataTypeSize(static_cast<DataType>(type));
+    op.bytes = bytes;
     op.peer = peer;
     op.stream = stream;
     return core::submit(op);

@@ -77,7 +77,8 @@ Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int
 }
 
 Result<transport::UniqueId> idFromCommId(const transport::BootstrapParams& bp) {
-  return transport::uniqueIdFromAddress(bp.commId, bp.secretText, /*startRoot=*/true);
+  CFX_TRY_ASSIGN(const std::string secret, transport::launchSecret(bp));
+  return transport::uniqueIdFromAddress(bp.commId, secret, /*startRoot=*/true);
 }
 
 void destroyComm(core::Communicator* c, const char* what) {
@@ -446,8 +447,8 @@ CFX_API ncclResult_t cfxCommInitFromEnv(ncclComm_t* comm) {
     if (env.rootAddress.empty()) return Status::error(Errc::InvalidUsage, launch::kRootHint);
     CFX_INFO(log::Sys::Init, "%s launch: rank %d of %d, bootstrap root %s (from %s)", env.launcher.c_str(), env.rank,
              env.nRanks, env.rootAddress.c_str(), env.rootFrom.c_str());
-    std::string secret = transport::readBootstrapParams().secretText;
-    if (secret.empty()) secret = env.jobId;
+    // A launcher's job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID) is no secret: anyone can guess it.
+    CFX_TRY_ASSIGN(const std::string secret, transport::launchSecret(transport::readBootstrapParams()));
     CFX_TRY_ASSIGN(transport::UniqueId id, transport::uniqueIdFromAddress(env.rootAddress, secret, /*startRoot=*/true));
     ncclUniqueId raw;
     std::memset(&raw, 0, sizeof(raw));
@@ -603,6 +604,7 @@ CFX_API ncclResult_t cfxCommGetPlan(ncclComm_t comm, int coll, size_t count, ncc
                                     cfxPlanInfo* plan) {
   return api::call("cfxCommGetPlan", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, planTarget(comm, coll, datatype, plan));
+    CFX_TRY(api::checkedBytes("cfxCommGetPlan", "count", count, datatype, static_cast<size_t>(c->nRanks())).status());
     const coll::PlanRequest req =
         c->planRequest(static_cast<coll::Collective>(coll), count, static_cast<DataType>(datatype));
     const coll::Plan chosen = c->plan(req);

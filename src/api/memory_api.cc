@@ -32,7 +32,7 @@ std::map<void*, Registration*>& registrations() {
 Status registerBuffer(ncclComm_t comm, void* buff, size_t size, void** handle, bool window) {
   CFX_TRY(checkComm(comm).status());
   if (handle == nullptr) return Status::error(Errc::InvalidArgument, "handle is NULL");
-  if (buff == nullptr && size > 0) return Status::error(Errc::InvalidArgument, "buff is NULL");
+  CFX_TRY(checkByteRange(window ? "ncclCommWindowRegister" : "ncclCommRegister", "buff", buff, size));
   auto* reg = new Registration{comm, buff, size, window};
   std::lock_guard<std::mutex> lock(gRegMutex);
   registrations()[reg] = reg;
@@ -63,6 +63,11 @@ CFX_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     if (ptr == nullptr) return Status::error(Errc::InvalidArgument, "ptr is NULL");
     *ptr = nullptr;
     if (size == 0) return Status();
+    if (size > api::kMaxBufferBytes) {
+      return Status::error(Errc::InvalidArgument, strprintf("ncclMemAlloc: size %zu is larger than any buffer can "
+                                                            "be (a negative or uninitialized size?)",
+                                                            size));
+    }
     // As in NCCL: memory of the calling thread's current device when it has one (a CUDA program), else host
     // memory for host-only programs. On a device, a block peers can map and read in place whenever the driver
     // can export one (transport/cuda_ipc/vmm_memory.h), else plain cuMemAlloc memory.

@@ -107,7 +107,7 @@ bool overlap(const MoeArgs::Span& a, const MoeArgs::Span& b) {
 
 // One buffer of an op: NULL refused where it must hold bytes.
 Status setSpan(MoeArgs* a, MoeArgs::Buffer b, const void* p, size_t bytes, bool in, const char* name) {
-  CFX_TRY(checkBuffer(p, bytes, name));
+  CFX_TRY(checkByteRange("MoE", name, p, bytes));
   a->buffers[b] = MoeArgs::Span{const_cast<void*>(p), bytes, in, !in};
   return Status();
 }

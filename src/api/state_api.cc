@@ -11,7 +11,7 @@
 namespace cfx::api {
 namespace {
 
-Result<std::vector<core::StateBuffer>> checkEntries(const cfxStateEntry* entries, int nEntries) {
+Result<std::vector<core::StateBuffer>> checkEntries(const char* call, const cfxStateEntry* entries, int nEntries) {
   if (nEntries < 0) return Status::error(Errc::InvalidArgument, strprintf("nEntries is %d", nEntries));
   if (nEntries > 0 && entries == nullptr) return Status::error(Errc::InvalidArgument, "entries is NULL");
   std::vector<core::StateBuffer> out;
@@ -20,14 +20,15 @@ Result<std::vector<core::StateBuffer>> checkEntries(const cfxStateEntry* entries
     const cfxStateEntry& e = entries[i];
     const int type = rawEnum(e.datatype);
     CFX_TRY(checkDataType(type));
-    CFX_TRY(checkBuffer(e.buffer, e.count, strprintf("entries[%d].buffer", i).c_str()));
+    const std::string what = strprintf("entries[%d].buffer", i);
+    CFX_TRY_ASSIGN(const size_t bytes, checkBufferBytes(call, what.c_str(), e.buffer, e.count, type));
     if (e.count > 0 && cuda::classify(e.buffer).kind != cuda::MemKind::Host) {
       return Status::error(Errc::InvalidUsage,
                            strprintf("entries[%d].buffer is GPU memory: cfxSharedStateSync supports host memory only "
                                      "so far; stage the state in host memory",
                                      i));
     }
-    out.push_back(core::StateBuffer{e.buffer, e.count * dataTypeSize(static_cast<DataType>(type)), type});
+    out.push_back(core::StateBuffer{e.buffer, bytes, type});
   }
   return out;
 }
@@ -42,7 +43,7 @@ CFX_API ncclResult_t cfxSharedStateSync(ncclComm_t comm, const cfxStateEntry* en
   return api::call("cfxSharedStateSync", [&]() -> Status {
     CFX_TRY_ASSIGN(core::Communicator * c, api::checkComm(comm));
     log::setThreadRank(c->rank());
-    CFX_TRY_ASSIGN(std::vector<core::StateBuffer> buffers, api::checkEntries(entries, nEntries));
+    CFX_TRY_ASSIGN(std::vector<core::StateBuffer> buffers, api::checkEntries("cfxSharedStateSync", entries, nEntries));
     if (core::groupDepth() > 0) {
       return Status::error(Errc::InvalidUsage, "cfxSharedStateSync must be called outside ncclGroupStart/ncclGroupEnd");
     }
@@ -63,7 +64,7 @@ CFX_API ncclResult_t cfxSharedStateSync(ncclComm_t comm, const cfxStateEntry* en
 CFX_API ncclResult_t cfxStateHash(const cfxStateEntry* entries, int nEntries, unsigned long long hash[2]) {
   return api::call("cfxStateHash", [&]() -> Status {
     if (hash == nullptr) return Status::error(Errc::InvalidArgument, "hash is NULL");
-    CFX_TRY_ASSIGN(std::vector<core::StateBuffer> buffers, api::checkEntries(entries, nEntries));
+    CFX_TRY_ASSIGN(std::vector<core::StateBuffer> buffers, api::checkEntries("cfxStateHash", entries, nEntries));
     const ft::StateHash h = core::hashState(buffers);
     hash[0] = h.low;
     hash[1] = h.high;

@@ -9,8 +9,11 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <climits>
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace cfx::crypto {
 
@@ -49,7 +52,10 @@ Status randomBytes(std::span<uint8_t> out) {
   return {};
 }
 
-Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
+namespace {
+
+// hmacSha256 over any number of parts.
+Result<Digest> hmacSha256Parts(std::span<const uint8_t> key, std::span<const std::span<const uint8_t>> parts) {
   EVP_MAC* mac = hmacAlgorithm();
   if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
   UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
@@ -78,6 +84,12 @@ Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<st
   return out;
 }
 
+}  // namespace
+
+Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
+  return hmacSha256Parts(key, std::span<const std::span<const uint8_t>>(parts.begin(), parts.size()));
+}
+
 Result<Digest> sha256(std::span<const uint8_t> data) {
   Digest out{};
   unsigned int outLen = 0;
@@ -97,6 +109,134 @@ bool constantTimeEqual(std::span<const uint8_t> a, std::span<const uint8_t> b) {
   if (a.size() != b.size()) return false;
   if (a.empty()) return true;
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// ---- frame protection ---------------------------------------------------------------------------------------
+
+const char* protectionName(Protection p) {
+  switch (p) {
+    case Protection::Off: return "off";
+    case Protection::Integrity: return "integrity";
+    case Protection::Encryption: return "encryption";
+  }
+  return "?";
+}
+
+struct FrameCipher::Ctx {
+  EVP_CIPHER_CTX* evp = nullptr;
+  ~Ctx() { EVP_CIPHER_CTX_free(evp); }
+};
+
+namespace {
+
+constexpr size_t kKeyBytes = 16;  // AES-128
+constexpr size_t kIvBytes = 12;   // GCM's native nonce: 4 zero bytes, then the frame number
+// EVP's update calls take an int length.
+constexpr size_t kMaxUpdateBytes = size_t{1} << 30;
+
+// Feeds `data` to the open GCM operation: as associated data (out == nullptr) or through the cipher.
+bool update(EVP_CIPHER_CTX* evp, uint8_t* out, const uint8_t* in, size_t n) {
+  while (n > 0) {
+    const size_t step = std::min(n, kMaxUpdateBytes);
+    int len = 0;
+    if (EVP_CipherUpdate(evp, out, &len, in, static_cast<int>(step)) != 1) return false;
+    in += step;
+    if (out != nullptr) out += step;
+    n -= step;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<FrameCipher> FrameCipher::create(Protection protection, std::span<const uint8_t> key) {
+  FrameCipher c;
+  c.protection_ = protection;
+  if (protection == Protection::Off) return c;
+  if (key.size() < kKeyBytes) {
+    return Status::error(Errc::InvalidArgument, strprintf("frame key of %zu bytes, need %zu", key.size(), kKeyBytes));
+  }
+  c.ctx_ = new Ctx;
+  c.ctx_->evp = EVP_CIPHER_CTX_new();
+  if (c.ctx_->evp == nullptr) return opensslError("EVP_CIPHER_CTX_new");
+  // The key schedule is computed once here; each frame only sets its nonce.
+  if (EVP_CipherInit_ex(c.ctx_->evp, EVP_aes_128_gcm(), nullptr, key.data(), nullptr, 1) != 1) {
+    return opensslError("EVP_CipherInit_ex(aes-128-gcm)");
+  }
+  return c;
+}
+
+FrameCipher::FrameCipher() = default;
+FrameCipher::FrameCipher(FrameCipher&& other) noexcept
+    : ctx_(std::exchange(other.ctx_, nullptr)), protection_(other.protection_), frames_(other.frames_) {}
+FrameCipher& FrameCipher::operator=(FrameCipher&& other) noexcept {
+  if (this != &other) {
+    delete ctx_;
+    ctx_ = std::exchange(other.ctx_, nullptr);
+    protection_ = other.protection_;
+    frames_ = other.frames_;
+  }
+  return *this;
+}
+FrameCipher::~FrameCipher() { delete ctx_; }
+
+Status FrameCipher::start(bool encrypt) {
+  uint8_t iv[kIvBytes] = {};
+  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(frames_ >> (8 * i));
+  ++frames_;
+  if (EVP_CipherInit_ex(ctx_->evp, nullptr, nullptr, nullptr, iv, encrypt ? 1 : 0) != 1) {
+    return opensslError("EVP_CipherInit_ex(nonce)");
+  }
+  return {};
+}
+
+Status FrameCipher::seal(std::span<const uint8_t> header, const uint8_t* src, uint8_t* dst, size_t n, uint8_t* tag) {
+  if (protection_ == Protection::Off) return {};
+  CFX_TRY(start(/*encrypt=*/true));
+  EVP_CIPHER_CTX* evp = ctx_->evp;
+  if (!update(evp, nullptr, header.data(), header.size())) return opensslError("EVP_CipherUpdate(header)");
+  const bool encrypt = protection_ == Protection::Encryption;
+  if (!update(evp, encrypt ? dst : nullptr, src, n)) return opensslError("EVP_CipherUpdate(payload)");
+  uint8_t none[kTagBytes];  // GCM's final writes nothing; OpenSSL still wants somewhere it could
+  int len = 0;
+  if (EVP_CipherFinal_ex(evp, none, &len) != 1) return opensslError("EVP_CipherFinal_ex");
+  if (EVP_CIPHER_CTX_ctrl(evp, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), tag) != 1) {
+    return opensslError("EVP_CTRL_GCM_GET_TAG");
+  }
+  return {};
+}
+
+Result<bool> FrameCipher::open(std::span<const uint8_t> header, uint8_t* payload, size_t n, const uint8_t* tag) {
+  if (protection_ == Protection::Off) return true;
+  CFX_TRY(start(/*encrypt=*/false));
+  EVP_CIPHER_CTX* evp = ctx_->evp;
+  if (!update(evp, nullptr, header.data(), header.size())) return opensslError("EVP_CipherUpdate(header)");
+  const bool decrypt = protection_ == Protection::Encryption;
+  if (!update(evp, decrypt ? payload : nullptr, payload, n)) return opensslError("EVP_CipherUpdate(payload)");
+  if (EVP_CIPHER_CTX_ctrl(evp, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), const_cast<uint8_t*>(tag)) != 1) {
+    return opensslError("EVP_CTRL_GCM_SET_TAG");
+  }
+  uint8_t none[kTagBytes];
+  int len = 0;
+  // A failing final is the tag mismatch, which is the peer's doing, not OpenSSL's: no error string to drain.
+  const bool authentic = EVP_CipherFinal_ex(evp, none, &len) == 1;
+  if (!authentic) ERR_clear_error();
+  return authentic;
+}
+
+Result<FrameKeys> connectionKeys(std::span<const uint8_t> secret, Protection protection, bool isClient,
+                                 std::initializer_list<std::span<const uint8_t>> context) {
+  const auto key = [&](std::string_view direction) -> Result<Digest> {
+    std::vector<std::span<const uint8_t>> parts(context);
+    parts.push_back(bytesOf(direction));
+    return hmacSha256Parts(secret, parts);
+  };
+  CFX_TRY_ASSIGN(const Digest toServer, key("client->server"));
+  CFX_TRY_ASSIGN(const Digest toClient, key("server->client"));
+  FrameKeys keys;
+  CFX_TRY_ASSIGN(keys.send, FrameCipher::create(protection, isClient ? toServer : toClient));
+  CFX_TRY_ASSIGN(keys.recv, FrameCipher::create(protection, isClient ? toClient : toServer));
+  return keys;
 }
 
 }  // namespace cfx::crypto

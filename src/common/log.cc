@@ -185,4 +185,21 @@ void printVersionOnce() {
   });
 }
 
+long WarnLimiter::admit() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (now - windowStart_ >= interval_) {
+    windowStart_ = now;
+    inWindow_ = 0;
+  }
+  if (inWindow_ >= burst_) {
+    ++dropped_;
+    return -1;
+  }
+  ++inWindow_;
+  const long dropped = dropped_;
+  dropped_ = 0;
+  return dropped;
+}
+
 }  // namespace cfx::log

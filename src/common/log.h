@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <source_location>
 
 namespace cfx::log {
@@ -72,6 +74,26 @@ void reset();
 // Prints "NCCL version ..." once per process when NCCL_DEBUG >= VERSION.
 void printVersionOnce();
 
+// Bounds the WARN lines that strangers can trigger (a rejected connection, a failed accept, a forged datagram):
+// at most `burst` lines per `interval`; the others are dropped and counted, and the next line let through says
+// how many were (CFX_WARN_LIMITED). Thread-safe.
+class WarnLimiter {
+ public:
+  explicit WarnLimiter(int burst = 5, std::chrono::milliseconds interval = std::chrono::seconds(1))
+      : burst_(burst), interval_(interval) {}
+  // The number of lines dropped since the last one let through (>= 0) when this line may be written; -1 when it
+  // must be dropped.
+  long admit();
+
+ private:
+  std::mutex mu_;
+  const int burst_;
+  const std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point windowStart_{};
+  int inWindow_ = 0;
+  long dropped_ = 0;
+};
+
 }  // namespace cfx::log
 
 #define CFX_LOG_(level, sys, ...)                                                         \
@@ -84,5 +106,15 @@ void printVersionOnce();
 // NCCL_DEBUG is unset (PyTorch appends that text to its exceptions), so it is formatted unconditionally:
 // warnings are rare.
 #define CFX_WARN(...) ::cfx::log::write(::cfx::log::Level::Warn, ::cfx::log::Sys::Init, std::source_location::current(), __VA_ARGS__)
+// CFX_WARN through a WarnLimiter: `fmt` must be a string literal, and at least one argument must follow it.
+#define CFX_WARN_LIMITED(limiter, fmt, ...)                                                                     \
+  do {                                                                                                         \
+    if (const long cfxDropped_ = (limiter).admit(); cfxDropped_ > 0) {                                         \
+      CFX_WARN(fmt " (%ld similar line%s dropped before this one)", __VA_ARGS__, cfxDropped_,                   \
+               cfxDropped_ == 1 ? "" : "s");                                                                  \
+    } else if (cfxDropped_ == 0) {                                                                             \
+      CFX_WARN(fmt, __VA_ARGS__);                                                                              \
+    }                                                                                                          \
+  } while (0)
 #define CFX_INFO(sys, ...) CFX_LOG_(::cfx::log::Level::Info, sys, __VA_ARGS__)
 #define CFX_TRACE(sys, ...) CFX_LOG_(::cfx::log::Level::Trace, sys, __VA_ARGS__)

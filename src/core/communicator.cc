@@ -340,6 +340,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   peers_.assign(static_cast<size_t>(nRanks_), transport::PeerInfo{});
   peers_[static_cast<size_t>(rank_)] = self;
   CFX_TRY(bootstrap_->allGather(peers_.data(), sizeof(transport::PeerInfo)));
+  CFX_TRY(checkSecretAcrossHosts());
 
   endpoints_.resize(nRanks_);
   auto shmOptions = transport::shm::ShmOptions::fromParams();
@@ -376,12 +377,28 @@ Status Communicator::connect(const transport::UniqueId& id) {
   }
   int chunkSlices = 1;  // see prims::Prims::ringChunkSlices()
   if (anyNetPair && net == Net::Ucx) {
+    // ucx moves slots as tagged messages, received in place (RDMA where there is a device): nothing seals them.
+    const transport::WireProtection asked = options_.bootstrap.wireProtection;
+    if (asked == transport::WireProtection::Integrity || asked == transport::WireProtection::Encryption) {
+      return Status::error(Errc::InvalidUsage,
+                           "CFX_WIRE_PROTECTION=integrity/encryption is not implemented for the ucx transport "
+                           "(NCCL_NET/CFX_NET=ucx): use the tcp transport for protected frames, or set "
+                           "CFX_WIRE_PROTECTION=off (ucx then authenticates each endpoint's hello only)");
+    }
+    static std::once_flag ucxOnce;
+    if (asked == transport::WireProtection::Auto) {
+      std::call_once(ucxOnce, [] {
+        CFX_WARN("ucx: data frames are not authenticated (only each endpoint's hello is); the tcp transport "
+                 "protects them (docs/notes/security.md)");
+      });
+    }
     const auto ucxOptions = transport::ucx::UcxOptions::fromParams();
     slice = std::min(slice, ucxOptions.geometry.slotBytes);
     CFX_TRY_ASSIGN(ucx_, transport::ucx::UcxTransport::create(*bootstrap_, peers_, useNet, *doorbell_, ucxOptions,
                                                               endpoints_));
   } else if (anyNetPair) {
     auto tcpOptions = transport::tcp::TcpOptions::fromParams();
+    tcpOptions.protection = options_.bootstrap.wireProtection;
     tcpOptions.bindAddress = bootstrap_->localAddress();  // same interface as the bootstrap, any free port
     tcpOptions.railInterfaces.ifName = options_.bootstrap.options.ifName;
     tcpOptions.railInterfaces.family = options_.bootstrap.options.family;
@@ -449,6 +466,23 @@ Status Communicator::connect(const transport::UniqueId& id) {
            static_cast<void*>(this), rank_, nRanks_, nShm, nNet, netText(net), sliceBytes_, ringChunkSlices_,
            ringChunkSlices_ == 1 ? "" : "s");
   return Status();
+}
+
+// Without a secret anyone who reaches a port can join or feed a communicator; on one host that is this machine's
+// users, across hosts the network. Every rank sees the same peers, so all refuse together.
+Status Communicator::checkSecretAcrossHosts() const {
+  if (bootstrap_->authenticated() || options_.bootstrap.allowInsecure) return Status();
+  std::vector<uint64_t> hosts;
+  for (const transport::PeerInfo& p : peers_) hosts.push_back(p.hostHash);
+  std::sort(hosts.begin(), hosts.end());
+  const auto nHosts = std::unique(hosts.begin(), hosts.end()) - hosts.begin();
+  if (nHosts < 2) return Status();
+  return Status::error(Errc::InvalidUsage,
+                       strprintf("rank %d: this communicator spans %lld hosts but its job has no secret, so anyone "
+                                 "on the network could join it or change its data: set CFX_SECRET (or "
+                                 "CFX_SECRET_FILE) to the same random text on every rank, or CFX_ALLOW_INSECURE=1 "
+                                 "to run unauthenticated anyway",
+                                 rank_, static_cast<long long>(nHosts)));
 }
 
 // Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched

@@ -215,6 +215,7 @@ void HealthMonitor::sendTo(int peer, uint16_t kind, std::span<const uint8_t> pay
   h.kind = kind;
   h.commTag = commTag_;
   h.sender = rank_;
+  h.receiver = peer;
   h.nRanks = nRanks_;
   h.counter = ++counter_;
   h.known = static_cast<uint32_t>(failedCount());
@@ -324,7 +325,7 @@ void HealthMonitor::receiveAll() {
 }
 
 void HealthMonitor::handleDatagram(std::span<const uint8_t> bytes, const sockaddr_storage& from) {
-  Result<wire::Opened> opened = wire::open(bytes, secret_, commTag_, nRanks_);
+  Result<wire::Opened> opened = wire::open(bytes, secret_, commTag_, nRanks_, rank_);
   if (!opened.ok()) {
     // A stranger, a garbled datagram or another communicator's monitor: a few WARN lines, then INFO, so a flood
     // cannot fill the log.

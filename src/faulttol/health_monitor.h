@@ -6,9 +6,9 @@
 // Why a separate channel: the data path only sees the peers a rank is blocked on, and it cannot tell a peer that
 // died from a peer that closed because *it* saw someone else die. So every rank runs a cfx-health thread on a
 // small UDP socket bound to the bootstrap interface. Every datagram is authenticated with HMAC-SHA256 under the
-// communicator's secret, bound to the communicator (commTag), length-checked and replay-checked (a per-sender
-// counter that only grows). Datagrams, not connections: a stopped peer cannot fill a socket buffer and block us,
-// and there is nothing to reconnect.
+// communicator's session secret (fresh per communicator: Bootstrap::secret()), bound to the communicator (commTag)
+// and its receiver, length-checked and replay-checked (a per-sender counter that only grows). Datagrams, not
+// connections: a stopped peer cannot fill a socket buffer and block us, and there is nothing to reconnect.
 //
 // Peer states (per peer rank, enforced by setState):
 //   Alive     heartbeats are expected every period; the initial state.

@@ -6,13 +6,16 @@
 #include <cstring>
 
 #include "common/crypto.h"
-#include "faulttol/byte_codec.h"
+#include "common/wire.h"
 
 namespace cfx::ft::wire {
 
 namespace {
 
-constexpr std::string_view kLabel = "cfx-health-v2";
+using In = ::cfx::wire::Reader;
+using Out = ::cfx::wire::Out;
+
+constexpr std::string_view kLabel = "cfx-health-v3";
 constexpr size_t kFailureFixedBytes = 32;
 constexpr size_t kRevokeFixedBytes = 12;
 
@@ -127,6 +130,7 @@ Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payl
   o.u16(h.kind);
   o.u64(h.commTag);
   o.u32(static_cast<uint32_t>(h.sender));
+  o.u32(static_cast<uint32_t>(h.receiver));
   o.u32(static_cast<uint32_t>(h.nRanks));
   o.u64(h.counter);
   o.u32(h.known);
@@ -140,7 +144,8 @@ Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payl
   return v;
 }
 
-Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks) {
+Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks,
+                    int receiver) {
   if (datagram.size() < kHeaderBytes + kMacBytes || datagram.size() > kMaxDatagramBytes) {
     return Status::error(Errc::InvalidUsage, strprintf("datagram of %zu bytes (expected %zu to %zu)", datagram.size(),
                                                        kHeaderBytes + kMacBytes, kMaxDatagramBytes));
@@ -153,6 +158,7 @@ Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> 
   h.kind = in.u16();
   h.commTag = in.u64();
   h.sender = static_cast<int>(in.u32());
+  h.receiver = static_cast<int>(in.u32());
   h.nRanks = static_cast<int>(in.u32());
   h.counter = in.u64();
   h.known = in.u32();
@@ -164,6 +170,9 @@ Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> 
   if (h.nRanks != nRanks || h.sender < 0 || h.sender >= nRanks) {
     return Status::error(Errc::InvalidUsage,
                          strprintf("sender %d of %d ranks, this communicator has %d", h.sender, h.nRanks, nRanks));
+  }
+  if (h.receiver != receiver) {
+    return Status::error(Errc::InvalidUsage, strprintf("datagram for rank %d, this is rank %d", h.receiver, receiver));
   }
   if (h.kind < Heartbeat || h.kind > Revoke)
     return Status::error(Errc::InvalidUsage, strprintf("unknown kind %u", h.kind));

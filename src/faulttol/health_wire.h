@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Health datagrams (faulttol layer): the byte format of heartbeats and failure notices, and their authentication.
 //
-// One datagram (integers big-endian), at most kMaxDatagramBytes:
-//   header   magic u32 "CFXH" | version u16 | kind u16 | commTag u64 | sender u32 | nRanks u32 | counter u64 |
-//            known u32 | payloadBytes u32                                                               40 B
+// One datagram (integers little-endian, common/wire.h), at most kMaxDatagramBytes:
+//   header   magic u32 "CFXH" | version u16 | kind u16 | commTag u64 | sender u32 | receiver u32 | nRanks u32 |
+//            counter u64 | known u32 | payloadBytes u32                                                 44 B
 //   payload  Heartbeat, Leaving: none.
 //            Revoke: origin u32 | code u32 | textLen u16 | 0 u16 | text  (origin: the rank that revoked, which the
 //                    sender may be forwarding; code 0 for ncclCommRevoke, else the error (an Errc) that made origin
@@ -12,9 +12,13 @@
 //            Failure: rank u32 | reason u32 | detectedBy u32 | pid u32 | opSeq u64 |
 //                     hostLen u16 | opLen u16 | textLen u16 | 0 u16 | host | op | text  (texts clipped, not NUL-ended;
 //                     a non-zero reserved u16 is rejected)
-//   mac      HMAC-SHA256(secret, "cfx-health-v2" || header || payload)                                   32 B
-// decode() checks, in this order, the size bounds, magic, version, communicator, sender and rank ranges, the
-// payload length against the datagram length, and the MAC; it never reads past the datagram.
+//   mac      HMAC-SHA256(secret, "cfx-health-v3" || header || payload)                                   32 B
+// `secret` is the communicator's session secret (Bootstrap::secret()): drawn afresh for every communicator, so a
+// datagram recorded from another one (another run of the same job) fails the MAC, and within one communicator
+// each sender's counter only grows and every datagram names its receiver, so a datagram replayed to its receiver
+// or redirected to another rank is dropped (HealthMonitor).
+// open() checks, in this order, the size bounds, magic, version, communicator, sender and rank ranges, the
+// receiver, the payload length against the datagram length, and the MAC; it never reads past the datagram.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +32,8 @@
 namespace cfx::ft::wire {
 
 inline constexpr uint32_t kMagic = 0x43465848;  // "CFXH"
-inline constexpr uint16_t kVersion = 2;  // 2: a revoke notice carries its reason
-inline constexpr size_t kHeaderBytes = 40;
+inline constexpr uint16_t kVersion = 3;  // 2: datagrams name their receiver; 3: a revoke carries its reason
+inline constexpr size_t kHeaderBytes = 44;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxDatagramBytes = 1024;
 inline constexpr size_t kMaxHostBytes = 63;
@@ -42,6 +46,7 @@ struct Header {
   uint16_t kind = Heartbeat;
   uint64_t commTag = 0;
   int sender = -1;
+  int receiver = -1;
   int nRanks = 0;
   uint64_t counter = 0;
   uint32_t known = 0;  // failures the sender knows
@@ -54,12 +59,13 @@ Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks);
 
 // The whole datagram: header, payload and MAC.
 Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payload, std::span<const uint8_t> secret);
-// The header and payload of an authentic datagram for communicator `commTag` of `nRanks` ranks; InvalidUsage
-// (with what was wrong) for anything else.
+// The header and payload of an authentic datagram for rank `receiver` of communicator `commTag` of `nRanks`
+// ranks; InvalidUsage (with what was wrong) for anything else.
 struct Opened {
   Header header;
   std::vector<uint8_t> payload;
 };
-Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks);
+Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks,
+                    int receiver);
 
 }  // namespace cfx::ft::wire

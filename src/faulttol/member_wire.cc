@@ -4,13 +4,13 @@
 
 #include <algorithm>
 
-#include "faulttol/byte_codec.h"
+#include "common/wire.h"
 
 namespace cfx::ft::member {
 
 namespace {
 
-constexpr std::string_view kLabel = "cfx-member-v1";
+constexpr std::string_view kLabel = "cfx-member-v3";
 constexpr std::string_view kSessionLabel = "cfx-member-session";
 
 size_t payloadBytesOf(Kind k) {
@@ -19,7 +19,7 @@ size_t payloadBytesOf(Kind k) {
     case Kind::Hello: return 2 * kNonceBytes + 28;
     case Kind::Ready: return 12;
     case Kind::Epoch: return 28;
-    case Kind::Id: return 8 + kIdBytes;
+    case Kind::Id: return 8 + kIdBytes + crypto::kTagBytes;
     case Kind::Leave: return 0;
     case Kind::Kicked: return 4;
     case Kind::Outcome: return 24;
@@ -33,6 +33,15 @@ bool knownKind(uint16_t k) { return k >= static_cast<uint16_t>(Kind::Challenge) 
 Status bad(const char* what) { return Status::error(Errc::InvalidUsage, strprintf("membership frame: %s", what)); }
 
 bool validRank(int32_t rank, int32_t nRanks) { return nRanks >= 1 && nRanks <= kMaxRanks && rank >= 0 && rank < nRanks; }
+
+// An Id frame carries a unique id, and so the secret of the next epoch's communicator: its id travels encrypted
+// under a key of this session and frame, never in the clear (the frame's HMAC then covers the ciphertext).
+Result<crypto::FrameCipher> idCipher(std::span<const uint8_t> key, uint64_t counter) {
+  uint8_t number[8];
+  ::cfx::wire::putU64(number, counter);
+  CFX_TRY_ASSIGN(const crypto::Digest k, crypto::hmacSha256(key, {crypto::bytesOf("cfx-member-id"), {number, 8}}));
+  return crypto::FrameCipher::create(crypto::Protection::Encryption, k);
+}
 
 }  // namespace
 
@@ -59,7 +68,7 @@ crypto::Digest sessionKey(std::span<const uint8_t> secret, const Nonce& masterNo
 
 Result<std::vector<uint8_t>> seal(const Message& m, uint64_t counter, std::span<const uint8_t> key) {
   std::vector<uint8_t> payload;
-  wire::Out p(payload);
+  ::cfx::wire::Out p(payload);
   switch (m.kind) {
     case Kind::Challenge: p.bytes(m.challenge); break;
     case Kind::Hello:
@@ -89,10 +98,14 @@ Result<std::vector<uint8_t>> seal(const Message& m, uint64_t counter, std::span<
       p.u32(m.note.joined);
       p.u32(m.note.left);
       break;
-    case Kind::Id:
+    case Kind::Id: {
       p.u64(m.epoch);
-      p.bytes(m.id);
+      std::array<uint8_t, kIdBytes + crypto::kTagBytes> sealed{};
+      CFX_TRY_ASSIGN(crypto::FrameCipher cipher, idCipher(key, counter));
+      CFX_TRY(cipher.seal({}, m.id.data(), sealed.data(), kIdBytes, sealed.data() + kIdBytes));
+      p.bytes(sealed);
       break;
+    }
     case Kind::Leave: break;
     case Kind::Kicked: p.u32(m.reason); break;
     case Kind::Outcome:
@@ -106,7 +119,7 @@ Result<std::vector<uint8_t>> seal(const Message& m, uint64_t counter, std::span<
       break;
   }
   std::vector<uint8_t> frame;
-  wire::Out h(frame);
+  ::cfx::wire::Out h(frame);
   h.u32(kMagic);
   h.u16(kVersion);
   h.u16(static_cast<uint16_t>(m.kind));
@@ -122,7 +135,7 @@ void FrameReader::feed(std::span<const uint8_t> bytes) { buf_.insert(buf_.end(),
 
 Result<std::optional<Frame>> FrameReader::next() {
   if (buf_.size() < kHeaderBytes) return std::optional<Frame>();
-  wire::In h(std::span<const uint8_t>(buf_.data(), kHeaderBytes));
+  ::cfx::wire::Reader h(std::span<const uint8_t>(buf_.data(), kHeaderBytes));
   const uint32_t magic = h.u32();
   const uint16_t version = h.u16();
   const uint16_t kind = h.u16();
@@ -158,7 +171,7 @@ Result<Message> open(const Frame& f, std::span<const uint8_t> key, uint64_t expe
   if (f.counter != expectCounter) return bad("out-of-order or replayed frame");
   Message m;
   m.kind = f.kind;
-  wire::In p(f.payload);
+  ::cfx::wire::Reader p(f.payload);
   switch (f.kind) {
     case Kind::Challenge: p.bytes(m.challenge.data(), kNonceBytes); break;
     case Kind::Hello:
@@ -206,11 +219,17 @@ Result<Message> open(const Frame& f, std::span<const uint8_t> key, uint64_t expe
       m.note.changed = changed == 1;
       break;
     }
-    case Kind::Id:
+    case Kind::Id: {
       m.epoch = p.u64();
       p.bytes(m.id.data(), kIdBytes);
+      uint8_t tag[crypto::kTagBytes];
+      p.bytes(tag, sizeof(tag));
       if (m.epoch == 0) return bad("Id for epoch 0");
+      CFX_TRY_ASSIGN(crypto::FrameCipher cipher, idCipher(key, f.counter));
+      CFX_TRY_ASSIGN(const bool authentic, cipher.open({}, m.id.data(), kIdBytes, tag));
+      if (!authentic) return bad("Id that does not decrypt");
       break;
+    }
     case Kind::Leave: break;
     case Kind::Kicked: m.reason = p.u32(); break;
     case Kind::Outcome:

@@ -2,10 +2,10 @@
 // Membership frames (faulttol layer): what the membership master and its members say to each other over TCP
 // (core/membership.h, faulttol/member_master.h).
 //
-// One frame (integers big-endian):
+// One frame (integers little-endian, common/wire.h):
 //   header   magic u32 "CFXM" | version u16 | kind u16 | payloadBytes u32 | counter u64                   20 B
-//   payload  per kind, fixed size (below)                                                          0..136 B
-//   mac      HMAC-SHA256(key, "cfx-member-v1" || header || payload)                                   32 B
+//   payload  per kind, fixed size (below)                                                          0..152 B
+//   mac      HMAC-SHA256(key, "cfx-member-v3" || header || payload)                                   32 B
 // The master opens every connection with a Challenge (a fresh 16-byte nonce) keyed with the job's secret, so a
 // member knows it reached the real master. The member answers Hello with its own nonce; from then on both
 // directions are keyed with the session key HMAC(secret, "cfx-member-session" || masterNonce || memberNonce), and
@@ -20,7 +20,9 @@
 //   Ready      epoch u64 | rebuild u8 | 0[3]    member -> master: at an epoch boundary (rebuild: its communicator
 //                                                broke, so the next epoch needs a new one even with the same members)
 //   Epoch      epoch u64 | rank i32 | nRanks i32 | changed u8 | 0[3] | joined u32 | left u32    master -> member
-//   Id         epoch u64 | id[128]            member (rank 0 of a new epoch) -> master -> the other members
+//   Id         epoch u64 | id[128] | tag[16]  member (rank 0 of a new epoch) -> master -> the other members; the id
+//                                            (it holds the next communicator's secret) AES-GCM-encrypted under
+//                                            HMAC(session key, "cfx-member-id" || frame counter)
 //   Leave      (none)                                                   member -> master
 //   Kicked     reason u32                                               master -> member, then it closes
 //   Outcome    epoch u64 | seq u64 | ok u8 | 0[3] | 0 u32              member -> master: how collective #seq ended here
@@ -39,12 +41,12 @@
 namespace cfx::ft::member {
 
 inline constexpr uint32_t kMagic = 0x4346584d;  // "CFXM"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kHeaderBytes = 20;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kIdBytes = 128;
-inline constexpr size_t kMaxPayloadBytes = 8 + kIdBytes;
+inline constexpr size_t kMaxPayloadBytes = 8 + kIdBytes + crypto::kTagBytes;
 inline constexpr int kMaxRanks = 1 << 20;
 
 enum class Kind : uint16_t {

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: both halves of the bootstrap handshake as a stranger can drive them. Byte 0 picks the side:
-//   even: the server reads an Auth (80 B) and, for RootJoin, a Hello address (24 B), answering the fixed
-//         challenge nonce; checkAuthPrefix (the early reject on 6 bytes) must agree with checkAuth.
+//   even: the server reads an Auth (84 B) and, for RootJoin, the sealed Hello frame (header, address, tag),
+//         answering the fixed challenge nonce; checkAuthPrefix (the early reject on 6 bytes) must agree with
+//         checkAuth.
 //   odd:  the client reads a Challenge (40 B) and the server's Proof (32 B), having sent the fixed client nonce.
 // Properties: no crash; an Auth is accepted only with the MAC of the fixed secret over the fixed challenge, and
-// then carries a known kind; a proof is accepted only if it is the fixed secret's proof for the nonces in play.
+// then carries a known kind and protection; a Hello frame opens only under the keys of that handshake; a proof is
+// accepted only if it is the fixed secret's proof for the nonces and the protection in play.
 #include <cstring>
+
+#include <algorithm>
+#include <vector>
 
 #include "fuzz_common.h"
 
@@ -26,23 +31,42 @@ void server(std::span<const uint8_t> in) {
   auto otherNonce = serverNonce;
   otherNonce[0] ^= 1;
   cfx::fuzz::check(!boot::checkAuth(cred, otherNonce, auth).ok(), "an Auth answers one challenge only");
-  if (a->kind == boot::ConnKind::RootJoin) (void)boot::decodeAddress(in.subspan(auth.size()));
+  if (a->kind != boot::ConnKind::RootJoin) return;
+  const auto protection = std::max(a->protection, cred.protection);
+  cfx::Result<boot::FrameKeys> keys =
+      boot::deriveFrameKeys(cred.secret, cred.commMagic, protection, a->clientNonce, serverNonce, false);
+  cfx::fuzz::check(keys.ok(), "the keys derive");
+  std::vector<uint8_t> hello(in.begin() + static_cast<std::ptrdiff_t>(auth.size()), in.end());
+  if (hello.size() != boot::kFrameHeaderBytes + boot::kAddressBytes + keys->recv.tagBytes()) return;
+  cfx::Result<boot::FrameHeader> h =
+      boot::decodeFrameHeader(std::span<const uint8_t>(hello.data(), boot::kFrameHeaderBytes), boot::kAddressBytes);
+  if (!h.ok()) return;
+  uint8_t* payload = hello.data() + boot::kFrameHeaderBytes;
+  if (!boot::openFrame(keys->recv, hello.data(), {payload, boot::kAddressBytes}, payload + boot::kAddressBytes).ok()) {
+    return;
+  }
+  (void)boot::decodeAddress(std::span<const uint8_t>(payload, boot::kAddressBytes));
 }
 
 void client(std::span<const uint8_t> in) {
   const boot::Credentials cred = cfx::fuzz::fixedCredentials();
   const auto clientNonce = cfx::fuzz::fixedNonce(2);
   const std::span<const uint8_t> challenge = in.first(std::min(in.size(), boot::kChallengeBytes));
-  cfx::Result<std::array<uint8_t, boot::kNonceBytes>> serverNonce = boot::decodeChallenge(challenge);
-  if (!serverNonce.ok()) return;
+  cfx::Result<boot::Challenge> c = boot::decodeChallenge(challenge);
+  if (!c.ok()) return;
   cfx::fuzz::check(challenge.size() == boot::kChallengeBytes, "only a whole challenge is accepted");
+  cfx::fuzz::check(c->protection <= cfx::crypto::Protection::Encryption, "a known protection");
   const std::span<const uint8_t> proof = in.subspan(challenge.size());
-  if (!boot::checkServerProof(cred, clientNonce, *serverNonce, proof).ok()) return;
+  if (!boot::checkServerProof(cred, clientNonce, *c, proof).ok()) return;
   cfx::fuzz::check(proof.size() == boot::kProofBytes, "only a whole proof is accepted");
   boot::Credentials other = cred;
   other.commMagic ^= 1;
-  cfx::fuzz::check(!boot::checkServerProof(other, clientNonce, *serverNonce, proof).ok(),
-                   "a proof binds the communicator");
+  cfx::fuzz::check(!boot::checkServerProof(other, clientNonce, *c, proof).ok(), "a proof binds the communicator");
+  boot::Challenge lowered = *c;
+  lowered.protection = c->protection == cfx::crypto::Protection::Off ? cfx::crypto::Protection::Integrity
+                                                                      : cfx::crypto::Protection::Off;
+  cfx::fuzz::check(!boot::checkServerProof(cred, clientNonce, lowered, proof).ok(),
+                   "a proof binds the server's protection");
 }
 
 }  // namespace

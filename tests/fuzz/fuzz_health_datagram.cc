@@ -20,23 +20,27 @@ namespace wire = cfx::ft::wire;
 namespace {
 
 // The MAC's label (health_wire.h documents it as part of the format).
-constexpr std::string_view kLabel = "cfx-health-v1";
+constexpr std::string_view kLabel = "cfx-health-v3";
+// The rank the fuzzed monitor is: every datagram names its receiver.
+constexpr int kReceiver = 0;
 
-uint64_t bigEndian(std::span<const uint8_t> in, size_t at, size_t n) {
+// Read by hand, not with the library's decoder: the format as health_wire.h documents it (little-endian).
+uint64_t field(std::span<const uint8_t> in, size_t at, size_t n) {
   uint64_t x = 0;
-  for (size_t i = 0; i < n; ++i) x = (x << 8) | in[at + i];
+  for (size_t i = n; i-- > 0;) x = (x << 8) | in[at + i];
   return x;
 }
 
 // What open() must decide for a datagram whose MAC is right, read straight off the layout in health_wire.h.
 bool validHeader(std::span<const uint8_t> d, int nRanks) {
   if (d.size() < wire::kHeaderBytes + wire::kMacBytes || d.size() > wire::kMaxDatagramBytes) return false;
-  const uint64_t kind = bigEndian(d, 6, 2);
-  const uint64_t sender = bigEndian(d, 16, 4);
-  return bigEndian(d, 0, 4) == wire::kMagic && bigEndian(d, 4, 2) == wire::kVersion &&
-         bigEndian(d, 8, 8) == cfx::fuzz::kHealthCommTag && bigEndian(d, 20, 4) == static_cast<uint64_t>(nRanks) &&
-         sender < static_cast<uint64_t>(nRanks) && kind >= wire::Heartbeat && kind <= wire::Revoke &&
-         bigEndian(d, 36, 4) == d.size() - wire::kHeaderBytes - wire::kMacBytes;
+  const uint64_t kind = field(d, 6, 2);
+  const uint64_t sender = field(d, 16, 4);
+  return field(d, 0, 4) == wire::kMagic && field(d, 4, 2) == wire::kVersion &&
+         field(d, 8, 8) == cfx::fuzz::kHealthCommTag && field(d, 20, 4) == kReceiver &&
+         field(d, 24, 4) == static_cast<uint64_t>(nRanks) && sender < static_cast<uint64_t>(nRanks) &&
+         kind >= wire::Heartbeat && kind <= wire::Revoke &&
+         field(d, 40, 4) == d.size() - wire::kHeaderBytes - wire::kMacBytes;
 }
 
 void payload(const wire::Opened& opened, int nRanks) {
@@ -77,13 +81,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfx::fuzz::check(mac.ok(), "the HMAC computes");
     datagram.insert(datagram.end(), mac->begin(), mac->end());
   }
-  cfx::Result<wire::Opened> opened = wire::open(datagram, secret, cfx::fuzz::kHealthCommTag, nRanks);
+  cfx::Result<wire::Opened> opened = wire::open(datagram, secret, cfx::fuzz::kHealthCommTag, nRanks, kReceiver);
   if (sign) cfx::fuzz::check(opened.ok() == validHeader(datagram, nRanks), "open() accepts exactly the valid headers");
   if (!opened.ok()) return 0;
   const wire::Header& h = opened->header;
   cfx::fuzz::check(h.nRanks == nRanks && h.sender >= 0 && h.sender < nRanks,
                    "the sender is a rank of the communicator");
   cfx::fuzz::check(h.commTag == cfx::fuzz::kHealthCommTag, "the datagram is for this communicator");
+  cfx::fuzz::check(h.receiver == kReceiver, "the datagram is for this rank");
   cfx::Result<std::vector<uint8_t>> again = wire::seal(h, opened->payload, secret);
   cfx::fuzz::check(again.ok() && *again == datagram, "an accepted datagram re-seals identically");
   payload(*opened, nRanks);

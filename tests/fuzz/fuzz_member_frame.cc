@@ -18,7 +18,7 @@ namespace member = cfx::ft::member;
 
 namespace {
 
-constexpr std::string_view kLabel = "cfx-member-v1";  // the MAC's label, part of the documented format
+constexpr std::string_view kLabel = "cfx-member-v3";  // the MAC's label, part of the documented format
 
 void checkAccepted(const member::Frame& f, const member::Message& m, std::span<const uint8_t> key, uint64_t counter) {
   switch (m.kind) {

@@ -111,6 +111,7 @@ void frames() {
   append(table, address(v4("10.0.0.1", 4000)));
   append(table, address(v6("::1", 4001, 0)));
   append(table, address(v4("10.0.0.3", 4002)));
+  table.resize(boot::tablePayloadBytes(3), 0x5a);  // the session nonce
   write("boot_frame", "table3", frame(2, {boot::FrameKind::Table, 3, table.size()}, table));
   const std::string text = "the bootstrap root gave up waiting: missing rank 2 (2 of 3 joined)";
   const Bytes textBytes(text.begin(), text.end());
@@ -119,6 +120,27 @@ void frames() {
   write("boot_frame", "status", frame(2, {boot::FrameKind::Status, 0, textBytes.size()}, textBytes));
   write("boot_frame", "query", frame(0, {boot::FrameKind::Query, 0, 0}, {}));
   write("boot_frame", "user", frame(7, {boot::FrameKind::User, 42, 4}, {1, 2, 3, 4}));
+}
+
+// The sealed Hello frame a joining client sends after the handshake of the fixed nonces.
+Bytes helloFrame(const boot::Credentials& cred, const std::array<uint8_t, 32>& clientNonce,
+                 const std::array<uint8_t, 32>& serverNonce) {
+  cfx::Result<boot::FrameKeys> keys =
+      boot::deriveFrameKeys(cred.secret, cred.commMagic, cred.protection, clientNonce, serverNonce, true);
+  if (!keys.ok()) {
+    ++g_failures;
+    return {};
+  }
+  Bytes out(boot::kFrameHeaderBytes + boot::kAddressBytes + keys->send.tagBytes());
+  boot::encodeFrameHeader({boot::FrameKind::Hello, 0, boot::kAddressBytes}, out.data());
+  boot::encodeAddress(v4("192.168.0.9", 5555), out.data() + boot::kFrameHeaderBytes);
+  uint8_t* payload = out.data() + boot::kFrameHeaderBytes;
+  if (!keys->send.seal({out.data(), boot::kFrameHeaderBytes}, payload, payload, boot::kAddressBytes,
+                       payload + boot::kAddressBytes)
+           .ok()) {
+    ++g_failures;
+  }
+  return out;
 }
 
 void bootHandshakes() {
@@ -134,20 +156,21 @@ void bootHandshakes() {
     }
     Bytes server{0};
     append(server, *auth);
-    if (kind == boot::ConnKind::RootJoin) append(server, address(v4("192.168.0.9", 5555)));
+    if (kind == boot::ConnKind::RootJoin) append(server, helloFrame(cred, clientNonce, serverNonce));
     write("boot_handshake", kind == boot::ConnKind::RootJoin ? "server_rootjoin" : "server_peer", server);
     Bytes session{static_cast<uint8_t>(kind == boot::ConnKind::RootJoin ? 17 : 200)};
     append(session, *auth);
-    append(session, address(v4("192.168.0.9", 5555)));
+    append(session, helloFrame(cred, clientNonce, serverNonce));
     write("boot_server_session", kind == boot::ConnKind::RootJoin ? "rootjoin" : "peer", session);
   }
-  cfx::Result<std::array<uint8_t, boot::kProofBytes>> proof = boot::encodeServerProof(cred, clientNonce, serverNonce);
+  cfx::Result<std::array<uint8_t, boot::kProofBytes>> proof =
+      boot::encodeServerProof(cred, clientNonce, serverNonce, cred.protection);
   if (!proof.ok()) {
     ++g_failures;
     return;
   }
   Bytes client{1};
-  append(client, boot::encodeChallenge(serverNonce));
+  append(client, boot::encodeChallenge(serverNonce, cred.protection));
   append(client, *proof);
   write("boot_handshake", "client", client);
 }
@@ -162,8 +185,10 @@ void tcpHandshakes() {
   hello.slotBytes = 1 << 20;
   hello.nonce = cfx::fuzz::fixedNonce(4);
   hello.session = {1, 2, 3, 4, 5, 6, 7, 8};
+  hello.protection = cfx::crypto::Protection::Integrity;
   const auto helloBytes = tcp::encodeHello(hello);
-  cfx::Result<tcp::Mac> proof = tcp::clientMac(cfx::fuzz::fixedSecret(), helloBytes.data(), cfx::fuzz::fixedNonce(3));
+  cfx::Result<tcp::Mac> proof = tcp::clientMac(cfx::fuzz::fixedSecret(), helloBytes.data(), cfx::fuzz::fixedNonce(3),
+                                               cfx::crypto::Protection::Integrity);
   if (!proof.ok()) {
     ++g_failures;
     return;
@@ -177,6 +202,18 @@ void tcpHandshakes() {
     append(a, tcp::encodeAck(code));
     write("tcp_handshake", std::string("ack_") + std::to_string(static_cast<unsigned>(code)), a);
   }
+  tcp::Challenge c;
+  c.nonce = cfx::fuzz::fixedNonce(3);
+  c.protection = cfx::crypto::Protection::Encryption;
+  cfx::Result<tcp::Mac> mac = tcp::serverMac(cfx::fuzz::fixedSecret(), helloBytes.data(), c.nonce, c.protection);
+  if (!mac.ok()) {
+    ++g_failures;
+    return;
+  }
+  c.mac = *mac;
+  Bytes ch{2};
+  append(ch, tcp::encodeChallenge(c));
+  write("tcp_handshake", "challenge", ch);
 }
 
 // The header of stream `stream`'s stripe of a slot, as the sender lays it out.
@@ -256,7 +293,9 @@ void ucxHellos() {
   const auto record = [](const std::string& name, uint32_t addressBytes) {
     const cfx::transport::ucx::AddressRecord r{.slotBytes = 256 * 1024, .nSlots = 8, .addressBytes = addressBytes};
     Bytes b{1};
-    append(b, reinterpret_cast<const uint8_t*>(&r), sizeof(r));
+    uint8_t encoded[cfx::transport::ucx::kAddressRecordBytes];
+    cfx::transport::ucx::encodeRecord(r, encoded);
+    append(b, encoded, sizeof(encoded));
     write("ucx_hello", name, b);
   };
   record("record", 211);
@@ -285,6 +324,7 @@ void healthDatagrams() {
   wire::Header h;
   h.commTag = cfx::fuzz::kHealthCommTag;
   h.sender = 3;
+  h.receiver = 0;  // the fuzzed monitor's rank
   h.nRanks = nRanks;
   h.counter = 41;
   h.known = 1;
@@ -393,6 +433,47 @@ void codecPieces() {
   }
 }
 
+// Sealed frames of both formats and both protections: three genuine frames as received (mode 0), and the same
+// in the clear with each edit for the target to seal and tamper with (mode 1).
+void sealedFrames() {
+  for (int stripe = 0; stripe < 2; ++stripe) {
+    for (int encrypt = 0; encrypt < 2; ++encrypt) {
+      const auto protection = encrypt ? cfx::crypto::Protection::Encryption : cfx::crypto::Protection::Integrity;
+      const cfx::transport::Secret key = cfx::fuzz::fixedSecret();
+      cfx::crypto::FrameCipher send = cfx::crypto::FrameCipher::create(protection, key).value();
+      Bytes received{static_cast<uint8_t>(stripe | (encrypt << 1))};
+      Bytes clear{0, 0, 1};
+      for (uint32_t i = 0; i < 3; ++i) {
+        const uint32_t n = 100 * (i + 1);
+        Bytes header(stripe ? tcp::kStripeHeaderBytes : boot::kFrameHeaderBytes);
+        if (stripe) {
+          tcp::encodeStripeHeader({.seq = i, .tag = 7, .bytes = n, .offset = 0, .length = n, .stream = 0},
+                                  header.data());
+        } else {
+          boot::encodeFrameHeader({boot::FrameKind::User, i, n}, header.data());
+        }
+        Bytes payload(n, static_cast<uint8_t>(0x30 + i));
+        append(clear, header);
+        append(clear, payload);
+        uint8_t tag[cfx::crypto::kTagBytes];
+        if (!send.seal(header, payload.data(), payload.data(), n, tag).ok()) ++g_failures;
+        append(received, header);
+        if (stripe) append(received, tag, sizeof(tag));
+        append(received, payload);
+        if (!stripe) append(received, tag, sizeof(tag));
+      }
+      const std::string name = std::string(stripe ? "stripe" : "boot") + (encrypt ? "_encrypted" : "_integrity");
+      write("sealed_frame", name, received);
+      for (uint8_t edit = 0; edit < 4; ++edit) {
+        Bytes tamper{static_cast<uint8_t>(stripe | (encrypt << 1) | 4)};
+        tamper.push_back(edit);
+        append(tamper, clear.data() + 1, clear.size() - 1);
+        write("sealed_frame", name + "_edit" + std::to_string(edit), tamper);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -415,5 +496,6 @@ int main(int argc, char** argv) {
   tcpStripes();
   ucxHellos();
   codecPieces();
+  sealedFrames();
   return g_failures == 0 ? 0 : 1;
 }

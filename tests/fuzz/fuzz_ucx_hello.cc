@@ -50,10 +50,12 @@ void hello(std::span<const uint8_t> in) {
 }
 
 void record(std::span<const uint8_t> in) {
-  ucx::AddressRecord r;
-  uint8_t raw[sizeof(r)] = {};
+  uint8_t raw[ucx::kAddressRecordBytes] = {};
   std::memcpy(raw, in.data(), std::min(in.size(), sizeof(raw)));
-  std::memcpy(&r, raw, sizeof(r));
+  const ucx::AddressRecord r = ucx::decodeRecord(raw);
+  uint8_t again[ucx::kAddressRecordBytes];
+  ucx::encodeRecord(r, again);
+  cfx::fuzz::check(std::memcmp(again, raw, sizeof(raw)) == 0, "a record re-encodes identically");
   const cfx::transport::FifoGeometry mine{.slotBytes = 256 * 1024, .nSlots = 8};
   cfx::Status st = ucx::checkAddressBytes(r, kPeer);
   if (st.ok()) {

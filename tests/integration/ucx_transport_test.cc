@@ -254,6 +254,20 @@ TEST(UcxSelectionTest, NamesSelectTheTransportOrFailClearly) {
   });
 }
 
+// ucx seals no frames: asking for protected frames over it fails on every rank saying so, not silently unprotected.
+TEST(UcxSelectionTest, ProtectedFramesOverUcxAreRefusedSayingSo) {
+  std::string why;
+  if (!ucxUsableHere(&why)) GTEST_SKIP() << why;
+  RunOptions o = ucxOptions(Tls{"tcp", "tcp"});
+  o.env.emplace_back("CFX_WIRE_PROTECTION", "integrity");
+  runRanks(2, o, [](RankContext& ctx) {
+    ncclComm_t comm = nullptr;
+    EXPECT_EQ(ncclCommInitRank(&comm, ctx.nRanks(), ctx.uniqueId(), ctx.rank()), ncclInvalidUsage);
+    const std::string last = ncclGetLastError(nullptr);
+    EXPECT_NE(last.find("not implemented for the ucx transport"), std::string::npos) << last;
+  });
+}
+
 #if !CFX_TEST_HAVE_UCX
 // Without UCX, asking for it says so instead of silently using tcp.
 TEST(UcxSelectionTest, BuiltWithoutUcxSaysSo) {

@@ -46,6 +46,7 @@ def trial(bed: netbed.Bed, rank_binary: str, fault: str, port: int, bound: float
     n = bed.spec.hosts
     victim = n - 1
     procs = []
+    env = {"CFX_SECRET": netbed.job_secret(), **env}
     with tempfile.TemporaryDirectory(prefix="cfxnbf") as tmp:
         logs = [os.path.join(tmp, f"rank{r}.log") for r in range(n)]
         try:

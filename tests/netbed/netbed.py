@@ -479,14 +479,16 @@ class Bed:
     def run_ranks(self, ranks_per_host: int, argv: list[str], env: dict[str, str] | None = None,
                   timeout: float = 120, port: int = 29500, quiet: bool = False,
                   outputs: dict[int, str] | None = None, topology: bool = True) -> int:
-        """Runs argv as ranks_per_host ranks on every host (torchrun-style variables); returns 0 when every rank
-        exited 0. Rank 0's output is printed unless quiet; a failed rank's output is always printed with its
-        rank. `outputs`, when given, receives every rank's output. With `topology`, ranks get NCCL_TOPO_FILE
-        describing the bed (Spec.topology_xml), so Conflux plans for the links it really has; `env` can override."""
+        """Runs argv as ranks_per_host ranks on every host (torchrun-style variables and a fresh CFX_SECRET);
+        returns 0 when every rank exited 0. Rank 0's output is printed unless quiet; a failed rank's output is
+        always printed with its rank. `outputs`, when given, receives every rank's output. With `topology`, ranks
+        get NCCL_TOPO_FILE describing the bed (Spec.topology_xml), so Conflux plans for the links it really has; `env`
+        can override."""
         world = self.spec.hosts * ranks_per_host
         procs = []
         with tempfile.TemporaryDirectory(prefix="cfxnb") as tmp:
-            base_env: dict[str, object] = {}
+            # One secret per job, as cfxrun gives its ranks: across hosts Conflux refuses to run without one.
+            base_env: dict[str, object] = {"CFX_SECRET": job_secret()}
             if topology:
                 topo_path = os.path.join(tmp, "topology.xml")
                 with open(topo_path, "w") as f:
@@ -519,6 +521,11 @@ class Bed:
                           end="" if text.endswith("\n") else "\n")
                 out.close()
         return 1 if failed else 0
+
+
+def job_secret() -> str:
+    """A fresh random CFX_SECRET for one job's ranks (they span hosts, so Conflux needs one)."""
+    return os.urandom(32).hex()
 
 
 def run_check(name: str, spec: Spec, body) -> int:

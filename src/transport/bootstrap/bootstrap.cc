@@ -10,6 +10,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/wire.h"
 #include "transport/bootstrap/root.h"
 #include "transport/bootstrap/socket_bootstrap.h"
 #include "transport/bootstrap/wire.h"
@@ -19,7 +20,7 @@ namespace cfx::transport {
 namespace {
 
 constexpr uint32_t kIdMagic = 0x43465849;  // "CFXI"
-constexpr uint16_t kIdVersion = 1;
+constexpr uint16_t kIdVersion = 2;
 constexpr uint16_t kIdFlagRootInInit = 1;
 constexpr size_t kIdCheckedBytes = 72;  // everything before the check word
 constexpr size_t kIdCheckBytes = 8;
@@ -58,19 +59,23 @@ Result<net::Interface> pickInterface(const BootstrapOptions& options, const sock
   return itf;
 }
 
+boot::Credentials credentialsOf(const UniqueId& id, const BootstrapOptions& options) {
+  return boot::Credentials{id.secret, id.magic, options.protection};
+}
+
 Status startRootOn(net::Listener listener, const UniqueId& id, const BootstrapOptions& options) {
   boot::RootConfig cfg;
   cfg.listener = std::move(listener);
-  cfg.cred = boot::Credentials{id.secret, id.magic};
+  cfg.cred = credentialsOf(id, options);
   cfg.timeout = options.timeout;
   cfg.handshakeTimeout = options.handshakeTimeout;
   return boot::startRoot(std::move(cfg));
 }
 
 // Waits for the root's answer to this rank's Hello: the table, or an error naming whom the communicator lacks.
-Result<std::vector<sockaddr_storage>> awaitTable(net::Socket& root, int rank, int nRanks,
-                                                 const BootstrapOptions& options, Clock::time_point start,
-                                                 const std::atomic<bool>* abortFlag) {
+Result<boot::RootAnswer> awaitTable(net::Socket& root, boot::FrameKeys& keys, int rank, int nRanks,
+                                    const BootstrapOptions& options, Clock::time_point start,
+                                    const std::atomic<bool>* abortFlag) {
   const std::string prefix = strprintf("rank %d: bootstrap root %s: ", rank, root.peerName().c_str());
   // Ask "who is missing?" shortly before the deadline, so the timeout can name the ranks that never came.
   const std::chrono::milliseconds grace = std::min(std::chrono::milliseconds(1000), options.timeout / 4);
@@ -79,30 +84,27 @@ Result<std::vector<sockaddr_storage>> awaitTable(net::Socket& root, int rank, in
   Status st = root.waitReadable(early, abortFlag);
   if (st.code() == Errc::Timeout) {
     const boot::FrameHeader query{boot::FrameKind::Query, 0, 0};
-    (void)boot::sendFrame(root, query, nullptr, deadline, abortFlag);  // a closed root is reported by the read
+    // A closed root is reported by the read.
+    (void)boot::sendFrame(root, keys.send, query, nullptr, deadline, abortFlag);
   } else if (!st.ok()) {
     return withContext(st, prefix);
   }
-  uint8_t hdr[boot::kFrameHeaderBytes];
-  if (st = root.recvAll(hdr, sizeof(hdr), deadline, abortFlag); !st.ok()) {
-    if (st.code() == Errc::Timeout) {
+  Result<boot::Frame> frame = boot::recvFrame(
+      root, keys.recv, std::max(boot::tablePayloadBytes(nRanks), boot::kMaxControlBytes), deadline, abortFlag);
+  if (!frame.ok()) {
+    if (frame.status().code() == Errc::Timeout) {
       return Status::error(Errc::Timeout,
                            strprintf("%stimed out after %lld ms waiting for all %d ranks to join "
                                      "(the root did not say which are missing)",
                                      prefix.c_str(), static_cast<long long>(options.timeout.count()), nRanks));
     }
-    return withContext(st, prefix);
+    return withContext(frame.status(), prefix);
   }
-  const size_t tableBytes = static_cast<size_t>(nRanks) * boot::kAddressBytes;
-  Result<boot::FrameHeader> h = boot::decodeFrameHeader(hdr, std::max(tableBytes, boot::kMaxControlBytes));
-  if (!h.ok()) return withContext(h.status(), prefix + "bad answer: ");
-  std::vector<uint8_t> payload(h->bytes);
-  if (!payload.empty()) CFX_TRY(root.recvAll(payload.data(), payload.size(), deadline, abortFlag));
-  Result<boot::RootAnswer> answer = boot::decodeRootAnswer(*h, payload, nRanks);
+  Result<boot::RootAnswer> answer = boot::decodeRootAnswer(frame->header, frame->payload, nRanks);
   if (!answer.ok()) return withContext(answer.status(), prefix);
   switch (answer->kind) {
     case boot::FrameKind::Table:
-      return std::move(answer->table);
+      return std::move(*answer);
     case boot::FrameKind::Error:
       return Status::error(answer->code, prefix + answer->text);
     default:
@@ -116,23 +118,28 @@ Result<std::vector<sockaddr_storage>> awaitTable(net::Socket& root, int rank, in
 
 // ---- UniqueId -----------------------------------------------------------------------------------------------
 
+bool UniqueId::insecure() const {
+  return std::all_of(secret.begin(), secret.end(), [](uint8_t b) { return b == 0; });
+}
+
 void UniqueId::encode(uint8_t out[kBytes]) const {
   std::memset(out, 0, kBytes);
-  boot::Writer w(out);
+  wire::Writer w(out, kBytes);
   w.u32(kIdMagic);
   w.u16(kIdVersion);
   w.u16(startRootInInit ? kIdFlagRootInInit : 0);
-  boot::encodeAddress(root, w.pos());
-  boot::Writer rest(out + 8 + boot::kAddressBytes);
-  rest.bytes(secret.data(), secret.size());
-  rest.u64(magic);
+  uint8_t address[boot::kAddressBytes];
+  boot::encodeAddress(root, address);
+  w.bytes(address, sizeof(address));
+  w.bytes(secret);
+  w.u64(magic);
   Result<crypto::Digest> check = crypto::sha256(std::span<const uint8_t>(out, kIdCheckedBytes));
   // SHA-256 fails only if OpenSSL is broken; decode() then rejects the id, so the failure still surfaces.
-  if (check.ok()) rest.bytes(check->data(), kIdCheckBytes);
+  if (check.ok()) w.bytes(check->data(), kIdCheckBytes);
 }
 
 Result<UniqueId> UniqueId::decode(const uint8_t in[kBytes]) {
-  boot::Reader r(in);
+  wire::Reader r(in, kBytes);
   const uint32_t magic = r.u32();
   const uint16_t version = r.u16();
   const uint16_t flags = r.u16();
@@ -157,12 +164,11 @@ Result<UniqueId> UniqueId::decode(const uint8_t in[kBytes]) {
     return Status::error(Errc::InvalidArgument, "the unique id is corrupted (its check word does not match)");
   }
   UniqueId id;
-  Result<sockaddr_storage> root = boot::decodeAddress(std::span<const uint8_t>(in + 8, boot::kAddressBytes));
+  Result<sockaddr_storage> root = boot::decodeAddress(r.view(boot::kAddressBytes));
   if (!root.ok()) return withContext(root.status(), "the unique id holds a bad root address: ");
   id.root = *root;
-  boot::Reader rest(in + 8 + boot::kAddressBytes);
-  rest.bytes(id.secret.data(), id.secret.size());
-  id.magic = rest.u64();
+  r.bytes(id.secret);
+  id.magic = r.u64();
   id.startRootInInit = (flags & kIdFlagRootInInit) != 0;
   return id;
 }
@@ -198,9 +204,13 @@ Result<UniqueId> uniqueIdFromAddress(const std::string& hostPort, const std::str
   id.root = *addr;
   id.startRootInInit = startRoot;
   if (secretText.empty()) {
-    CFX_INFO(log::Sys::Bootstrap,
-             "Bootstrap: NCCL_COMM_ID without CFX_SECRET: connections are framed and checked "
-             "but not authenticated");
+    static std::once_flag once;
+    std::call_once(once, [] {
+      CFX_WARN("Bootstrap: this job has no secret (neither CFX_SECRET nor CFX_SECRET_FILE is set), so its "
+               "connections are not authenticated: anyone who can reach its ports can join it, feed it data or "
+               "stop it. Set CFX_SECRET (or CFX_SECRET_FILE) to the same random text on every rank (cfxrun does "
+               "it for you); across hosts the job refuses to start without one unless CFX_ALLOW_INSECURE=1.");
+    });
   } else {
     CFX_TRY_ASSIGN(const crypto::Digest s, crypto::sha256(secretText));
     std::copy(s.begin(), s.end(), id.secret.begin());
@@ -208,8 +218,19 @@ Result<UniqueId> uniqueIdFromAddress(const std::string& hostPort, const std::str
   // Every rank derives the same magic from the same text, without talking to anyone.
   const std::string seed = "cfx-comm-id/v1|" + hostPort + "|" + secretText;
   CFX_TRY_ASSIGN(const crypto::Digest h, crypto::sha256(seed));
-  id.magic = boot::Reader(h.data()).u64();
+  id.magic = wire::getU64(h.data());
   return id;
+}
+
+crypto::Protection resolveProtection(WireProtection setting, bool sameHost) {
+  switch (setting) {
+    case WireProtection::Off: return crypto::Protection::Off;
+    case WireProtection::Integrity: return crypto::Protection::Integrity;
+    case WireProtection::Encryption: return crypto::Protection::Encryption;
+    case WireProtection::Auto: break;
+  }
+  // Between ranks of one host the bytes never leave the kernel: nobody but root can change them on the way.
+  return sameHost ? crypto::Protection::Off : crypto::Protection::Integrity;
 }
 
 // ---- joining ------------------------------------------------------------------------------------------------
@@ -239,7 +260,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::init(const UniqueId& id, int rank,
     CFX_TRY(startRootOn(std::move(*rootListener), id, options));
   }
 
-  const boot::Credentials cred{id.secret, id.magic};
+  const boot::Credentials cred = credentialsOf(id, options);
   Result<net::Socket> root =
       net::Socket::connect(id.root, {options.connectRetries, options.retrySleep}, deadline, abortFlag);
   if (!root.ok()) {
@@ -247,22 +268,33 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::init(const UniqueId& id, int rank,
                        strprintf("rank %d: cannot reach the bootstrap root at %s: ", rank, rootName.c_str()));
   }
   const sockaddr_storage listenAddr = listener->address();
-  if (Status st =
-          boot::clientHandshake(*root, cred, boot::ConnKind::RootJoin, rank, nRanks, &listenAddr, deadline, abortFlag);
-      !st.ok()) {
-    return withContext(st, strprintf("rank %d: joining at the bootstrap root: ", rank));
-  }
+  Result<boot::FrameKeys> keys =
+      boot::clientHandshake(*root, cred, boot::ConnKind::RootJoin, rank, nRanks, &listenAddr, deadline, abortFlag);
+  if (!keys.ok()) return withContext(keys.status(), strprintf("rank %d: joining at the bootstrap root: ", rank));
   const double connectSecs = secondsSince(start);
-  CFX_TRY_ASSIGN(std::vector<sockaddr_storage> table, awaitTable(*root, rank, nRanks, options, start, abortFlag));
+  Result<boot::RootAnswer> table = awaitTable(*root, *keys, rank, nRanks, options, start, abortFlag);
   root->close();
+  if (!table.ok()) {
+    // Where the root runs in this process, let it tell the other ranks whom they wait for (root.h) before this
+    // rank returns and its process perhaps exits, taking the root with it. Not after an abort, which must be prompt.
+    const bool abortRaised = abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed);
+    if (const std::shared_ptr<boot::RootDone> hosted = abortRaised ? nullptr : boot::hostedRoot(id.magic)) {
+      (void)hosted->wait(std::max(options.handshakeTimeout, std::chrono::milliseconds(1000)));
+    }
+    return table.status();
+  }
 
   boot::SocketBootstrap::Setup setup;
   setup.rank = rank;
   setup.nRanks = nRanks;
   setup.cred = cred;
+  setup.authenticated = !id.insecure();
+  CFX_TRY_ASSIGN(const crypto::Digest session,
+                 crypto::hmacSha256(id.secret, {crypto::bytesOf("cfx-session-v1"), table->sessionNonce}));
+  std::copy(session.begin(), session.end(), setup.sessionSecret.begin());
   setup.options = options;
   setup.listener = std::move(*listener);
-  setup.table = std::move(table);
+  setup.table = std::move(table->table);
   CFX_TRY_ASSIGN(std::unique_ptr<boot::SocketBootstrap> b, boot::SocketBootstrap::start(std::move(setup)));
   CFX_INFO(log::Sys::Bootstrap,
            "Bootstrap timings total %.6f (connect %.6f, wait for ranks %.6f) rank %d nRanks %d root %s listen %s",

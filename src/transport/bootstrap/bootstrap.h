@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/status.h"
 
 namespace cfx::transport {
@@ -42,9 +43,10 @@ using Secret = std::array<uint8_t, kSecretBytes>;
 
 // The decoded form of ncclUniqueId. encode()/decode() give the exact 128-byte wire form.
 //
-// Wire form (big-endian): magic "CFXI" u32 | version u16 | flags u16 | root address (family u16, port u16,
-// IPv6 scope u32, IP 16 bytes) | secret[32] | magic u64 | first 8 bytes of SHA-256 over the preceding 72 bytes
-// | 48 zero bytes. decode() rejects a wrong magic or version, a failed check and an address without a port.
+// Wire form (version 2, little-endian): magic "CFXI" u32 | version u16 | flags u16 | root address (family u16,
+// port u16, IPv6 scope u32, IP 16 bytes) | secret[32] | magic u64 | first 8 bytes of SHA-256 over the preceding
+// 72 bytes | 48 zero bytes. decode() rejects a wrong magic or version, a failed check and an address without a
+// port. An all-zero secret means "no secret" (NCCL_COMM_ID or a launcher without CFX_SECRET): see insecure().
 struct UniqueId {
   sockaddr_storage root{};  // where the root listener accepts ranks
   Secret secret{};
@@ -52,6 +54,8 @@ struct UniqueId {
   // NCCL_COMM_ID mode: no root runs yet; Bootstrap::init of rank 0 binds `root` and serves it.
   bool startRootInInit = false;
   static constexpr size_t kBytes = 128;
+  // No secret: anyone who can reach the root can join (uniqueIdFromAddress without a secret text).
+  bool insecure() const;
   void encode(uint8_t out[kBytes]) const;
   static Result<UniqueId> decode(const uint8_t in[kBytes]);
 };
@@ -68,15 +72,40 @@ struct BootstrapOptions {
   // Optional, e.g. the communicator's abort flag: once raised, init and every call fail promptly (RemoteError),
   // as if abort() had been called. Must outlive the Bootstrap.
   const std::atomic<bool>* abortFlag = nullptr;
+  // Frame protection after each handshake: encryption unless CFX_WIRE_PROTECTION=off (bootstrap_params.cc says
+  // why). The stricter of the two ends' settings applies to a connection.
+  crypto::Protection protection = crypto::Protection::Encryption;
+  // Bytes that arrived and that no recv has taken yet, per sending rank and in all: past either, the sender is
+  // refused (its connection closed, WARN naming it, and a recv from it fails naming why), so a peer that floods
+  // this rank cannot grow its memory without bound. Not knobs: tests shrink them. Each must hold at least a
+  // frame of kMaxFrameBytes.
+  size_t inboxBytesPerPeer = size_t{128} << 20;
+  size_t inboxBytesTotal = size_t{512} << 20;
 };
+
+// The frame protection CFX_WIRE_PROTECTION asks for of the data transport: auto lets each connection choose
+// (integrity between hosts, off between ranks of one host: docs/notes/security.md has the figures behind it).
+enum class WireProtection { Auto, Off, Integrity, Encryption };
+// What `setting` means for a connection between two ranks, `sameHost` saying whether they share a host.
+crypto::Protection resolveProtection(WireProtection setting, bool sameHost);
 
 // What core/ reads from the knob registry when it creates a communicator (bootstrap_params.cc owns the knobs).
 struct BootstrapParams {
   BootstrapOptions options;
-  std::string commId;      // NCCL_COMM_ID, "" when unset
-  std::string secretText;  // CFX_SECRET, "" when unset
+  WireProtection wireProtection = WireProtection::Auto;  // CFX_WIRE_PROTECTION
+  bool allowInsecure = false;                            // CFX_ALLOW_INSECURE
+  std::string commId;                                    // NCCL_COMM_ID, "" when unset
+  std::string secretText;                                // CFX_SECRET, "" when unset; never logged
+  std::string secretFile;                                // CFX_SECRET_FILE, "" when unset
 };
 BootstrapParams readBootstrapParams();
+
+// The shared secret of a launcher-started job (NCCL_COMM_ID, cfxCommInitFromEnv): CFX_SECRET's text, else the
+// contents of CFX_SECRET_FILE, which must be a regular file of this user that nobody else may read or write
+// (mode 0600 or 0400). "" when neither is set: the job then runs without authentication, which
+// uniqueIdFromAddress says in one WARN per process. InvalidUsage naming the file and what is wrong with it (its
+// mode, owner or size; an empty file), SystemError when it cannot be read.
+Result<std::string> launchSecret(const BootstrapParams& params);
 
 // ncclGetUniqueId: picks an interface, opens a root listener served by a background thread in this process
 // (it serves exactly one communicator and then exits, or gives up after options.timeout), and returns the id.
@@ -86,10 +115,11 @@ Result<sockaddr_storage> listenAddress(const BootstrapOptions& options);
 
 // NCCL_COMM_ID / launcher mode: an id every rank can build locally from "host:port" or "[v6]:port". With
 // `startRoot`, the rank that calls Bootstrap::init with rank 0 starts the root listener on that address itself
-// (the address must be local to it). The secret comes from `secretText` (CFX_SECRET, or a launcher job id)
-// hashed to 32 bytes; empty means an all-zero secret, which still frames and checks every connection but
-// authenticates nothing (logged at INFO). The magic is derived from the address and the text, so every rank
-// computes the same id.
+// (the address must be local to it). The secret comes from `secretText` (launchSecret()) hashed to 32 bytes;
+// empty means an all-zero secret, which still frames and checks every connection but authenticates nothing: one
+// WARN per process says so and names the fix, and a communicator that spans hosts then refuses to form unless
+// CFX_ALLOW_INSECURE=1 (core). The magic is derived from the address and the text, so every rank computes the
+// same id.
 Result<UniqueId> uniqueIdFromAddress(const std::string& hostPort, const std::string& secretText, bool startRoot);
 
 class Bootstrap {
@@ -103,8 +133,14 @@ class Bootstrap {
 
   virtual int rank() const = 0;
   virtual int nRanks() const = 0;
-  // The secret of this communicator: data transports authenticate their connections with it too.
+  // The session secret of this communicator, HMAC(id secret, a nonce the root drew for this communicator): data
+  // transports and the health monitor key their connections and datagrams with it, so nothing recorded from
+  // another communicator (another run of the same job, with the same CFX_SECRET) is accepted here, and a
+  // stranger without the id's secret cannot compute it even where that secret is empty unless it saw the
+  // root's table.
   virtual const Secret& secret() const = 0;
+  // False when the id carried no secret (insecure launcher mode).
+  virtual bool authenticated() const = 0;
   // This rank's bootstrap listen address family and IP (data transports listen on the same interface).
   virtual const sockaddr_storage& localAddress() const = 0;
 

@@ -13,10 +13,19 @@
 //             (b) an admitted rank closed its connection first: the others get an Error frame naming it
 //             (Timeout when that rank gave up on its own deadline, RemoteError otherwise), the thread exits.
 // A rank nearing its own deadline sends a Query frame; the root answers with a Status frame naming the ranks
-// still missing, so that rank's timeout error can say whom it waited for.
+// still missing, so that rank's timeout error can say whom it waited for. A rank that gives up closes its
+// connection, and the root then tells every other admitted rank who is missing (Failed (b)); where the root runs
+// in that rank's own process, the rank waits for the root to have said so before its init returns, so the other
+// ranks learn the missing ranks' names rather than only "connection closed".
+//
+// Every frame on a root connection is sealed with that connection's keys (wire.h); rejected connections and
+// failed accepts are logged at WARN at most a few times a second, with a count of the lines left out.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 
 #include "common/socket.h"
 #include "common/status.h"
@@ -31,7 +40,23 @@ struct RootConfig {
   std::chrono::milliseconds handshakeTimeout{5000};
 };
 
-// Starts the root thread (named cfx-boot-root) and detaches it; it owns everything in `config`.
+// Set once a root's thread has finished: the table went out, or every admitted rank was told why not.
+class RootDone {
+ public:
+  void set();
+  // True once set; false when `timeout` passed first.
+  bool wait(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+// Starts the root thread (named cfx-boot-root) and detaches it; it owns everything in `config`. The root is
+// registered for this process under `commMagic` until it finishes (hostedRoot).
 Status startRoot(RootConfig config);
+// The root of communicator `commMagic` if it runs in this process and has not finished, else null.
+std::shared_ptr<RootDone> hostedRoot(uint64_t commMagic);
 
 }  // namespace cfx::transport::boot

@@ -28,6 +28,9 @@ namespace {
 
 constexpr size_t kMaxPendingHandshakes = 64;
 
+// Rejections and failed accepts are what a stranger or a descriptor shortage repeats: a few WARNs a second.
+log::WarnLimiter gRejectWarns;
+
 Status withContext(const Status& st, const std::string& prefix) {
   return Status::error(st.code(), prefix + st.message());
 }
@@ -58,10 +61,13 @@ SocketBootstrap::SocketBootstrap(Setup setup)
     : rank_(setup.rank),
       nRanks_(setup.nRanks),
       cred_(setup.cred),
+      sessionSecret_(setup.sessionSecret),
+      authenticated_(setup.authenticated),
       options_(setup.options),
       table_(std::move(setup.table)),
       listenAddr_(setup.listener.address()),
       out_(static_cast<size_t>(setup.nRanks)),
+      outKey_(static_cast<size_t>(setup.nRanks)),
       outBroken_(static_cast<size_t>(setup.nRanks)),
       inbound_(static_cast<size_t>(setup.nRanks)),
       listener_(std::move(setup.listener)) {}
@@ -110,11 +116,10 @@ Status SocketBootstrap::connectTo(int peer, const Deadline& deadline) {
   Result<net::Socket> sock =
       net::Socket::connect(table_[peer], {options_.connectRetries, options_.retrySleep}, deadline, &aborted_);
   if (!sock.ok()) return withContext(sock.status(), prefix);
-  if (Status st = clientHandshake(*sock, cred_, ConnKind::Peer, rank_, nRanks_, nullptr, deadline, &aborted_);
-      !st.ok()) {
-    return withContext(st, prefix);
-  }
+  Result<FrameKeys> keys = clientHandshake(*sock, cred_, ConnKind::Peer, rank_, nRanks_, nullptr, deadline, &aborted_);
+  if (!keys.ok()) return withContext(keys.status(), prefix);
   out_[peer] = std::move(*sock);
+  outKey_[peer] = std::move(keys->send);
   return {};
 }
 
@@ -130,6 +135,11 @@ Status SocketBootstrap::sendTo(int peer, FrameKind kind, uint64_t tag, const voi
                                                        rank_, what.c_str(), bytes, kMaxFrameBytes));
   }
   if (peer == rank_) {
+    std::string why;
+    if (!reserveInbox(peer, bytes, &why)) {
+      return Status::error(Errc::InvalidUsage, strprintf("rank %d: bootstrap %s to itself: %s", rank_, what.c_str(),
+                                                         why.c_str()));
+    }
     const auto* p = static_cast<const uint8_t*>(data);
     deliver(peer, FrameHeader{kind, tag, bytes}, std::vector<uint8_t>(p, p + bytes));
     return {};
@@ -145,7 +155,7 @@ Status SocketBootstrap::sendTo(int peer, FrameKind kind, uint64_t tag, const voi
       return st;
     }
   }
-  Status st = sendFrame(out_[peer], FrameHeader{kind, tag, bytes}, data, deadline, &aborted_);
+  Status st = sendFrame(out_[peer], outKey_[peer], FrameHeader{kind, tag, bytes}, data, deadline, &aborted_);
   if (!st.ok()) {
     out_[peer].close();  // the stream position is unknown now
     outBroken_[peer] = st.message();
@@ -166,6 +176,8 @@ Status SocketBootstrap::recvFrom(int peer, FrameKind kind, uint64_t tag, void* d
         msg = std::move(it->second.front());
         it->second.pop_front();
         if (it->second.empty()) inbox_.erase(it);
+        inbound_[peer].bytes -= msg.size();
+        inboxBytes_ -= msg.size();
         break;
       }
       if (aborted()) {
@@ -174,8 +186,8 @@ Status SocketBootstrap::recvFrom(int peer, FrameKind kind, uint64_t tag, void* d
       }
       if (inbound_[peer].closed) {
         return Status::error(Errc::RemoteError,
-                             strprintf("rank %d: bootstrap %s: %s closed its connection before sending (%s)", rank_,
-                                       what.c_str(), peerName(peer).c_str(), inbound_[peer].reason.c_str()));
+                             strprintf("rank %d: bootstrap %s: the connection from %s ended before it sent this (%s)",
+                                       rank_, what.c_str(), peerName(peer).c_str(), inbound_[peer].reason.c_str()));
       }
       if (deadline.expired()) {
         return Status::error(
@@ -277,8 +289,13 @@ void SocketBootstrap::serviceLoop() {
       if (readIncoming(incoming_[i], why)) continue;
       {
         std::lock_guard lk(mu_);
-        inbound_[incoming_[i].rank].closed = true;
-        inbound_[incoming_[i].rank].reason = why;
+        Inbound& from = inbound_[incoming_[i].rank];
+        from.closed = true;
+        from.reason = why;
+        if (incoming_[i].inPayload) {  // the frame it was sending never arrives: free its reservation
+          from.bytes -= incoming_[i].header.bytes;
+          inboxBytes_ -= incoming_[i].header.bytes;
+        }
       }
       cv_.notify_all();
       finished.push_back(i);
@@ -296,14 +313,15 @@ void SocketBootstrap::acceptNew() {
     Result<std::optional<net::Socket>> sock = listener_.tryAccept();
     if (!sock.ok()) {
       // EMFILE and friends: pause so a listener that stays readable does not turn the service loop into a spin.
-      CFX_WARN("Bootstrap rank %d: %s", rank_, sock.status().message().c_str());
+      CFX_WARN_LIMITED(gRejectWarns, "Bootstrap rank %d: %s", rank_, sock.status().message().c_str());
       std::this_thread::sleep_for(net::kAbortPollInterval);
       return;
     }
     if (!*sock) return;
     if (pending_.size() >= kMaxPendingHandshakes) {
-      CFX_WARN("Bootstrap rank %d: %zu connections are mid-handshake; dropping the oldest, from %s", rank_,
-               pending_.size(), pending_.front().peerName().c_str());
+      CFX_WARN_LIMITED(gRejectWarns,
+                       "Bootstrap rank %d: %zu connections are mid-handshake; dropping the oldest, from %s", rank_,
+                       pending_.size(), pending_.front().peerName().c_str());
       pending_.erase(pending_.begin());
     }
     pending_.emplace_back(std::move(**sock), cred_, std::min(options_.handshakeTimeout, options_.timeout),
@@ -327,8 +345,8 @@ void SocketBootstrap::progressHandshakes() {
       continue;
     }
     if (st == ServerHandshake::State::Failed) {
-      CFX_WARN("Bootstrap rank %d (%s): rejected connection from %s: %s", rank_,
-               net::addressToString(listenAddr_).c_str(), hs.peerName().c_str(), hs.failure().c_str());
+      CFX_WARN_LIMITED(gRejectWarns, "Bootstrap rank %d (%s): rejected connection from %s: %s", rank_,
+                       net::addressToString(listenAddr_).c_str(), hs.peerName().c_str(), hs.failure().c_str());
     } else {
       admit(hs);
     }
@@ -343,14 +361,15 @@ void SocketBootstrap::admit(ServerHandshake& hs) {
     if (inbound_[peer].connected) {
       // Each rank opens one connection to each peer for the Bootstrap's lifetime, so a second one is a bug or
       // a replay; the first connection stays, this one is closed with the handshake object.
-      CFX_WARN("Bootstrap rank %d (%s): rejected a second connection from rank %d at %s", rank_,
-               net::addressToString(listenAddr_).c_str(), peer, hs.peerName().c_str());
+      CFX_WARN_LIMITED(gRejectWarns, "Bootstrap rank %d (%s): rejected a second connection from rank %d at %s", rank_,
+                       net::addressToString(listenAddr_).c_str(), peer, hs.peerName().c_str());
       return;
     }
     inbound_[peer].connected = true;
   }
   Incoming in;
   in.sock = hs.takeSocket();
+  in.key = std::move(hs.takeKeys().recv);
   in.rank = peer;
   incoming_.push_back(std::move(in));
 }
@@ -379,17 +398,55 @@ bool SocketBootstrap::readIncoming(Incoming& in, std::string& why) {
                  in.sock.peerName().c_str(), why.c_str());
         return false;
       }
+      // Counted before anything is allocated for it.
+      if (!reserveInbox(in.rank, h->bytes, &why)) {
+        CFX_WARN("Bootstrap rank %d: refusing rank %d (%s): %s", rank_, in.rank, in.sock.peerName().c_str(),
+                 why.c_str());
+        return false;
+      }
       in.header = *h;
-      in.payload.assign(h->bytes, 0);
+      in.payload.assign(h->bytes + in.key.tagBytes(), 0);
       in.payloadHave = 0;
       in.hdrHave = 0;
       in.inPayload = true;
-      if (h->bytes != 0) continue;
+      if (!in.payload.empty()) continue;
     }
+    in.inPayload = false;
+    const size_t bytes = in.header.bytes;
+    if (Status st = openFrame(in.key, in.hdr.data(), {in.payload.data(), bytes}, in.payload.data() + bytes);
+        !st.ok()) {
+      why = st.message();
+      CFX_WARN("Bootstrap rank %d: closing the connection from rank %d (%s): it %s", rank_, in.rank,
+               in.sock.peerName().c_str(), why.c_str());
+      std::lock_guard lk(mu_);
+      inbound_[in.rank].bytes -= bytes;
+      inboxBytes_ -= bytes;
+      return false;
+    }
+    in.payload.resize(bytes);
     deliver(in.rank, in.header, std::move(in.payload));
     in.payload = {};
-    in.inPayload = false;
   }
+}
+
+bool SocketBootstrap::reserveInbox(int peer, size_t bytes, std::string* why) {
+  std::lock_guard lk(mu_);
+  Inbound& from = inbound_[peer];
+  if (from.bytes + bytes > options_.inboxBytesPerPeer) {
+    *why = strprintf("it sent %zu bytes that no recv of this rank has taken yet, over the limit of %zu per rank (a "
+                     "flood, or bootstrap sends without matching recvs)",
+                     from.bytes + bytes, options_.inboxBytesPerPeer);
+    return false;
+  }
+  if (inboxBytes_ + bytes > options_.inboxBytesTotal) {
+    *why = strprintf("its frame of %zu bytes would bring the bytes no recv of this rank has taken yet to %zu, over "
+                     "the limit of %zu for all ranks together",
+                     bytes, inboxBytes_ + bytes, options_.inboxBytesTotal);
+    return false;
+  }
+  from.bytes += bytes;
+  inboxBytes_ += bytes;
+  return true;
 }
 
 void SocketBootstrap::deliver(int peer, const FrameHeader& h, std::vector<uint8_t> payload) {

@@ -2,7 +2,9 @@
 // SocketBootstrap (transport layer, bootstrap internals): the Bootstrap of one rank once the root has sent the
 // table of listen addresses. Outgoing connections are opened lazily by the calling thread; a service thread
 // (cfx-bootstrap) accepts and authenticates incoming connections and files every arriving frame into an inbox
-// keyed by (peer, kind, tag), where recv picks it up.
+// keyed by (peer, kind, tag), where recv picks it up. The inbox is bounded per sending rank and in all
+// (BootstrapOptions::inboxBytesPerPeer/Total): a rank that sends past either is refused, its connection closed,
+// and a recv from it fails saying why.
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,8 @@ class SocketBootstrap final : public Bootstrap {
     int rank = 0;
     int nRanks = 0;
     Credentials cred;
+    Secret sessionSecret{};      // secret(): derived from cred.secret and the root's session nonce
+    bool authenticated = true;   // the id carried a secret
     BootstrapOptions options;
     net::Listener listener;
     std::vector<sockaddr_storage> table;  // every rank's listen address, by rank
@@ -41,7 +45,8 @@ class SocketBootstrap final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int nRanks() const override { return nRanks_; }
-  const Secret& secret() const override { return cred_.secret; }
+  const Secret& secret() const override { return sessionSecret_; }
+  bool authenticated() const override { return authenticated_; }
   const sockaddr_storage& localAddress() const override { return listenAddr_; }
 
   Status allGather(void* data, size_t bytesPerRank) override;
@@ -64,16 +69,18 @@ class SocketBootstrap final : public Bootstrap {
     bool connected = false;
     bool closed = false;
     std::string reason;  // why it closed
+    size_t bytes = 0;    // of its frames in the inbox (and the one being read), not yet taken by a recv
   };
   // One incoming connection being read by the service thread (service thread only).
   struct Incoming {
     net::Socket sock;
+    crypto::FrameCipher key;  // opens the peer's frames
     int rank = -1;
     std::array<uint8_t, kFrameHeaderBytes> hdr{};
     size_t hdrHave = 0;
     bool inPayload = false;
     FrameHeader header;
-    std::vector<uint8_t> payload;
+    std::vector<uint8_t> payload;  // the payload, then the tag
     size_t payloadHave = 0;
   };
 
@@ -93,14 +100,18 @@ class SocketBootstrap final : public Bootstrap {
   void progressHandshakes();
   std::string admissionError(ConnKind kind, int peer, int nRanks) const;
   void admit(ServerHandshake& hs);
-  // False once the connection is finished (closed or garbled); `why` says which.
+  // False once the connection is finished (closed, garbled or over its inbox bound); `why` says which.
   bool readIncoming(Incoming& in, std::string& why);
+  // Counts `bytes` more from `peer` against the inbox bounds; false (nothing counted, *why set) past either.
+  bool reserveInbox(int peer, size_t bytes, std::string* why);
   void deliver(int peer, const FrameHeader& h, std::vector<uint8_t> payload);
   void wake();
 
   const int rank_;
   const int nRanks_;
   const Credentials cred_;
+  const Secret sessionSecret_;
+  const bool authenticated_;
   const BootstrapOptions options_;
   const std::vector<sockaddr_storage> table_;
   sockaddr_storage listenAddr_{};
@@ -116,6 +127,7 @@ class SocketBootstrap final : public Bootstrap {
   // Caller-thread state, guarded by sendMu_.
   std::mutex sendMu_;
   std::vector<net::Socket> out_;
+  std::vector<crypto::FrameCipher> outKey_;  // seals the frames on out_[peer]
   std::vector<std::string> outBroken_;  // non-empty: why the outgoing connection to that rank is unusable
   std::atomic<uint64_t> collSeq_{0};    // relaxed: only orders this rank's own collective calls
 
@@ -124,6 +136,7 @@ class SocketBootstrap final : public Bootstrap {
   std::condition_variable cv_;
   std::map<Key, std::deque<std::vector<uint8_t>>> inbox_;
   std::vector<Inbound> inbound_;
+  size_t inboxBytes_ = 0;  // sum of inbound_[*].bytes
 
   // Service-thread state.
   net::Listener listener_;

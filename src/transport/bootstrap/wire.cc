@@ -1,39 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bootstrap wire format and the mutual HMAC handshake (transport layer, bootstrap internals).
+// Bootstrap wire format, frame protection and the mutual HMAC handshake (transport layer, bootstrap internals).
 #include "transport/bootstrap/wire.h"
 
 #include <netinet/in.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include "common/wire.h"
 
 namespace cfx::transport::boot {
 
 namespace {
 
-constexpr std::string_view kClientLabel = "cfx-boot-v1/client";
-constexpr std::string_view kServerLabel = "cfx-boot-v1/server";
+constexpr std::string_view kClientLabel = "cfx-boot-v2/client";
+constexpr std::string_view kServerLabel = "cfx-boot-v2/server";
+constexpr std::string_view kKeyLabel = "cfx-boot-v2/key";
 
 constexpr uint16_t kWireV4 = 4;
 constexpr uint16_t kWireV6 = 6;
 
 std::span<const uint8_t> asSpan(const Secret& s) { return {s.data(), s.size()}; }
 
+bool knownProtection(uint8_t p) { return p <= static_cast<uint8_t>(crypto::Protection::Encryption); }
+
+crypto::Protection stricter(crypto::Protection a, crypto::Protection b) { return std::max(a, b); }
+
 Result<crypto::Digest> clientMac(const Credentials& cred, const uint8_t* serverNonce, ConnKind kind, int rank,
-                                 int nRanks) {
-  uint8_t fields[18];
-  Writer w(fields);
+                                 int nRanks, crypto::Protection protection) {
+  uint8_t fields[19];
+  wire::Writer w(fields, sizeof(fields));
   w.u64(cred.commMagic);
   w.u16(static_cast<uint16_t>(kind));
   w.u32(static_cast<uint32_t>(rank));
   w.u32(static_cast<uint32_t>(nRanks));
+  w.u8(static_cast<uint8_t>(protection));
   return crypto::hmacSha256(asSpan(cred.secret),
                             {crypto::bytesOf(kClientLabel), {serverNonce, kNonceBytes}, {fields, sizeof(fields)}});
 }
 
-Result<crypto::Digest> serverMac(const Credentials& cred, const uint8_t* clientNonce, const uint8_t* serverNonce) {
-  uint8_t fields[8];
-  Writer(fields).u64(cred.commMagic);
+Result<crypto::Digest> serverMac(const Credentials& cred, const uint8_t* clientNonce, const uint8_t* serverNonce,
+                                 crypto::Protection clientProtection, crypto::Protection serverProtection) {
+  uint8_t fields[10];
+  wire::Writer w(fields, sizeof(fields));
+  w.u64(cred.commMagic);
+  w.u8(static_cast<uint8_t>(clientProtection));
+  w.u8(static_cast<uint8_t>(serverProtection));
   return crypto::hmacSha256(asSpan(cred.secret), {crypto::bytesOf(kServerLabel),
                                                   {clientNonce, kNonceBytes},
                                                   {serverNonce, kNonceBytes},
@@ -42,51 +55,11 @@ Result<crypto::Digest> serverMac(const Credentials& cred, const uint8_t* clientN
 
 }  // namespace
 
-void Writer::u16(uint16_t v) {
-  p_[0] = static_cast<uint8_t>(v >> 8);
-  p_[1] = static_cast<uint8_t>(v);
-  p_ += 2;
-}
-void Writer::u32(uint32_t v) {
-  for (int i = 0; i < 4; ++i) p_[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-  p_ += 4;
-}
-void Writer::u64(uint64_t v) {
-  for (int i = 0; i < 8; ++i) p_[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
-  p_ += 8;
-}
-void Writer::bytes(const void* data, size_t n) {
-  if (n != 0) std::memcpy(p_, data, n);
-  p_ += n;
-}
-
-uint16_t Reader::u16() {
-  const uint16_t v = static_cast<uint16_t>((p_[0] << 8) | p_[1]);
-  p_ += 2;
-  return v;
-}
-uint32_t Reader::u32() {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | p_[i];
-  p_ += 4;
-  return v;
-}
-uint64_t Reader::u64() {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p_[i];
-  p_ += 8;
-  return v;
-}
-void Reader::bytes(void* data, size_t n) {
-  if (n != 0) std::memcpy(data, p_, n);
-  p_ += n;
-}
-
 // ---- addresses and frames -----------------------------------------------------------------------------------
 
 void encodeAddress(const sockaddr_storage& addr, uint8_t out[kAddressBytes]) {
   std::memset(out, 0, kAddressBytes);
-  Writer w(out);
+  wire::Writer w(out, kAddressBytes);
   if (addr.ss_family == AF_INET) {
     const auto& in = reinterpret_cast<const sockaddr_in&>(addr);
     w.u16(kWireV4);
@@ -103,7 +76,7 @@ void encodeAddress(const sockaddr_storage& addr, uint8_t out[kAddressBytes]) {
 }
 
 Result<sockaddr_storage> decodeAddress(const uint8_t in[kAddressBytes]) {
-  Reader r(in);
+  wire::Reader r(in, kAddressBytes);
   const uint16_t family = r.u16();
   const uint16_t port = r.u16();
   const uint32_t scope = r.u32();
@@ -127,29 +100,27 @@ Result<sockaddr_storage> decodeAddress(const uint8_t in[kAddressBytes]) {
 }
 
 void encodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]) {
-  std::memset(out, 0, kFrameHeaderBytes);
-  Writer w(out);
+  wire::Writer w(out, kFrameHeaderBytes);
   w.u32(kFrameMagic);
-  const uint8_t kind = static_cast<uint8_t>(h.kind);
-  w.bytes(&kind, 1);
-  w.bytes("\0\0\0", 3);
+  w.u8(static_cast<uint8_t>(h.kind));
+  w.zeros(3);
   w.u64(h.tag);
   w.u64(h.bytes);
 }
 
 Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_t maxBytes) {
-  Reader r(in);
+  wire::Reader r(in, kFrameHeaderBytes);
   const uint32_t magic = r.u32();
   if (magic != kFrameMagic) return Status::error(Errc::RemoteError, strprintf("bad frame magic 0x%08x", magic));
-  uint8_t kind = 0;
-  r.bytes(&kind, 1);
-  uint8_t pad[3];
-  r.bytes(pad, 3);
+  const uint8_t kind = r.u8();
+  const uint8_t pad0 = r.u8();
+  const uint8_t pad1 = r.u8();
+  const uint8_t pad2 = r.u8();
   FrameHeader h;
   h.tag = r.u64();
   h.bytes = r.u64();
-  const bool known = (kind >= 1 && kind <= 3) || (kind >= 16 && kind <= 19);
-  if (!known || pad[0] != 0 || pad[1] != 0 || pad[2] != 0) {
+  const bool known = (kind >= 1 && kind <= 3) || (kind >= 16 && kind <= 20);
+  if (!known || pad0 != 0 || pad1 != 0 || pad2 != 0) {
     return Status::error(Errc::RemoteError, strprintf("bad frame kind %u", kind));
   }
   h.kind = static_cast<FrameKind>(kind);
@@ -162,13 +133,15 @@ Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_
 
 // ---- handshake messages -------------------------------------------------------------------------------------
 
-std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce) {
+std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce,
+                                                     crypto::Protection serverProtection) {
   std::array<uint8_t, kChallengeBytes> out{};
-  Writer w(out.data());
+  wire::Writer w(out);
   w.u32(kHandshakeMagic);
   w.u16(kProtocolVersion);
-  w.u16(0);
-  w.bytes(serverNonce.data(), kNonceBytes);
+  w.u8(static_cast<uint8_t>(serverProtection));
+  w.u8(0);
+  w.bytes(serverNonce);
   return out;
 }
 
@@ -176,25 +149,40 @@ Result<std::array<uint8_t, kAuthBytes>> encodeAuth(const Credentials& cred,
                                                    std::span<const uint8_t, kNonceBytes> serverNonce, ConnKind kind,
                                                    int rank, int nRanks,
                                                    std::span<const uint8_t, kNonceBytes> clientNonce) {
-  CFX_TRY_ASSIGN(const crypto::Digest mac, clientMac(cred, serverNonce.data(), kind, rank, nRanks));
+  CFX_TRY_ASSIGN(const crypto::Digest mac, clientMac(cred, serverNonce.data(), kind, rank, nRanks, cred.protection));
   std::array<uint8_t, kAuthBytes> out{};
-  Writer w(out.data());
+  wire::Writer w(out);
   w.u32(kHandshakeMagic);
   w.u16(kProtocolVersion);
   w.u16(static_cast<uint16_t>(kind));
   w.u32(static_cast<uint32_t>(rank));
   w.u32(static_cast<uint32_t>(nRanks));
-  w.bytes(clientNonce.data(), kNonceBytes);
-  w.bytes(mac.data(), mac.size());
+  w.u8(static_cast<uint8_t>(cred.protection));
+  w.zeros(3);
+  w.bytes(clientNonce);
+  w.bytes(mac);
   return out;
 }
 
 Result<std::array<uint8_t, kProofBytes>> encodeServerProof(const Credentials& cred,
                                                            std::span<const uint8_t, kNonceBytes> clientNonce,
-                                                           std::span<const uint8_t, kNonceBytes> serverNonce) {
-  CFX_TRY_ASSIGN(const crypto::Digest mac, serverMac(cred, clientNonce.data(), serverNonce.data()));
+                                                           std::span<const uint8_t, kNonceBytes> serverNonce,
+                                                           crypto::Protection clientProtection) {
+  CFX_TRY_ASSIGN(const crypto::Digest mac,
+                 serverMac(cred, clientNonce.data(), serverNonce.data(), clientProtection, cred.protection));
   static_assert(crypto::kDigestBytes == kProofBytes);
   return mac;
+}
+
+Result<FrameKeys> deriveFrameKeys(const Secret& secret, uint64_t commMagic, crypto::Protection protection,
+                                  std::span<const uint8_t, kNonceBytes> clientNonce,
+                                  std::span<const uint8_t, kNonceBytes> serverNonce, bool isClient) {
+  uint8_t fields[9];
+  wire::Writer w(fields, sizeof(fields));
+  w.u64(commMagic);
+  w.u8(static_cast<uint8_t>(protection));
+  return crypto::connectionKeys(asSpan(secret), protection, isClient,
+                                {crypto::bytesOf(kKeyLabel), clientNonce, serverNonce, {fields, sizeof(fields)}});
 }
 
 // ---- parsers of received bytes ------------------------------------------------------------------------------
@@ -223,7 +211,7 @@ Status checkMagicAndVersion(std::span<const uint8_t> in, const char* what) {
     return Status::error(Errc::RemoteError,
                          strprintf("a %s starts with %zu bytes, not %zu", what, kAuthPrefixBytes, in.size()));
   }
-  Reader r(in.data());
+  wire::Reader r(in);
   const uint32_t magic = r.u32();
   const uint16_t version = r.u16();
   if (magic != kHandshakeMagic) {
@@ -238,20 +226,28 @@ Status checkMagicAndVersion(std::span<const uint8_t> in, const char* what) {
 
 }  // namespace
 
-Result<std::array<uint8_t, kNonceBytes>> decodeChallenge(std::span<const uint8_t> in) {
+Result<Challenge> decodeChallenge(std::span<const uint8_t> in) {
   if (in.size() != kChallengeBytes) {
     return Status::error(Errc::RemoteError,
                          strprintf("a handshake challenge is %zu bytes, not %zu", kChallengeBytes, in.size()));
   }
   CFX_TRY(checkMagicAndVersion(in, "handshake challenge"));
-  std::array<uint8_t, kNonceBytes> nonce{};
-  std::memcpy(nonce.data(), in.data() + 8, kNonceBytes);
-  return nonce;
+  wire::Reader r(in.subspan(kAuthPrefixBytes));
+  const uint8_t protection = r.u8();
+  const uint8_t pad = r.u8();
+  Challenge c;
+  r.bytes(c.nonce);
+  if (!knownProtection(protection) || pad != 0) {
+    return Status::error(Errc::RemoteError, strprintf("asks for an unknown frame protection %u", protection));
+  }
+  c.protection = static_cast<crypto::Protection>(protection);
+  return c;
 }
 
 Status checkServerProof(const Credentials& cred, std::span<const uint8_t, kNonceBytes> clientNonce,
-                        std::span<const uint8_t, kNonceBytes> serverNonce, std::span<const uint8_t> proof) {
-  CFX_TRY_ASSIGN(const crypto::Digest expected, serverMac(cred, clientNonce.data(), serverNonce.data()));
+                        const Challenge& challenge, std::span<const uint8_t> proof) {
+  CFX_TRY_ASSIGN(const crypto::Digest expected, serverMac(cred, clientNonce.data(), challenge.nonce.data(),
+                                                          cred.protection, challenge.protection));
   if (proof.size() != kProofBytes || !crypto::constantTimeEqual(proof, expected)) {
     return Status::error(Errc::RemoteError, "failed to prove it knows the communicator's secret");
   }
@@ -266,19 +262,28 @@ Result<Auth> checkAuth(const Credentials& cred, std::span<const uint8_t, kNonceB
     return Status::error(Errc::RemoteError, strprintf("a handshake is %zu bytes, not %zu", kAuthBytes, in.size()));
   }
   CFX_TRY(checkAuthPrefix(in));
-  Reader r(in.data() + kAuthPrefixBytes);
+  wire::Reader r(in.subspan(kAuthPrefixBytes));
   const uint16_t kind = r.u16();
   Auth auth;
   auth.rank = static_cast<int>(r.u32());
   auth.nRanks = static_cast<int>(r.u32());
-  r.bytes(auth.clientNonce.data(), kNonceBytes);
+  const uint8_t protection = r.u8();
+  const uint8_t pad0 = r.u8();
+  const uint8_t pad1 = r.u8();
+  const uint8_t pad2 = r.u8();
+  r.bytes(auth.clientNonce);
   uint8_t mac[crypto::kDigestBytes];
   r.bytes(mac, sizeof(mac));
   if (kind != static_cast<uint16_t>(ConnKind::RootJoin) && kind != static_cast<uint16_t>(ConnKind::Peer)) {
     return Status::error(Errc::RemoteError, strprintf("asked for an unknown connection kind %u", kind));
   }
+  if (!knownProtection(protection) || (pad0 | pad1 | pad2) != 0) {
+    return Status::error(Errc::RemoteError, strprintf("asked for an unknown frame protection %u", protection));
+  }
   auth.kind = static_cast<ConnKind>(kind);
-  CFX_TRY_ASSIGN(const crypto::Digest expected, clientMac(cred, serverNonce.data(), auth.kind, auth.rank, auth.nRanks));
+  auth.protection = static_cast<crypto::Protection>(protection);
+  CFX_TRY_ASSIGN(const crypto::Digest expected,
+                 clientMac(cred, serverNonce.data(), auth.kind, auth.rank, auth.nRanks, auth.protection));
   if (!crypto::constantTimeEqual(mac, expected)) {
     return Status::error(Errc::RemoteError,
                          "failed authentication: wrong HMAC (a different secret or communicator, a handshake "
@@ -296,8 +301,7 @@ Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_
   answer.kind = h.kind;
   switch (h.kind) {
     case FrameKind::Table: {
-      const size_t tableBytes = static_cast<size_t>(nRanks) * kAddressBytes;
-      if (nRanks < 1 || h.tag != static_cast<uint64_t>(nRanks) || h.bytes != tableBytes) {
+      if (nRanks < 1 || h.tag != static_cast<uint64_t>(nRanks) || h.bytes != tablePayloadBytes(nRanks)) {
         return Status::error(Errc::RemoteError, "sent a table of the wrong size");
       }
       answer.table.resize(static_cast<size_t>(nRanks));
@@ -309,6 +313,8 @@ Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_
                                strprintf("bad address for rank %d: %s", r, a.status().message().c_str()));
         answer.table[static_cast<size_t>(r)] = *a;
       }
+      std::memcpy(answer.sessionNonce.data(), payload.data() + static_cast<size_t>(nRanks) * kAddressBytes,
+                  kSessionNonceBytes);
       return answer;
     }
     case FrameKind::Error:
@@ -334,37 +340,78 @@ Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_
   }
 }
 
-Status sendFrame(net::Socket& sock, const FrameHeader& h, const void* payload, const Deadline& deadline,
-                 const std::atomic<bool>* abortFlag) {
-  constexpr size_t kCoalesceBytes = 64 * 1024;
-  if (h.bytes <= kCoalesceBytes) {
-    uint8_t buf[kFrameHeaderBytes + kCoalesceBytes];
-    encodeFrameHeader(h, buf);
-    if (h.bytes != 0) std::memcpy(buf + kFrameHeaderBytes, payload, h.bytes);
-    return sock.sendAll(buf, kFrameHeaderBytes + h.bytes, deadline, abortFlag);
-  }
+// ---- frames on a connection ---------------------------------------------------------------------------------
+
+Status sendFrame(net::Socket& sock, crypto::FrameCipher& key, const FrameHeader& h, const void* payload,
+                 const Deadline& deadline, const std::atomic<bool>* abortFlag) {
+  const size_t tagBytes = key.tagBytes();
+  const auto* src = static_cast<const uint8_t*>(payload);
   uint8_t hdr[kFrameHeaderBytes];
   encodeFrameHeader(h, hdr);
+  if (h.bytes <= kCoalesceBytes) {
+    std::vector<uint8_t> buf(kFrameHeaderBytes + h.bytes + tagBytes);
+    std::memcpy(buf.data(), hdr, kFrameHeaderBytes);
+    uint8_t* body = buf.data() + kFrameHeaderBytes;
+    if (h.bytes != 0) std::memcpy(body, src, h.bytes);
+    CFX_TRY(key.seal(hdr, body, body, h.bytes, body + h.bytes));
+    return sock.sendAll(buf.data(), buf.size(), deadline, abortFlag);
+  }
+  uint8_t tag[crypto::kTagBytes];
+  std::vector<uint8_t> sealed;
+  if (key.protection() == crypto::Protection::Encryption) {
+    sealed.resize(h.bytes);
+    CFX_TRY(key.seal(hdr, src, sealed.data(), h.bytes, tag));
+    src = sealed.data();
+  } else {
+    CFX_TRY(key.seal(hdr, src, nullptr, h.bytes, tag));
+  }
   CFX_TRY(sock.sendAll(hdr, sizeof(hdr), deadline, abortFlag));
-  return sock.sendAll(payload, h.bytes, deadline, abortFlag);
+  CFX_TRY(sock.sendAll(src, h.bytes, deadline, abortFlag));
+  return tagBytes == 0 ? Status() : sock.sendAll(tag, tagBytes, deadline, abortFlag);
+}
+
+Status openFrame(crypto::FrameCipher& key, const uint8_t header[kFrameHeaderBytes], std::span<uint8_t> payload,
+                 const uint8_t* tag) {
+  CFX_TRY_ASSIGN(const bool authentic,
+                 key.open({header, kFrameHeaderBytes}, payload.data(), payload.size(), tag));
+  if (!authentic) {
+    return Status::error(Errc::RemoteError,
+                         strprintf("sent frame #%llu that fails authentication: it was changed, replayed or "
+                                   "reordered on the way (or the sender does not hold this connection's key)",
+                                   static_cast<unsigned long long>(key.frames() - 1)));
+  }
+  return {};
+}
+
+Result<Frame> recvFrame(net::Socket& sock, crypto::FrameCipher& key, size_t maxBytes, const Deadline& deadline,
+                        const std::atomic<bool>* abortFlag) {
+  uint8_t hdr[kFrameHeaderBytes];
+  CFX_TRY(sock.recvAll(hdr, sizeof(hdr), deadline, abortFlag));
+  CFX_TRY_ASSIGN(const FrameHeader h, decodeFrameHeader(hdr, maxBytes));
+  Frame f;
+  f.header = h;
+  f.payload.resize(h.bytes + key.tagBytes());
+  if (!f.payload.empty()) CFX_TRY(sock.recvAll(f.payload.data(), f.payload.size(), deadline, abortFlag));
+  CFX_TRY(openFrame(key, hdr, {f.payload.data(), h.bytes}, f.payload.data() + h.bytes));
+  f.payload.resize(h.bytes);
+  return f;
 }
 
 // ---- client handshake ---------------------------------------------------------------------------------------
 
-Status clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
-                       const sockaddr_storage* hello, const Deadline& deadline, const std::atomic<bool>* abortFlag) {
-  uint8_t challenge[kChallengeBytes];
-  CFX_TRY(sock.recvAll(challenge, sizeof(challenge), deadline, abortFlag));
-  Result<std::array<uint8_t, kNonceBytes>> challenged = decodeChallenge(challenge);
-  if (!challenged.ok()) {
+Result<FrameKeys> clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
+                                  const sockaddr_storage* hello, const Deadline& deadline,
+                                  const std::atomic<bool>* abortFlag) {
+  uint8_t challengeBytes[kChallengeBytes];
+  CFX_TRY(sock.recvAll(challengeBytes, sizeof(challengeBytes), deadline, abortFlag));
+  Result<Challenge> challenge = decodeChallenge(challengeBytes);
+  if (!challenge.ok()) {
     return Status::error(Errc::RemoteError, strprintf("%s is not a Conflux bootstrap endpoint of this version: it %s",
-                                                      sock.peerName().c_str(), challenged.status().message().c_str()));
+                                                      sock.peerName().c_str(), challenge.status().message().c_str()));
   }
-  const std::array<uint8_t, kNonceBytes> serverNonce = *challenged;
-
   std::array<uint8_t, kNonceBytes> clientNonce{};
   CFX_TRY(crypto::randomBytes(clientNonce));
-  CFX_TRY_ASSIGN(const auto auth, encodeAuth(cred, serverNonce, kind, rank, nRanks, clientNonce));
+  CFX_TRY_ASSIGN(const auto auth, encodeAuth(cred, challenge->nonce, kind, rank, nRanks, clientNonce));
   CFX_TRY(sock.sendAll(auth.data(), auth.size(), deadline, abortFlag));
 
   uint8_t proof[kProofBytes];
@@ -378,15 +425,18 @@ Status clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind
                                    "process serving %s logs the reason",
                                    sock.peerName().c_str(), st.message().c_str(), sock.peerName().c_str()));
   }
-  if (Status st = checkServerProof(cred, clientNonce, serverNonce, proof); !st.ok()) {
+  if (Status st = checkServerProof(cred, clientNonce, *challenge, proof); !st.ok()) {
     return Status::error(st.code(), sock.peerName() + " " + st.message());
   }
+  CFX_TRY_ASSIGN(FrameKeys keys, deriveFrameKeys(cred.secret, cred.commMagic,
+                                                 stricter(cred.protection, challenge->protection), clientNonce,
+                                                 challenge->nonce, /*isClient=*/true));
   if (hello != nullptr) {
     uint8_t addr[kAddressBytes];
     encodeAddress(*hello, addr);
-    CFX_TRY(sock.sendAll(addr, sizeof(addr), deadline, abortFlag));
+    CFX_TRY(sendFrame(sock, keys.send, FrameHeader{FrameKind::Hello, 0, kAddressBytes}, addr, deadline, abortFlag));
   }
-  return {};
+  return keys;
 }
 
 // ---- server handshake ---------------------------------------------------------------------------------------
@@ -398,7 +448,7 @@ ServerHandshake::ServerHandshake(net::Socket sock, const Credentials& cred, std:
     fail("cannot draw a nonce: " + st.message());
     return;
   }
-  const auto challenge = encodeChallenge(serverNonce_);
+  const auto challenge = encodeChallenge(serverNonce_, cred.protection);
   startSend(challenge.data(), challenge.size(), Stage::SendChallenge);
 }
 
@@ -436,7 +486,7 @@ ServerHandshake::State ServerHandshake::progress() {
       if (stage_ == Stage::SendChallenge) {
         startRecv(kAuthBytes, Stage::RecvAuth);
       } else if (kind_ == ConnKind::RootJoin) {
-        startRecv(kAddressBytes, Stage::RecvHello);
+        startRecv(kFrameHeaderBytes + kAddressBytes + keys_.recv.tagBytes(), Stage::RecvHello);
       } else {
         state_ = State::Done;
       }
@@ -454,14 +504,7 @@ ServerHandshake::State ServerHandshake::progress() {
       if (Status st = checkAuthPrefix({in_.data(), kAuthPrefixBytes}); !st.ok()) return fail(st.message());
     }
     if (inHave_ < inNeed_) continue;
-    if (stage_ == Stage::RecvAuth) {
-      if (onAuth() != State::Running) return state_;
-    } else {
-      Result<sockaddr_storage> addr = decodeAddress(std::span<const uint8_t>(in_.data(), kAddressBytes));
-      if (!addr.ok()) return fail("sent a bad listen address: " + addr.status().message());
-      hello_ = *addr;
-      state_ = State::Done;
-    }
+    if ((stage_ == Stage::RecvAuth ? onAuth() : onHello()) != State::Running) return state_;
   }
   if (state_ == State::Running && deadline_.expired()) {
     return fail(strprintf(
@@ -480,9 +523,32 @@ ServerHandshake::State ServerHandshake::onAuth() {
   if (admission_) {
     if (std::string why = admission_(kind_, rank_, nRanks_); !why.empty()) return fail("authenticated, but " + why);
   }
-  Result<std::array<uint8_t, kProofBytes>> proof = encodeServerProof(*cred_, auth->clientNonce, serverNonce_);
+  Result<std::array<uint8_t, kProofBytes>> proof =
+      encodeServerProof(*cred_, auth->clientNonce, serverNonce_, auth->protection);
   if (!proof.ok()) return fail("cannot compute the HMAC: " + proof.status().message());
+  Result<FrameKeys> keys = deriveFrameKeys(cred_->secret, cred_->commMagic,
+                                           stricter(cred_->protection, auth->protection), auth->clientNonce,
+                                           serverNonce_, /*isClient=*/false);
+  if (!keys.ok()) return fail("cannot derive the frame keys: " + keys.status().message());
+  keys_ = std::move(*keys);
   startSend(proof->data(), proof->size(), Stage::SendProof);
+  return state_;
+}
+
+ServerHandshake::State ServerHandshake::onHello() {
+  Result<FrameHeader> h = decodeFrameHeader(std::span<const uint8_t>(in_.data(), kFrameHeaderBytes), kAddressBytes);
+  if (!h.ok() || h->kind != FrameKind::Hello || h->bytes != kAddressBytes) {
+    return fail("sent something other than its Hello after the handshake" +
+                (h.ok() ? std::string() : ": " + h.status().message()));
+  }
+  uint8_t* payload = in_.data() + kFrameHeaderBytes;
+  if (Status st = openFrame(keys_.recv, in_.data(), {payload, kAddressBytes}, payload + kAddressBytes); !st.ok()) {
+    return fail(st.message());
+  }
+  Result<sockaddr_storage> addr = decodeAddress(std::span<const uint8_t>(payload, kAddressBytes));
+  if (!addr.ok()) return fail("sent a bad listen address: " + addr.status().message());
+  hello_ = *addr;
+  state_ = State::Done;
   return state_;
 }
 

@@ -1,17 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bootstrap wire format (transport layer, bootstrap internals): byte encoding, addresses, frames and the
-// mutual HMAC handshake every bootstrap connection starts with.
+// Bootstrap wire format (transport layer, bootstrap internals): addresses, frames, and the mutual HMAC handshake
+// every bootstrap connection starts with. Integers are little-endian (common/wire.h).
 //
-// Handshake (all integers big-endian):
-//   server -> client  Challenge   magic u32 | version u16 | 0 u16 | serverNonce[32]                       40 B
-//   client -> server  Auth        magic u32 | version u16 | kind u16 | rank i32 | nRanks i32 |
-//                                 clientNonce[32] | HMAC(secret, "cfx-boot-v1/client" || serverNonce ||
-//                                                        commMagic || kind || rank || nRanks)[32]      80 B
-//   server -> client  Proof       HMAC(secret, "cfx-boot-v1/server" || clientNonce || serverNonce ||
-//                                      commMagic)[32]                                                   32 B
-//   client -> server  Hello       (RootJoin only) the client's bootstrap listen address                  24 B
-// The two labels differ, so a server's proof can never be replayed as a client's answer. After the handshake
-// every message is a frame: magic u32 | kind u8 | 0[3] | tag u64 | bytes u64, then `bytes` payload bytes.
+// Handshake (protocol 2):
+//   server -> client  Challenge   magic u32 | version u16 | protection u8 | 0 u8 | serverNonce[32]           40 B
+//   client -> server  Auth        magic u32 | version u16 | kind u16 | rank i32 | nRanks i32 | protection u8 |
+//                                 0[3] | clientNonce[32] | HMAC(secret, "cfx-boot-v2/client" || serverNonce ||
+//                                 commMagic || kind || rank || nRanks || protection)[32]                  84 B
+//   server -> client  Proof       HMAC(secret, "cfx-boot-v2/server" || clientNonce || serverNonce ||
+//                                      commMagic || both protections)[32]                                  32 B
+// The two labels differ, so a server's proof can never be replayed as a client's answer. The server's protection
+// is bound by its proof, the client's by its HMAC, and each direction's frame key by both nonces, so a man in the
+// middle can neither replay a connection nor lower its protection: the frames use the stricter of the two ends'
+// settings (CFX_WIRE_PROTECTION), and key(direction) = HMAC(secret, "cfx-boot-v2/key" || clientNonce ||
+// serverNonce || commMagic || protection || direction) (crypto::connectionKeys).
+//
+// After the handshake every message is a frame: magic u32 | kind u8 | 0[3] | tag u64 | bytes u64 (24 B), then
+// `bytes` payload bytes, then (protection not off) a 16-byte AES-GCM tag over header and payload, the payload
+// encrypted with protection encryption. The frame number of its direction is the nonce (crypto::FrameCipher),
+// so a frame replayed, dropped, reordered or moved to another connection fails. A joining rank's first frame is
+// its Hello: its listen address, which the root puts into the table.
 #pragma once
 
 #include <sys/socket.h>
@@ -35,41 +43,17 @@ namespace cfx::transport::boot {
 
 inline constexpr uint32_t kHandshakeMagic = 0x43465842;  // "CFXB"
 inline constexpr uint32_t kFrameMagic = 0x43465846;      // "CFXF"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kAddressBytes = 24;
 inline constexpr size_t kFrameHeaderBytes = 24;
 inline constexpr size_t kMaxFrameBytes = size_t{64} << 20;
 inline constexpr size_t kMaxControlBytes = 4096;  // Error and Status payloads from the root
 inline constexpr size_t kChallengeBytes = 40;
-inline constexpr size_t kAuthBytes = 80;
+inline constexpr size_t kAuthBytes = 84;
 inline constexpr size_t kProofBytes = 32;
-
-// Big-endian encoding into a fixed buffer; the caller sizes the buffer.
-class Writer {
- public:
-  explicit Writer(uint8_t* p) : p_(p) {}
-  void u16(uint16_t v);
-  void u32(uint32_t v);
-  void u64(uint64_t v);
-  void bytes(const void* data, size_t n);
-  uint8_t* pos() const { return p_; }
-
- private:
-  uint8_t* p_;
-};
-
-class Reader {
- public:
-  explicit Reader(const uint8_t* p) : p_(p) {}
-  uint16_t u16();
-  uint32_t u32();
-  uint64_t u64();
-  void bytes(void* data, size_t n);
-
- private:
-  const uint8_t* p_;
-};
+// The table's trailer: a nonce the root draws for this communicator (Bootstrap::secret()).
+inline constexpr size_t kSessionNonceBytes = 32;
 
 void encodeAddress(const sockaddr_storage& addr, uint8_t out[kAddressBytes]);
 // InvalidArgument for an unknown family code or a port of 0.
@@ -85,10 +69,11 @@ enum class FrameKind : uint8_t {
   User = 1,       // Bootstrap::send/recv
   AllGather = 2,  // tag = sequence << 32 | step
   Barrier = 3,    // tag = sequence << 32 | round
-  Table = 16,     // root -> rank: tag = nRanks, payload = nRanks encoded addresses
+  Table = 16,     // root -> rank: tag = nRanks, payload = nRanks encoded addresses, then the session nonce
   Error = 17,     // root -> rank: tag = Errc, payload = message text
   Query = 18,     // rank -> root: "who is missing?" (no payload)
   Status = 19,    // root -> rank: payload = text naming the missing ranks
+  Hello = 20,     // rank -> root, first frame of a join: payload = the rank's listen address
 };
 
 struct FrameHeader {
@@ -101,21 +86,31 @@ void encodeFrameHeader(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]);
 // Checks the magic, the kind and that bytes <= maxBytes. The error says what was wrong.
 Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_t maxBytes);
 
-// The communicator's shared knowledge: connections prove they hold it.
+// The communicator's shared knowledge: connections prove they hold it. `protection` is this end's setting for the
+// frames after the handshake (BootstrapOptions::protection).
 struct Credentials {
   Secret secret{};
   uint64_t commMagic = 0;
+  crypto::Protection protection = crypto::Protection::Encryption;
 };
 
+using crypto::FrameKeys;
+
 // The handshake's messages as this library sends them (the fuzz seeds are built with these too).
-std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce);
+std::array<uint8_t, kChallengeBytes> encodeChallenge(std::span<const uint8_t, kNonceBytes> serverNonce,
+                                                     crypto::Protection serverProtection);
 Result<std::array<uint8_t, kAuthBytes>> encodeAuth(const Credentials& cred,
                                                    std::span<const uint8_t, kNonceBytes> serverNonce, ConnKind kind,
                                                    int rank, int nRanks,
                                                    std::span<const uint8_t, kNonceBytes> clientNonce);
 Result<std::array<uint8_t, kProofBytes>> encodeServerProof(const Credentials& cred,
                                                            std::span<const uint8_t, kNonceBytes> clientNonce,
-                                                           std::span<const uint8_t, kNonceBytes> serverNonce);
+                                                           std::span<const uint8_t, kNonceBytes> serverNonce,
+                                                           crypto::Protection clientProtection);
+// The frame keys of a connection whose handshake went through: `isClient` says which end is asking.
+Result<FrameKeys> deriveFrameKeys(const Secret& secret, uint64_t commMagic, crypto::Protection protection,
+                                  std::span<const uint8_t, kNonceBytes> clientNonce,
+                                  std::span<const uint8_t, kNonceBytes> serverNonce, bool isClient);
 
 // ---- parsers of received bytes ------------------------------------------------------------------------------
 // Everything a bootstrap endpoint reads from a socket passes through one of these pure functions before anything
@@ -126,12 +121,16 @@ Result<std::array<uint8_t, kProofBytes>> encodeServerProof(const Credentials& cr
 Result<sockaddr_storage> decodeAddress(std::span<const uint8_t> in);
 Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t> in, size_t maxBytes);
 
-// The client's view of the server's Challenge: its nonce, once magic and version check out.
-Result<std::array<uint8_t, kNonceBytes>> decodeChallenge(std::span<const uint8_t> in);
+// The client's view of the server's Challenge: its nonce and protection, once magic and version check out.
+struct Challenge {
+  std::array<uint8_t, kNonceBytes> nonce{};
+  crypto::Protection protection = crypto::Protection::Off;
+};
+Result<Challenge> decodeChallenge(std::span<const uint8_t> in);
 // The client's check of the server's Proof; RemoteError when the server does not know the secret (or answers a
-// different challenge: a recorded proof is worthless because clientNonce is fresh).
+// different challenge: a recorded proof is worthless because clientNonce is fresh, or claims another protection).
 Status checkServerProof(const Credentials& cred, std::span<const uint8_t, kNonceBytes> clientNonce,
-                        std::span<const uint8_t, kNonceBytes> serverNonce, std::span<const uint8_t> proof);
+                        const Challenge& challenge, std::span<const uint8_t> proof);
 
 // The first words of an Auth (magic and version) arrive before the rest; garbage is refused on them alone.
 inline constexpr size_t kAuthPrefixBytes = 6;
@@ -142,30 +141,51 @@ struct Auth {
   ConnKind kind = ConnKind::Peer;
   int rank = -1;
   int nRanks = -1;
+  crypto::Protection protection = crypto::Protection::Off;
   std::array<uint8_t, kNonceBytes> clientNonce{};
 };
-// RemoteError for a malformed Auth, an unknown kind, or an HMAC that does not match (another secret or
-// communicator, or an Auth recorded against another challenge: serverNonce is fresh per connection).
+// RemoteError for a malformed Auth, an unknown kind or protection, or an HMAC that does not match (another secret
+// or communicator, or an Auth recorded against another challenge: serverNonce is fresh per connection).
 Result<Auth> checkAuth(const Credentials& cred, std::span<const uint8_t, kNonceBytes> serverNonce,
                        std::span<const uint8_t> in);
 
-// The root's answer to a joining rank (header already decoded, payload exactly h.bytes long).
+// The root's answer to a joining rank (header already decoded, payload exactly h.bytes long, already opened).
 struct RootAnswer {
   FrameKind kind = FrameKind::Table;    // Table, Error or Status
   std::vector<sockaddr_storage> table;  // Table: nRanks addresses
+  std::array<uint8_t, kSessionNonceBytes> sessionNonce{};  // Table: drawn by the root for this communicator
   Errc code = Errc::RemoteError;        // Error: the root's code, never Ok or InProgress (init must not look pending)
   std::string text;                     // Error, Status: the root's words, printable ASCII only
 };
 Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks);
+// The bytes of a Table frame's payload.
+inline size_t tablePayloadBytes(int nRanks) { return static_cast<size_t>(nRanks) * kAddressBytes + kSessionNonceBytes; }
 
-// Sends a frame header and its payload as one message where it is small.
-Status sendFrame(net::Socket& sock, const FrameHeader& h, const void* payload, const Deadline& deadline,
-                 const std::atomic<bool>* abortFlag);
+// ---- frames on a connection ---------------------------------------------------------------------------------
 
-// The client half of the handshake, blocking. `hello` is sent after the server's proof checks out (RootJoin).
-// RemoteError when the server closes the connection (it rejected us) or its proof is wrong.
-Status clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
-                       const sockaddr_storage* hello, const Deadline& deadline, const std::atomic<bool>* abortFlag);
+// The largest frame (header, payload and tag) sealFrame() encodes into one buffer; larger payloads go separately.
+inline constexpr size_t kCoalesceBytes = 64 * 1024;
+// Seals a frame (header, payload, tag) with `keys.send` and sends it, blocking until the kernel holds it. With
+// encryption the payload is encrypted into a copy: the caller's buffer is never written.
+Status sendFrame(net::Socket& sock, crypto::FrameCipher& key, const FrameHeader& h, const void* payload,
+                 const Deadline& deadline, const std::atomic<bool>* abortFlag);
+// Blocks for the next frame: reads the header (checked against maxBytes), the payload and the tag, and opens it
+// with `key`. RemoteError naming `peer` for a frame that fails authentication or a malformed header.
+struct Frame {
+  FrameHeader header;
+  std::vector<uint8_t> payload;
+};
+Result<Frame> recvFrame(net::Socket& sock, crypto::FrameCipher& key, size_t maxBytes, const Deadline& deadline,
+                        const std::atomic<bool>* abortFlag);
+// Opens a received frame in place; RemoteError saying what it means when the tag does not match.
+Status openFrame(crypto::FrameCipher& key, const uint8_t header[kFrameHeaderBytes], std::span<uint8_t> payload,
+                 const uint8_t* tag);
+
+// The client half of the handshake, blocking. `hello` is sent as the first frame after the server's proof checks
+// out (RootJoin). RemoteError when the server closes the connection (it rejected us) or its proof is wrong.
+Result<FrameKeys> clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
+                                  const sockaddr_storage* hello, const Deadline& deadline,
+                                  const std::atomic<bool>* abortFlag);
 
 // The server half, non-blocking, so a silent or slow stranger never holds up the thread that serves the
 // legitimate ranks. Drive it with progress() whenever poll() reports pollEvents() on fd(), and at least once
@@ -194,6 +214,7 @@ class ServerHandshake {
   int nRanks() const { return nRanks_; }
   const sockaddr_storage& hello() const { return hello_; }
   net::Socket takeSocket() { return std::move(sock_); }
+  FrameKeys takeKeys() { return std::move(keys_); }
 
  private:
   enum class Stage { SendChallenge, RecvAuth, SendProof, RecvHello };
@@ -201,6 +222,10 @@ class ServerHandshake {
   void startSend(const uint8_t* data, size_t n, Stage sendStage);
   void startRecv(size_t n, Stage next);
   State onAuth();
+  State onHello();
+
+  static constexpr size_t kHelloFrameBytes = kFrameHeaderBytes + kAddressBytes + crypto::kTagBytes;
+  static constexpr size_t kBufferBytes = kHelloFrameBytes > kAuthBytes ? kHelloFrameBytes : kAuthBytes;
 
   net::Socket sock_;
   const Credentials* cred_;  // owned by the root or the Bootstrap, which outlive every handshake
@@ -208,10 +233,10 @@ class ServerHandshake {
   Deadline deadline_;
   State state_ = State::Running;
   Stage stage_ = Stage::SendChallenge;
-  std::array<uint8_t, kAuthBytes> out_{};
+  std::array<uint8_t, kBufferBytes> out_{};
   size_t outLen_ = 0;
   size_t outPos_ = 0;
-  std::array<uint8_t, kAuthBytes> in_{};
+  std::array<uint8_t, kBufferBytes> in_{};
   size_t inNeed_ = 0;
   size_t inHave_ = 0;
   std::array<uint8_t, kNonceBytes> serverNonce_{};
@@ -220,6 +245,7 @@ class ServerHandshake {
   int rank_ = -1;
   int nRanks_ = -1;
   sockaddr_storage hello_{};
+  FrameKeys keys_;
 };
 
 }  // namespace cfx::transport::boot

@@ -275,12 +275,15 @@ void TcpRecvEnd::release() {
   if (!link_->inlineEnabled() || (wasFull && !link_->driveInline(/*sendOnly=*/false))) link_->wakeProxy();
 }
 
-TcpStream::TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index)
+TcpStream::TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index, SocketKeys keys)
     : socket_(std::move(socket)),
       fd_(socket_.fd()),
       link_(std::move(link)),
       index_(index),
-      txHeaders_(new uint8_t[static_cast<size_t>(link_->sendRing().nSlots())][kStripeHeaderBytes]) {}
+      txHeaders_(new uint8_t[static_cast<size_t>(link_->sendRing().nSlots())][kMaxStripeFrameHeaderBytes]),
+      txKey_(std::move(keys.send)),
+      rxKey_(std::move(keys.recv)),
+      frameHeaderBytes_(kStripeHeaderBytes + txKey_.tagBytes()) {}
 
 void TcpStream::takeEvents() {
   const uint32_t events = pendingEvents_.exchange(0, std::memory_order_relaxed);
@@ -325,8 +328,10 @@ bool TcpStream::tryDriveInline(bool sendOnly) {
   return true;
 }
 
-uint8_t* TcpStream::encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length) {
+uint8_t* TcpStream::encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length,
+                                   const uint8_t* payload, uint8_t* encryptTo) {
   uint8_t* header = txHeader(s);
+  if (s < txSealed_) return header;
   encodeStripeHeader(StripeHeader{.seq = s,
                                   .tag = tag,
                                   .bytes = static_cast<uint32_t>(bytes),
@@ -334,6 +339,15 @@ uint8_t* TcpStream::encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, siz
                                   .length = static_cast<uint32_t>(length),
                                   .stream = static_cast<uint16_t>(index_)},
                      header);
+  // With encryption and no `encryptTo`, `payload` is the send ring's slot, which nobody else touches until every
+  // stream has sent it: encrypted in place.
+  uint8_t* dst = encryptTo != nullptr ? encryptTo : const_cast<uint8_t*>(payload);
+  const Status sealed = txKey_.seal({header, kStripeHeaderBytes}, payload, dst, length, header + kStripeHeaderBytes);
+  if (!sealed.ok()) {
+    fail("cannot seal a stripe: " + sealed.message());
+    return nullptr;
+  }
+  txSealed_ = s + 1;
   return header;
 }
 
@@ -344,8 +358,14 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
   ring.header(s) = SlotHeader{bytes, tag};
   size_t offset = 0;
   const size_t length = stripeOf(s, &offset);  // one socket: the whole slot
-  uint8_t* header = encodeTxHeader(s, tag, bytes, offset, length);
-  iovec iov[2] = {{header, kStripeHeaderBytes}, {const_cast<void*>(src), length}};
+  // Encryption writes the ciphertext into the slot on its way (one pass over the bytes), and the slot goes out.
+  const bool encrypted = txKey_.protection() == crypto::Protection::Encryption;
+  uint8_t* slot = ring.slot(s) + offset;
+  uint8_t* header =
+      encodeTxHeader(s, tag, bytes, offset, length, static_cast<const uint8_t*>(src), encrypted ? slot : nullptr);
+  if (header == nullptr) return false;  // the link failed; the caller's post() reports it
+  const size_t headerBytes = frameHeaderBytes_;
+  iovec iov[2] = {{header, headerBytes}, {encrypted ? slot : const_cast<void*>(src), length}};
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = length > 0 ? 2 : 1;
@@ -355,11 +375,12 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
   } while (sent < 0 && errno == EINTR);
   const int err = errno;
   const size_t done = sent > 0 ? static_cast<size_t>(sent) : 0;
-  if (done < kStripeHeaderBytes + length) {
+  if (done < headerBytes + length) {
     // What the socket did not take goes into the slot, where progressSend() continues from txOffset_.
-    const size_t payloadDone = done > kStripeHeaderBytes ? done - kStripeHeaderBytes : 0;
-    std::memcpy(ring.slot(s) + offset + payloadDone, static_cast<const uint8_t*>(src) + payloadDone,
-                length - payloadDone);
+    const size_t payloadDone = done > headerBytes ? done - headerBytes : 0;
+    if (!encrypted) {
+      std::memcpy(slot + payloadDone, static_cast<const uint8_t*>(src) + payloadDone, length - payloadDone);
+    }
     txOffset_ = done;
     if (sent < 0 && err != EAGAIN && err != EWOULDBLOCK)
       fail(strprintf("failed while sending: %s", std::strerror(err)));
@@ -425,13 +446,15 @@ bool TcpStream::progressSend() {
       size_t offset = 0;
       const size_t length = stripeOf(s, &offset);
       if (length == 0 && index_ != 0) continue;  // no stripe here; skipped by the accounting below
-      uint8_t* header =
-          skip == 0 ? encodeTxHeader(s, ring.header(s).tag, ring.header(s).bytes, offset, length) : txHeader(s);
-      if (skip < kStripeHeaderBytes) {
-        iov[nIov++] = {header + skip, kStripeHeaderBytes - skip};
+      uint8_t* header = skip == 0 ? encodeTxHeader(s, ring.header(s).tag, ring.header(s).bytes, offset, length,
+                                                   ring.slot(s) + offset)
+                                  : txHeader(s);
+      if (header == nullptr) return freed;  // failed; the link carries why
+      if (skip < frameHeaderBytes_) {
+        iov[nIov++] = {header + skip, frameHeaderBytes_ - skip};
         skip = 0;
       } else {
-        skip -= kStripeHeaderBytes;
+        skip -= frameHeaderBytes_;
       }
       if (length > skip) iov[nIov++] = {ring.slot(s) + offset + skip, length - skip};
       skip = 0;
@@ -458,7 +481,7 @@ bool TcpStream::progressSend() {
         ++txSlot_;  // a slot without a stripe here, between two with one
         continue;
       }
-      const size_t rest = kStripeHeaderBytes + length - txOffset_;
+      const size_t rest = frameHeaderBytes_ + length - txOffset_;
       if (left < rest) {
         txOffset_ += left;
         break;
@@ -478,9 +501,9 @@ bool TcpStream::progressRecv(bool inlineRead) {
   while (canRead_ && !dead() && !rxEnded_ && !(inlineRead && published)) {
     uint8_t* dst = nullptr;
     size_t want = 0;
-    if (rxHeaderGot_ < kStripeHeaderBytes) {
+    if (rxHeaderGot_ < frameHeaderBytes_) {
       dst = rxHeaderBytes_ + rxHeaderGot_;
-      want = kStripeHeaderBytes - rxHeaderGot_;
+      want = frameHeaderBytes_ - rxHeaderGot_;
     } else {
       if (!rxAdmitted_) {
         std::string why;
@@ -517,10 +540,11 @@ bool TcpStream::progressRecv(bool inlineRead) {
         fail(strprintf("failed while receiving: %s", std::strerror(errno)));
         break;
       }
-      if (rxHeaderGot_ < kStripeHeaderBytes) {
+      if (rxHeaderGot_ < frameHeaderBytes_) {
         rxHeaderGot_ += static_cast<size_t>(n);
-        if (rxHeaderGot_ < kStripeHeaderBytes) continue;
-        Result<StripeHeader> header = decodeStripeHeader(rxHeaderBytes_, link_->stripeLimits(index_));
+        if (rxHeaderGot_ < frameHeaderBytes_) continue;
+        Result<StripeHeader> header =
+            decodeStripeHeader({rxHeaderBytes_, kStripeHeaderBytes}, link_->stripeLimits(index_));
         if (!header.ok()) {
           fail(header.status().message());
           break;
@@ -532,6 +556,17 @@ bool TcpStream::progressRecv(bool inlineRead) {
       rxPayloadGot_ += static_cast<size_t>(n);
     }
     if (rxAdmitted_ && rxPayloadGot_ == rxHeader_.length) {
+      // Nothing of the stripe is used before its tag checks out: the slot is published only below.
+      Result<bool> authentic = rxKey_.open({rxHeaderBytes_, kStripeHeaderBytes},
+                                           ring.slot(rxHeader_.seq) + rxHeader_.offset, rxHeader_.length,
+                                           rxHeaderBytes_ + kStripeHeaderBytes);
+      if (!authentic.ok() || !*authentic) {
+        fail(authentic.ok() ? strprintf("sent stripe #%llu that fails authentication: it was changed, replayed or "
+                                        "reordered on the way, or does not come from that rank",
+                                        static_cast<unsigned long long>(rxKey_.frames() - 1))
+                            : "cannot open a stripe: " + authentic.status().message());
+        break;
+      }
       published |= link_->stripeArrived(rxHeader_.seq);
       rxHeaderGot_ = 0;
       rxAdmitted_ = false;

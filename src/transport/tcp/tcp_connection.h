@@ -36,8 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/socket.h"
 #include "common/status.h"
+#include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
 
@@ -263,7 +265,9 @@ class TcpRecvEnd final : public RecvEnd {
 // until a call returns EAGAIN; epoll's reports wait in pendingEvents_ until the next holder of io_ takes them.
 class TcpStream {
  public:
-  TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index);
+  // `keys`: the socket's frame ciphers from its handshake; with protection each stripe carries a tag
+  // (tcp_stripe.h).
+  TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index, SocketKeys keys);
   int fd() const { return fd_; }
   TcpLink& link() { return *link_; }
   // Failed: the link carries the error. The proxy then removes the socket from epoll and closes it.
@@ -314,13 +318,23 @@ class TcpStream {
   // out; txHeaders_ holds the encoded stripe headers of the slots in flight, by slot index modulo nSlots.
   uint64_t txSlot_ = 0;
   size_t txOffset_ = 0;
-  std::unique_ptr<uint8_t[][kStripeHeaderBytes]> txHeaders_;
-  // Encodes slot s's stripe header (this stream's part of a slot of `bytes` bytes with `tag`) into txHeaders_.
-  uint8_t* encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length);
+  std::unique_ptr<uint8_t[][kMaxStripeFrameHeaderBytes]> txHeaders_;
+  // Frame protection (tcp_stripe.h): this socket's ciphers, the length of its frame headers (stripe header and
+  // tag), and the first slot whose stripe here is not sealed yet (a slot's stripe is sealed exactly once, when
+  // its header is first encoded: sealing advances the frame number, and encryption works in place).
+  crypto::FrameCipher txKey_;
+  crypto::FrameCipher rxKey_;
+  const size_t frameHeaderBytes_;
+  uint64_t txSealed_ = 0;
+  // Encodes and seals slot s's stripe header (this stream's part, `length` bytes at `payload`, of a slot of `bytes`
+  // bytes with `tag`) into txHeaders_; a slot sealed before keeps its header. With encryption the ciphertext goes
+  // to `encryptTo`, or over `payload` where that is null. Null after a failure (the link then carries it).
+  uint8_t* encodeTxHeader(uint64_t s, uint64_t tag, uint64_t bytes, size_t offset, size_t length,
+                          const uint8_t* payload, uint8_t* encryptTo = nullptr);
   uint8_t* txHeader(uint64_t s) { return txHeaders_[s % static_cast<uint64_t>(link_->sendRing().nSlots())]; }
-  // Receive side: the header of the stripe arriving, how much of it is in, whether it was admitted, and how
-  // much of its payload is in.
-  uint8_t rxHeaderBytes_[kStripeHeaderBytes] = {};
+  // Receive side: the header of the stripe arriving (and its tag), how much of it is in, whether it was admitted,
+  // and how much of its payload is in.
+  uint8_t rxHeaderBytes_[kMaxStripeFrameHeaderBytes] = {};
   size_t rxHeaderGot_ = 0;
   bool rxAdmitted_ = false;
   StripeHeader rxHeader_;

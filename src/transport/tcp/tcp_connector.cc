@@ -78,6 +78,8 @@ struct Handshake {
   size_t inDone = 0;
   std::array<uint8_t, kHelloBytes> hello{};
   Nonce serverNonce{};
+  crypto::Protection serverProtection = crypto::Protection::Off;
+  SocketKeys keys;  // once authenticated
   int peer = -1;  // known from the start when outgoing, after the hello when incoming
   int channel = -1;
   int stream = -1;
@@ -87,6 +89,9 @@ struct Handshake {
   AckCode ack = AckCode::Ok;           // incoming: what the acknowledgement says
   Status refusal;                      // why a legitimate peer and this rank cannot work together
 };
+
+// Log lines a stranger on the data port can trigger: a few a second.
+log::WarnLimiter gStrangerWarns;
 
 // Done: authenticated and accepted. Refused: authenticated, but the ranks are incompatible (h.refusal says why);
 // it still counts as settled, so both sides finish every handshake and report the same clear error instead of
@@ -123,6 +128,10 @@ class Connector {
   std::string helloProblem(const Hello& m) const;
   // After a valid proof: what the acknowledgement says (sets h.ack and, for an incompatible peer, h.refusal).
   void decideAck(Handshake& h);
+  crypto::Protection protectionFor(int peer) const {
+    return static_cast<size_t>(peer) < plan_.protection.size() ? plan_.protection[static_cast<size_t>(peer)]
+                                                                : crypto::Protection::Off;
+  }
   Result<Outcome> onAck(Handshake& h);
   Outcome drop(Handshake& h, const std::string& why);
   Status outgoingFailure(const Handshake& h, const std::string& why) const;
@@ -259,7 +268,8 @@ Status Connector::beginHello(Handshake& h) {
               .minStripeBytes = plan_.minStripeBytes,
               .socketBufferBytes = static_cast<uint64_t>(striping.socketBufferBytes),
               .nonce = {},
-              .session = plan_.listeners[static_cast<size_t>(h.peer)].session};
+              .session = plan_.listeners[static_cast<size_t>(h.peer)].session,
+              .protection = protectionFor(h.peer)};
   CFX_TRY(crypto::randomBytes(hello.nonce));
   h.hello = encodeHello(hello);
   setOut(h, h.hello);
@@ -272,7 +282,8 @@ void Connector::acceptAll(net::Listener& listener) {
     Result<std::optional<net::Socket>> accepted = listener.tryAccept();
     if (!accepted.ok()) {
       // Out of descriptors, most likely; the connections still queued are retried on the next poll round.
-      CFX_WARN("tcp: rank %d: accepting on its data port failed: %s", plan_.rank, accepted.status().message().c_str());
+      CFX_WARN_LIMITED(gStrangerWarns, "tcp: rank %d: accepting on its data port failed: %s", plan_.rank,
+                       accepted.status().message().c_str());
       return;
     }
     if (!accepted.value()) return;
@@ -301,8 +312,8 @@ void Connector::evictOldestStranger() {
 }
 
 Outcome Connector::drop(Handshake& h, const std::string& why) {
-  CFX_WARN("tcp: rank %d closed a connection from %s on its data port: %s", plan_.rank, h.sock.peerName().c_str(),
-           why.c_str());
+  CFX_WARN_LIMITED(gStrangerWarns, "tcp: rank %d closed a connection from %s on its data port: %s", plan_.rank,
+                   h.sock.peerName().c_str(), why.c_str());
   h.sock.close();
   h.finished = true;
   return Outcome::Drop;
@@ -351,14 +362,19 @@ Result<Outcome> Connector::advanceOutgoing(Handshake& h, short revents) {
         Result<bool> got = fillIn(h);
         if (!got.ok()) return outgoingFailure(h, got.status().message());
         if (!got.value()) return Outcome::Continue;
-        std::copy_n(h.in.begin(), kNonceBytes, h.serverNonce.begin());
-        CFX_TRY_ASSIGN(const Mac expected, serverMac(*plan_.secret, h.hello.data(), h.serverNonce));
-        if (!macEquals(expected, h.in.data() + kNonceBytes)) {
+        Result<Challenge> challenge = decodeChallenge(h.in);
+        if (!challenge.ok()) return outgoingFailure(h, challenge.status().message());
+        h.serverNonce = challenge->nonce;
+        CFX_TRY_ASSIGN(const Mac expected,
+                       serverMac(*plan_.secret, h.hello.data(), h.serverNonce, challenge->protection));
+        if (!macEquals(expected, challenge->mac.data())) {
           return outgoingFailure(h,
                                  "the listener did not prove knowledge of the session secret (another process may "
                                  "own that port, or the ranks come from different unique ids)");
         }
-        CFX_TRY_ASSIGN(const Mac proof, clientMac(*plan_.secret, h.hello.data(), h.serverNonce));
+        CFX_TRY_ASSIGN(const Mac proof, clientMac(*plan_.secret, h.hello.data(), h.serverNonce, challenge->protection));
+        CFX_TRY_ASSIGN(h.keys, socketKeys(*plan_.secret, h.hello.data(), h.serverNonce,
+                                          std::max(protectionFor(h.peer), challenge->protection), /*isClient=*/true));
         setOut(h, proof);
         h.step = Step::SendProof;
         break;
@@ -407,8 +423,8 @@ void Connector::decideAck(Handshake& h) {
   const Hello m = decodeHello(h.hello.data()).value();  // decoded once already, so it cannot fail
   const size_t key = static_cast<size_t>(keyOf(h.peer, h.channel, h.stream));
   if (claimed_[key]) {
-    CFX_WARN("tcp: rank %d: rank %d (%s) connected channel %d twice; refusing the second connection", plan_.rank,
-             h.peer, h.sock.peerName().c_str(), h.channel);
+    CFX_WARN_LIMITED(gStrangerWarns, "tcp: rank %d: rank %d (%s) connected channel %d twice; refusing the second "
+                     "connection", plan_.rank, h.peer, h.sock.peerName().c_str(), h.channel);
     h.ack = AckCode::Duplicate;
     return;
   }
@@ -483,11 +499,14 @@ Result<Outcome> Connector::advanceIncoming(Handshake& h) {
         h.channel = static_cast<int>(m.channel);
         h.stream = static_cast<int>(m.stream);
         std::copy_n(h.in.begin(), kHelloBytes, h.hello.begin());
-        CFX_TRY(crypto::randomBytes(h.serverNonce));
-        CFX_TRY_ASSIGN(const Mac mac, serverMac(*plan_.secret, h.hello.data(), h.serverNonce));
-        h.out.assign(h.serverNonce.begin(), h.serverNonce.end());
-        h.out.insert(h.out.end(), mac.begin(), mac.end());
-        h.outDone = 0;
+        Challenge challenge;
+        CFX_TRY(crypto::randomBytes(challenge.nonce));
+        challenge.protection = protectionFor(h.peer);
+        CFX_TRY_ASSIGN(challenge.mac,
+                       serverMac(*plan_.secret, h.hello.data(), challenge.nonce, challenge.protection));
+        h.serverNonce = challenge.nonce;
+        h.serverProtection = challenge.protection;
+        setOut(h, encodeChallenge(challenge));
         h.step = Step::SendChallenge;
         break;
       }
@@ -507,12 +526,16 @@ Result<Outcome> Connector::advanceIncoming(Handshake& h) {
                                                             h.peer));
         }
         if (!got.value()) return Outcome::Continue;
-        CFX_TRY_ASSIGN(const Mac expected, clientMac(*plan_.secret, h.hello.data(), h.serverNonce));
+        CFX_TRY_ASSIGN(const Mac expected,
+                       clientMac(*plan_.secret, h.hello.data(), h.serverNonce, h.serverProtection));
         if (!macEquals(expected, h.in.data())) {
           return drop(h, strprintf("failed authentication as rank %d (wrong proof: a stranger, or a rank started "
                                    "from a different unique id)",
                                    h.peer));
         }
+        const crypto::Protection clientProtection = decodeHello(h.hello.data()).value().protection;
+        CFX_TRY_ASSIGN(h.keys, socketKeys(*plan_.secret, h.hello.data(), h.serverNonce,
+                                          std::max(clientProtection, h.serverProtection), /*isClient=*/false));
         decideAck(h);
         setOut(h, encodeAck(h.ack));
         h.step = Step::SendAck;
@@ -572,6 +595,7 @@ Status Connector::finish(Handshake& h) {
   s.channel = h.channel;
   s.stream = h.stream;
   s.nStreams = striping.nStreams;
+  s.keys = std::move(h.keys);
   established_.push_back(std::move(s));
   return Status();
 }

@@ -41,6 +41,9 @@ struct ConnectPlan {
   std::string congestion;
   std::string stripedCongestion;
   bool congestionExplicit = false;  // the user named it: a refusal is a WARN, not an INFO
+  // Per peer: this rank's frame protection for its links to that peer (the stricter of both ends' applies);
+  // empty means off everywhere.
+  std::vector<crypto::Protection> protection;
 };
 
 // One authenticated socket, ready for the proxy. The socket is non-blocking and tuned with tuneDataSocket().
@@ -50,6 +53,7 @@ struct EstablishedSocket {
   int channel = 0;
   int stream = 0;
   int nStreams = 1;  // of this socket's link
+  SocketKeys keys;   // its frame ciphers (tcp_handshake.h), protection off where neither end asked for one
 };
 
 // For every peer p with plan.connect[p]: connects kNumChannels x nStreams sockets to p's listeners when

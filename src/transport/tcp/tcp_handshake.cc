@@ -6,6 +6,7 @@
 #include <span>
 
 #include "common/crypto.h"
+#include "common/wire.h"
 
 namespace cfx::transport::tcp {
 
@@ -13,53 +14,43 @@ namespace {
 
 // The last byte is the protocol version: a peer with another version is told apart from a stranger.
 // Version 2: striped links (the Hello carries the stream count, the stripe size and the socket buffers).
-constexpr uint8_t kHelloMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'H', 2};
-constexpr uint8_t kAckMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'A', 2};
-constexpr char kServerLabel[] = "conflux tcp server proof v1";
-constexpr char kClientLabel[] = "conflux tcp client proof v1";
+// Version 3: frame protection (the Hello and the Challenge carry each end's, stripes may carry a tag).
+constexpr uint8_t kHelloMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'H', 3};
+constexpr uint8_t kAckMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'A', 3};
+constexpr char kServerLabel[] = "conflux tcp server proof v3";
+constexpr char kClientLabel[] = "conflux tcp client proof v3";
+constexpr std::string_view kKeyLabel = "cfx-tcp-v3/key";
 
-void putU32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void putU64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t getU32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t getU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-Result<Mac> proof(const Secret& secret, const char* label, const uint8_t* hello, const Nonce& serverNonce) {
+Result<Mac> proof(const Secret& secret, const char* label, const uint8_t* hello, const Nonce& serverNonce,
+                  crypto::Protection serverProtection) {
+  const uint8_t protection = static_cast<uint8_t>(serverProtection);
   // The label's NUL terminator is fed too, so no label can be a prefix of label + data.
   return crypto::hmacSha256(secret, {crypto::bytesOf(std::string_view(label, std::strlen(label) + 1)),
-                                     std::span<const uint8_t>(hello, kHelloBytes), serverNonce});
+                                     std::span<const uint8_t>(hello, kHelloBytes), serverNonce, {&protection, 1}});
 }
+
+bool knownProtection(uint8_t p) { return p <= static_cast<uint8_t>(crypto::Protection::Encryption); }
 
 }  // namespace
 
 std::array<uint8_t, kHelloBytes> encodeHello(const Hello& hello) {
   std::array<uint8_t, kHelloBytes> out{};
-  uint8_t* p = out.data();
-  std::memcpy(p, kHelloMagic, sizeof(kHelloMagic));
-  putU32(p + 8, hello.fromRank);
-  putU32(p + 12, hello.toRank);
-  putU32(p + 16, hello.nRanks);
-  putU32(p + 20, hello.channel);
-  putU32(p + 24, hello.stream);
-  putU32(p + 28, hello.nSlots);
-  putU64(p + 32, hello.slotBytes);
-  putU32(p + 40, hello.nStreams);
-  putU32(p + 44, hello.minStripeBytes);
-  putU64(p + 48, hello.socketBufferBytes);
-  std::memcpy(p + 56, hello.nonce.data(), kNonceBytes);
-  std::memcpy(p + 88, hello.session.data(), kSessionBytes);
-  static_assert(56 + kNonceBytes + kSessionBytes == kHelloBytes);
+  wire::Writer w(out);
+  w.bytes(kHelloMagic, sizeof(kHelloMagic));
+  w.u32(hello.fromRank);
+  w.u32(hello.toRank);
+  w.u32(hello.nRanks);
+  w.u32(hello.channel);
+  w.u32(hello.stream);
+  w.u32(hello.nSlots);
+  w.u64(hello.slotBytes);
+  w.u32(hello.nStreams);
+  w.u32(hello.minStripeBytes);
+  w.u64(hello.socketBufferBytes);
+  w.bytes(hello.nonce);
+  w.bytes(hello.session);
+  w.u8(static_cast<uint8_t>(hello.protection));
+  w.zeros(7);
   return out;
 }
 
@@ -79,26 +70,66 @@ Result<Hello> decodeHello(const uint8_t* bytes) {
                          strprintf("protocol version %u, expected %u (mixed Conflux versions?)",
                                    static_cast<unsigned>(bytes[7]), static_cast<unsigned>(kHelloMagic[7])));
   }
+  wire::Reader r(bytes + sizeof(kHelloMagic), kHelloBytes - sizeof(kHelloMagic));
   Hello hello;
-  hello.fromRank = getU32(bytes + 8);
-  hello.toRank = getU32(bytes + 12);
-  hello.nRanks = getU32(bytes + 16);
-  hello.channel = getU32(bytes + 20);
-  hello.stream = getU32(bytes + 24);
-  hello.nSlots = getU32(bytes + 28);
-  hello.slotBytes = getU64(bytes + 32);
-  hello.nStreams = getU32(bytes + 40);
-  hello.minStripeBytes = getU32(bytes + 44);
-  hello.socketBufferBytes = getU64(bytes + 48);
-  std::memcpy(hello.nonce.data(), bytes + 56, kNonceBytes);
-  std::memcpy(hello.session.data(), bytes + 88, kSessionBytes);
+  hello.fromRank = r.u32();
+  hello.toRank = r.u32();
+  hello.nRanks = r.u32();
+  hello.channel = r.u32();
+  hello.stream = r.u32();
+  hello.nSlots = r.u32();
+  hello.slotBytes = r.u64();
+  hello.nStreams = r.u32();
+  hello.minStripeBytes = r.u32();
+  hello.socketBufferBytes = r.u64();
+  r.bytes(hello.nonce);
+  r.bytes(hello.session);
+  const uint8_t protection = r.u8();
+  if (!knownProtection(protection)) {
+    return Status::error(Errc::InvalidArgument, strprintf("asks for an unknown frame protection %u", protection));
+  }
+  hello.protection = static_cast<crypto::Protection>(protection);
+  for (int i = 0; i < 7; ++i) {
+    if (r.u8() != 0) return Status::error(Errc::InvalidArgument, "a reserved byte of the hello is set");
+  }
   return hello;
+}
+
+std::array<uint8_t, kChallengeBytes> encodeChallenge(const Challenge& challenge) {
+  std::array<uint8_t, kChallengeBytes> out{};
+  wire::Writer w(out);
+  w.bytes(challenge.nonce);
+  w.u8(static_cast<uint8_t>(challenge.protection));
+  w.zeros(7);
+  w.bytes(challenge.mac);
+  return out;
+}
+
+Result<Challenge> decodeChallenge(std::span<const uint8_t> bytes) {
+  if (bytes.size() != kChallengeBytes) {
+    return Status::error(Errc::InvalidArgument,
+                         strprintf("a challenge is %zu bytes, not %zu", kChallengeBytes, bytes.size()));
+  }
+  wire::Reader r(bytes);
+  Challenge c;
+  r.bytes(c.nonce);
+  const uint8_t protection = r.u8();
+  uint8_t pad = 0;
+  for (int i = 0; i < 7; ++i) pad |= r.u8();
+  r.bytes(c.mac);
+  if (!knownProtection(protection) || pad != 0) {
+    return Status::error(Errc::InvalidArgument, strprintf("the challenge asks for an unknown frame protection %u",
+                                                          protection));
+  }
+  c.protection = static_cast<crypto::Protection>(protection);
+  return c;
 }
 
 std::array<uint8_t, kAckBytes> encodeAck(AckCode code) {
   std::array<uint8_t, kAckBytes> out{};
-  std::memcpy(out.data(), kAckMagic, sizeof(kAckMagic));
-  putU32(out.data() + 8, static_cast<uint32_t>(code));
+  wire::Writer w(out);
+  w.bytes(kAckMagic, sizeof(kAckMagic));
+  w.u32(static_cast<uint32_t>(code));
   return out;
 }
 
@@ -114,7 +145,7 @@ Result<AckCode> decodeAck(const uint8_t* bytes) {
   if (std::memcmp(bytes, kAckMagic, sizeof(kAckMagic)) != 0) {
     return Status::error(Errc::InvalidArgument, "the handshake acknowledgement is malformed");
   }
-  const uint32_t code = getU32(bytes + 8);
+  const uint32_t code = wire::getU32(bytes + 8);
   if (code > static_cast<uint32_t>(AckCode::StreamMismatch)) {
     return Status::error(Errc::InvalidArgument, strprintf("unknown handshake acknowledgement code %u", code));
   }
@@ -135,12 +166,22 @@ const char* ackCodeName(AckCode code) {
   return "?";
 }
 
-Result<Mac> serverMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce) {
-  return proof(secret, kServerLabel, hello, serverNonce);
+Result<Mac> serverMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
+                      crypto::Protection serverProtection) {
+  return proof(secret, kServerLabel, hello, serverNonce, serverProtection);
 }
 
-Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce) {
-  return proof(secret, kClientLabel, hello, serverNonce);
+Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
+                      crypto::Protection serverProtection) {
+  return proof(secret, kClientLabel, hello, serverNonce, serverProtection);
+}
+
+Result<SocketKeys> socketKeys(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
+                              crypto::Protection protection, bool isClient) {
+  const uint8_t level = static_cast<uint8_t>(protection);
+  return crypto::connectionKeys(secret, protection, isClient,
+                                {crypto::bytesOf(kKeyLabel), std::span<const uint8_t>(hello, kHelloBytes), serverNonce,
+                                 {&level, 1}});
 }
 
 bool macEquals(const Mac& expected, const uint8_t* received) {

@@ -4,14 +4,17 @@
 // Every data socket is authenticated both ways before a byte of payload is trusted. The lower rank connects:
 //
 //   client (lower rank)                                   server (higher rank)
-//   Hello     96 B  {magic, from, to, nRanks, channel,     -> checks to/nRanks/channel/stream/session;
+//   Hello    104 B  {magic, from, to, nRanks, channel,     -> checks to/nRanks/channel/stream/session;
 //                    stream, nSlots, slotBytes, nStreams,     anything else is a stranger: WARN + close
 //                    minStripeBytes, socketBufferBytes,
-//                    clientNonce, listener session}
-//                                                          <- Challenge 64 B {serverNonce,
-//                                                                HMAC(secret, "server" | Hello | serverNonce)}
+//                    clientNonce, listener session,
+//                    protection}
+//                                                          <- Challenge 72 B {serverNonce, protection, 0[7],
+//                                                                HMAC(secret, "server" | Hello | serverNonce |
+//                                                                     protection)}
 //   verifies the server's MAC (fails setup if wrong)
-//   Proof     32 B  HMAC(secret, "client" | Hello | serverNonce) ->  verifies; a wrong proof is a stranger
+//   Proof     32 B  HMAC(secret, "client" | Hello | serverNonce | protection) -> verifies; a wrong proof is a
+//                                                                stranger
 //                                                          <- Ack 16 B {magic, code}: Ok, or why a legitimate
 //                                                                peer was refused (slot geometry mismatch, ...)
 //
@@ -20,7 +23,13 @@
 // a man in the middle cannot retarget a connection to another (rank, channel). The listener session (random,
 // published with the listen address) keeps two transports that share a secret from accepting each other.
 //
-// Integers are little-endian on the wire. HMAC, nonces and the constant-time compare come from common/crypto.h.
+// Frame protection (CFX_WIRE_PROTECTION): each end states its own (the client in its Hello, the server in its
+// Challenge, each bound by its MAC); the socket's stripes then carry the stricter of the two (tcp_stripe.h), with
+// one AES-GCM key per direction: HMAC(secret, "cfx-tcp-v3/key" | Hello | serverNonce | protection | direction).
+// A man in the middle can therefore neither lower a connection's protection nor move a frame to another socket.
+//
+// Integers are little-endian on the wire (common/wire.h). HMAC, nonces and the constant-time compare come from
+// common/crypto.h.
 #pragma once
 
 #include <sys/socket.h>
@@ -32,6 +41,7 @@
 #include <span>
 #include <string>
 
+#include "common/crypto.h"
 #include "common/status.h"
 #include "transport/bootstrap/bootstrap.h"
 
@@ -40,8 +50,8 @@ namespace cfx::transport::tcp {
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kSessionBytes = 8;
-inline constexpr size_t kHelloBytes = 96;
-inline constexpr size_t kChallengeBytes = kNonceBytes + kMacBytes;
+inline constexpr size_t kHelloBytes = 104;
+inline constexpr size_t kChallengeBytes = kNonceBytes + 8 + kMacBytes;
 inline constexpr size_t kProofBytes = kMacBytes;
 inline constexpr size_t kAckBytes = 16;
 
@@ -87,6 +97,7 @@ struct Hello {
   uint64_t socketBufferBytes = 0;  // 0: kernel autotuning
   Nonce nonce{};
   SessionId session{};
+  crypto::Protection protection = crypto::Protection::Off;  // what the client wants on this socket's frames
 };
 
 enum class AckCode : uint32_t {
@@ -108,11 +119,29 @@ Result<AckCode> decodeAck(std::span<const uint8_t> bytes);
 Result<AckCode> decodeAck(const uint8_t* bytes);
 const char* ackCodeName(AckCode code);
 
-// The server's and the client's proofs over the encoded Hello and the server's nonce. SystemError only if
-// OpenSSL fails.
-Result<Mac> serverMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce);
-Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce);
+// The server's Challenge: its nonce, its protection and its MAC.
+struct Challenge {
+  Nonce nonce{};
+  crypto::Protection protection = crypto::Protection::Off;
+  Mac mac{};
+};
+std::array<uint8_t, kChallengeBytes> encodeChallenge(const Challenge& challenge);
+// InvalidArgument for a wrong length or an unknown protection; the MAC is checked by the caller (serverMac).
+Result<Challenge> decodeChallenge(std::span<const uint8_t> bytes);
+
+// The server's and the client's proofs over the encoded Hello, the server's nonce and the server's protection.
+// SystemError only if OpenSSL fails.
+Result<Mac> serverMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
+                      crypto::Protection serverProtection);
+Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
+                      crypto::Protection serverProtection);
 // Constant time, so a stranger cannot learn a MAC byte by byte from response timing.
 bool macEquals(const Mac& expected, const uint8_t* received);
+
+// The frame ciphers of an authenticated socket: `send` seals this end's stripes, `recv` opens the peer's. Both
+// ends pass the same Hello bytes, server nonce and (stricter) protection.
+using SocketKeys = crypto::FrameKeys;
+Result<SocketKeys> socketKeys(const Secret& secret, const uint8_t* hello, const Nonce& serverNonce,
+                              crypto::Protection protection, bool isClient);
 
 }  // namespace cfx::transport::tcp

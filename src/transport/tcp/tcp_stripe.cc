@@ -5,36 +5,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/wire.h"
+
 namespace cfx::transport::tcp {
 
 namespace {
 
-constexpr uint16_t kStripeMagic = 0xCF53;
+// Changed with the tcp protocol version (tcp_handshake.cc), so a stream out of step is told apart from an old peer.
+constexpr uint16_t kStripeMagic = 0xCF54;
 // With no interface speed to go by, plan for a 10 Gbit/s path: over-estimating only adds streams where the
 // round trip is long, which is where they are cheap compared with an idle pipe.
 constexpr double kAssumedBytesPerSecond = 10e9 / 8;
-
-void putU16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void putU32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void putU64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t getU16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t getU32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t getU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 }  // namespace
 
@@ -57,13 +38,14 @@ StripeLayout stripeLayout(size_t bytes, int nStreams, uint32_t minStripeBytes) {
 }
 
 void encodeStripeHeader(const StripeHeader& h, uint8_t* out) {
-  putU64(out, h.seq);
-  putU64(out + 8, h.tag);
-  putU32(out + 16, h.bytes);
-  putU32(out + 20, h.offset);
-  putU32(out + 24, h.length);
-  putU16(out + 28, kStripeMagic);
-  putU16(out + 30, h.stream);
+  wire::Writer w(out, kStripeHeaderBytes);
+  w.u64(h.seq);
+  w.u64(h.tag);
+  w.u32(h.bytes);
+  w.u32(h.offset);
+  w.u32(h.length);
+  w.u16(kStripeMagic);
+  w.u16(h.stream);
 }
 
 Result<StripeHeader> decodeStripeHeader(std::span<const uint8_t> in, const StripeLimits& limits) {
@@ -71,19 +53,20 @@ Result<StripeHeader> decodeStripeHeader(std::span<const uint8_t> in, const Strip
     return Status::error(Errc::InvalidUsage,
                          strprintf("sent a stripe header of %zu bytes, not %zu", in.size(), kStripeHeaderBytes));
   }
-  const uint8_t* p = in.data();
-  if (getU16(p + 28) != kStripeMagic) {
+  wire::Reader r(in);
+  StripeHeader h;
+  h.seq = r.u64();
+  h.tag = r.u64();
+  h.bytes = r.u32();
+  h.offset = r.u32();
+  h.length = r.u32();
+  const uint16_t magic = r.u16();
+  h.stream = r.u16();
+  if (magic != kStripeMagic) {
     return Status::error(Errc::InvalidUsage,
                          "sent a frame without the stripe magic: the byte stream is corrupt or the peer runs an "
                          "incompatible version");
   }
-  StripeHeader h;
-  h.seq = getU64(p);
-  h.tag = getU64(p + 8);
-  h.bytes = getU32(p + 16);
-  h.offset = getU32(p + 20);
-  h.length = getU32(p + 24);
-  h.stream = getU16(p + 30);
   if (h.stream != limits.stream) {
     return Status::error(Errc::InvalidUsage, strprintf("sent a malformed stripe: sent a stripe for stream %u on "
                                                        "stream %d",

@@ -7,9 +7,15 @@
 // ceil(bytes / minStripeBytes)) contiguous stripes (at least one, so an empty slot still travels), stripe j of
 // it going out on stream j. Stream 0 therefore carries every slot, in order; stream j carries exactly the slots
 // of more than j stripes. A small slot costs one frame on one socket, as without striping, and a full slot
-// keeps every socket busy. Each stripe frame is a 32-byte StripeHeader and its payload:
+// keeps every socket busy. Each stripe frame is a 32-byte StripeHeader, then (where the socket's frames are
+// protected, CFX_WIRE_PROTECTION) a 16-byte AES-GCM tag over the header and the payload, then the payload
+// (encrypted with protection encryption):
 //
 //   StripeHeader {seq u64, tag u64, bytes u32, offset u32, length u32, magic u16, stream u16}  (little-endian)
+//
+// A socket's frames are numbered from 0 in each direction, and the number is the tag's nonce: a stripe that is
+// changed, replayed, dropped, reordered or moved to another socket fails its tag, and the link fails naming the
+// peer. The receiver reads the payload into its slot, checks the tag there and publishes the slot only after.
 //
 // seq numbers the slots of one direction of one link from 0; bytes and tag are the whole slot's. The receiver
 // recomputes the layout from (bytes, nStreams, minStripeBytes) and accepts a stripe only where it must be; see
@@ -54,6 +60,8 @@ struct StripeHeader {
   uint16_t stream = 0;
 };
 inline constexpr size_t kStripeHeaderBytes = 32;
+// A stripe frame's header with its tag, where the socket's frames are protected.
+inline constexpr size_t kMaxStripeFrameHeaderBytes = kStripeHeaderBytes + 16;
 
 // What a receiving stream knows before it reads a stripe header: which stream it is and the link's geometry.
 struct StripeLimits {

@@ -341,6 +341,11 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   }
   plan.connect = connect;
   plan.listeners = listeners;
+  plan.protection.resize(static_cast<size_t>(nRanks));
+  for (int p = 0; p < nRanks; ++p) {
+    const bool sameHost = peers[static_cast<size_t>(p)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
+    plan.protection[static_cast<size_t>(p)] = resolveProtection(options.protection, sameHost);
+  }
   // A peer whose host runs at least as many ranks as it has rails has them covered by its ranks' own rails (each
   // listens first on its local index's NIC): one stream per link keeps the hierarchical rings, one per local
   // index, each on a NIC of its own, and striping would only add a wait for the slower stripe (10 % on the rails
@@ -383,6 +388,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   std::vector<std::vector<std::unique_ptr<TcpStream>>> streams(static_cast<size_t>(nThreads));
   std::vector<std::shared_ptr<TcpLink>> byKey(static_cast<size_t>(nRanks * kNumChannels));
   const size_t nSockets = sockets.size();
+  int protectedLinks = 0;
   for (EstablishedSocket& s : sockets) {
     std::shared_ptr<TcpLink>& link = byKey[static_cast<size_t>(s.peer * kNumChannels + s.channel)];
     if (link == nullptr) {
@@ -393,8 +399,9 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
           geometry, s.nStreams, options.minStripeBytes, std::move(linkWakers));
       link->setInline(inlineIo);
       transport->links_.push_back(link);
+      if (s.keys.send.protection() != crypto::Protection::Off) ++protectedLinks;
     }
-    auto stream = std::make_unique<TcpStream>(std::move(s.socket), link, s.stream);
+    auto stream = std::make_unique<TcpStream>(std::move(s.socket), link, s.stream, std::move(s.keys));
     link->attachStream(stream.get());
     streams[static_cast<size_t>(s.stream % nThreads)].push_back(std::move(stream));
   }
@@ -416,10 +423,11 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   }
   CFX_INFO(log::Sys::Net,
            "tcp: rank %d listening on %s, connected to %d peers (%zu sockets, %d proxy thread%s), slots %d x %zu B, "
-           "owner-driven I/O %s",
+           "owner-driven I/O %s, %d of %zu links with protected frames",
            rank, net::addressToString(bound).c_str(), transport->nPeers(), nSockets, nThreads, nThreads == 1 ? "" : "s",
            geometry.nSlots, geometry.slotBytes,
-           inlineIo ? "on" : (options.inlineIo ? "off (more ranks on this host than CPUs)" : "off (CFX_TCP_INLINE=0)"));
+           inlineIo ? "on" : (options.inlineIo ? "off (more ranks on this host than CPUs)" : "off (CFX_TCP_INLINE=0)"),
+           protectedLinks, transport->links_.size());
   return transport;
 }
 

@@ -87,6 +87,9 @@ struct TcpOptions {
   // several streams and leaves one-stream links to the system's default; "system" never sets it; any other value
   // is set on every data socket. Where the kernel refuses, sockets keep the default (logged once).
   std::string congestion = "auto";
+  // Frame protection of the data sockets (CFX_WIRE_PROTECTION, owned by the bootstrap's knobs): resolved per peer
+  // by resolveProtection() from whether it shares this rank's host; a socket carries the stricter of its ends'.
+  WireProtection protection = WireProtection::Auto;
 
   // Every field from its knob, except bindAddress, which the caller fills in. Read once per communicator.
   static TcpOptions fromParams();

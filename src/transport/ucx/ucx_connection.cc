@@ -2,7 +2,6 @@
 // The UCX transport's slot FIFOs and ends (transport layer). Nothing here calls UCX: the proxy does.
 #include "transport/ucx/ucx_connection.h"
 
-#include <endian.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -113,7 +112,7 @@ void UcxSendEnd::post(size_t bytes, uint64_t tag) {
   SlotRing& ring = link_->sendRing();
   assert(bytes <= ring.slotBytes() && "post() beyond slotBytes()");
   assert(next_ - freedSeen_ < static_cast<uint64_t>(ring.nSlots()) && "post() without a slot from tryAcquire()");
-  ring.header(next_) = FrameHeader{htole64(bytes), htole64(tag)};
+  ring.writeHeader(next_, bytes, tag);
   ++next_;
   // Release pairs with the proxy's acquire load of head: payload and header are visible before it sends.
   ring.head.store(next_, std::memory_order_release);
@@ -135,9 +134,8 @@ const void* UcxRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
       if (next_ == publishedSeen_) return nullptr;
     }
   }
-  const FrameHeader& h = ring.header(next_);
-  *bytes = static_cast<size_t>(le64toh(h.bytesLe));
-  *tag = le64toh(h.tagLe);
+  *bytes = static_cast<size_t>(ring.headerBytes(next_));
+  *tag = ring.headerTag(next_);
   return ring.payload(next_);
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/wire.h"
 #include "transport/transport.h"
 
 namespace cfx::transport::ucx {
@@ -36,12 +37,8 @@ namespace cfx::transport::ucx {
 // Room before each payload; the frame header takes its last 16 bytes. 64 keeps payloads cache-line aligned.
 inline constexpr size_t kSlotRoom = 64;
 
-// The frame header: {bytes, tag}, each a little-endian u64.
-struct FrameHeader {
-  uint64_t bytesLe = 0;
-  uint64_t tagLe = 0;
-};
-static_assert(sizeof(FrameHeader) == 16, "the frame header is 16 bytes on the wire");
+// The frame header: {bytes, tag}, each a u64 in common/wire.h's byte order.
+inline constexpr size_t kFrameHeaderBytes = 16;
 
 class SlotRing {
  public:
@@ -53,9 +50,14 @@ class SlotRing {
   int nSlots() const { return nSlots_; }
   uint8_t* payload(uint64_t index) { return data_.get() + (index % static_cast<uint64_t>(nSlots_)) * stride_ + kSlotRoom; }
   // The frame (header + payload) of slot `index`: what is sent, and where a receive is posted.
-  uint8_t* frame(uint64_t index) { return payload(index) - sizeof(FrameHeader); }
-  FrameHeader& header(uint64_t index) { return *reinterpret_cast<FrameHeader*>(frame(index)); }
-  size_t maxFrameBytes() const { return sizeof(FrameHeader) + slotBytes_; }
+  uint8_t* frame(uint64_t index) { return payload(index) - kFrameHeaderBytes; }
+  void writeHeader(uint64_t index, uint64_t bytes, uint64_t tag) {
+    wire::putU64(frame(index), bytes);
+    wire::putU64(frame(index) + 8, tag);
+  }
+  uint64_t headerBytes(uint64_t index) { return wire::getU64(frame(index)); }
+  uint64_t headerTag(uint64_t index) { return wire::getU64(frame(index) + 8); }
+  size_t maxFrameBytes() const { return kFrameHeaderBytes + slotBytes_; }
 
   // Written only by the producer (release), read by the consumer (acquire): see the users for the pairing.
   alignas(64) std::atomic<uint64_t> head{0};

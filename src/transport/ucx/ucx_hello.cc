@@ -2,15 +2,31 @@
 // The UCX transport's address record and hello checks (transport layer). See ucx_hello.h.
 #include "transport/ucx/ucx_hello.h"
 
-#include <endian.h>
-
 #include <string_view>
+
+#include "common/wire.h"
 
 namespace cfx::transport::ucx {
 
 namespace {
-constexpr std::string_view kHelloLabel = "cfx-ucx-hello-v1";
+constexpr std::string_view kHelloLabel = "cfx-ucx-hello-v2";
 }  // namespace
+
+void encodeRecord(const AddressRecord& record, uint8_t out[kAddressRecordBytes]) {
+  wire::Writer w(out, kAddressRecordBytes);
+  w.u64(record.slotBytes);
+  w.u32(record.nSlots);
+  w.u32(record.addressBytes);
+}
+
+AddressRecord decodeRecord(const uint8_t in[kAddressRecordBytes]) {
+  wire::Reader r(in, kAddressRecordBytes);
+  AddressRecord record;
+  record.slotBytes = r.u64();
+  record.nSlots = r.u32();
+  record.addressBytes = r.u32();
+  return record;
+}
 
 Status checkAddressBytes(const AddressRecord& record, const std::string& peerDescription) {
   if (record.addressBytes > kMaxAddressBytes) {
@@ -42,12 +58,10 @@ Status checkPeerRecord(const AddressRecord& record, const FifoGeometry& mine, in
 
 Result<crypto::Digest> helloDigest(std::span<const uint8_t> secret, int from, int to,
                                    std::span<const uint8_t> receiverAddress) {
-  const uint32_t fromLe = htole32(static_cast<uint32_t>(from));
-  const uint32_t toLe = htole32(static_cast<uint32_t>(to));
-  return crypto::hmacSha256(secret, {crypto::bytesOf(kHelloLabel),
-                                     {reinterpret_cast<const uint8_t*>(&fromLe), sizeof(fromLe)},
-                                     {reinterpret_cast<const uint8_t*>(&toLe), sizeof(toLe)},
-                                     receiverAddress});
+  uint8_t ranks[8];
+  wire::putU32(ranks, static_cast<uint32_t>(from));
+  wire::putU32(ranks + 4, static_cast<uint32_t>(to));
+  return crypto::hmacSha256(secret, {crypto::bytesOf(kHelloLabel), {ranks, sizeof(ranks)}, receiverAddress});
 }
 
 Status checkHello(std::span<const uint8_t> received, std::span<const uint8_t> secret, int from, int to,

@@ -16,13 +16,15 @@
 namespace cfx::transport::ucx {
 
 // What every rank tells the others in the first allGather, before the addresses themselves (which vary in size).
-// It travels as the raw struct: the ranks of one job run one build on one byte order.
+// On the wire: slotBytes u64 | nSlots u32 | addressBytes u32 (little-endian, common/wire.h).
 struct AddressRecord {
   uint64_t slotBytes = 0;
   uint32_t nSlots = 0;
   uint32_t addressBytes = 0;  // 0: this rank has no UCX peer and opened no worker
 };
-static_assert(sizeof(AddressRecord) == 16, "the record travels as 16 raw bytes");
+inline constexpr size_t kAddressRecordBytes = 16;
+void encodeRecord(const AddressRecord& record, uint8_t out[kAddressRecordBytes]);
+AddressRecord decodeRecord(const uint8_t in[kAddressRecordBytes]);
 // The largest worker address the second allGather carries; UCX's are a few hundred bytes.
 inline constexpr uint32_t kMaxAddressBytes = 64 * 1024;
 
@@ -38,7 +40,7 @@ Status checkPeerRecord(const AddressRecord& record, const FifoGeometry& mine, in
                        const std::string& peerDescription);
 
 // The hello rank `from` sends rank `to` as the first message on their endpoint:
-//   HMAC-SHA256(secret, "cfx-ucx-hello-v1" || from u32 || to u32 || the receiver's worker address)   (little-endian)
+//   HMAC-SHA256(secret, "cfx-ucx-hello-v2" || from u32 || to u32 || the receiver's worker address)   (little-endian)
 // The receiver's address is fresh per communicator, so a recorded hello cannot be replayed into another one.
 inline constexpr size_t kHelloBytes = crypto::kDigestBytes;
 Result<crypto::Digest> helloDigest(std::span<const uint8_t> secret, int from, int to,

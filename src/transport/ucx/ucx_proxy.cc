@@ -2,7 +2,6 @@
 // The UCX transport's worker, endpoints, hello and proxy thread (transport layer).
 #include "transport/ucx/ucx_proxy.h"
 
-#include <endian.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/thread_affinity.h"
+#include "common/wire.h"
 #include "transport/ucx/ucx_hello.h"
 
 namespace cfx::transport::ucx {
@@ -74,8 +74,8 @@ struct UcxProxy::LinkState {
   std::vector<RequestContext> recvCtx;
   // Credits we told the peer about, and the messages carrying them.
   uint64_t releasedSent = 0;
-  uint64_t creditOut = 0;  // the buffer of the outstanding credit send
-  uint64_t creditIn = 0;   // the buffer of the posted credit receive
+  std::array<uint8_t, 8> creditOut{};  // the buffer of the outstanding credit send (common/wire.h's u64)
+  std::array<uint8_t, 8> creditIn{};   // the buffer of the posted credit receive
   RequestContext creditSendCtx;
   RequestContext creditRecvCtx;
   bool creditRecvDone = true;  // post a credit receive at the next step
@@ -436,7 +436,7 @@ void creditFinished(UcxProxy::RequestContext* ctx, ucs_status_t status) {
                                                                       ucs_status_string(status))));
     return;
   }
-  ctx->state->peerReleased = std::max(ctx->state->peerReleased, le64toh(ctx->state->creditIn));
+  ctx->state->peerReleased = std::max(ctx->state->peerReleased, wire::getU64(ctx->state->creditIn.data()));
   ctx->state->creditRecvDone = true;
 }
 
@@ -471,13 +471,13 @@ bool UcxProxy::stepSend(LinkState& s) {
   const uint64_t posted = ring.head.load(std::memory_order_acquire);
   while (!s.link->failed() && s.sendIssued < posted && s.sendIssued < s.peerReleased + n) {
     const uint64_t seq = s.sendIssued;
-    const size_t bytes = static_cast<size_t>(le64toh(ring.header(seq).bytesLe));
+    const size_t bytes = static_cast<size_t>(ring.headerBytes(seq));
     RequestContext& ctx = s.sendCtx[seq % n];
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = onSendDone;
     p.user_data = &ctx;
-    void* r = ucp_tag_send_nbx(s.peer->ep, ring.frame(seq), sizeof(FrameHeader) + bytes,
+    void* r = ucp_tag_send_nbx(s.peer->ep, ring.frame(seq), kFrameHeaderBytes + bytes,
                                makeTag(key24_, TagKind::Data, s.link->channel(), rank_, seq), &p);
     if (!started(r, ctx, *s.link, "sending to")) break;
     if (r == nullptr) s.sendComplete[seq % n] = 1;
@@ -505,8 +505,8 @@ bool UcxProxy::stepRecv(LinkState& s) {
   while (s.recvPublished < s.recvPosted && s.recvComplete[s.recvPublished % n] != 0) {
     const uint64_t seq = s.recvPublished;
     const size_t length = s.recvLength[seq % n];
-    const uint64_t bytes = le64toh(ring.header(seq).bytesLe);
-    if (length < sizeof(FrameHeader) || bytes > ring.slotBytes() || length != sizeof(FrameHeader) + bytes) {
+    const uint64_t bytes = ring.headerBytes(seq);
+    if (length < kFrameHeaderBytes || bytes > ring.slotBytes() || length != kFrameHeaderBytes + bytes) {
       s.link->fail(Status::error(Errc::RemoteError,
                                  strprintf("ucx: %s sent a malformed frame (%zu bytes, header says %llu): the peer "
                                            "runs an incompatible version",
@@ -544,12 +544,12 @@ bool UcxProxy::stepRecv(LinkState& s) {
   }
   // Tell the sender, once the receives behind them are posted. One credit message in flight per link.
   if (released > s.releasedSent && s.creditSendCtx.request == nullptr) {
-    s.creditOut = htole64(released);
+    wire::putU64(s.creditOut.data(), released);
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = onCreditSent;
     p.user_data = &s.creditSendCtx;
-    void* r = ucp_tag_send_nbx(s.peer->ep, &s.creditOut, sizeof(s.creditOut),
+    void* r = ucp_tag_send_nbx(s.peer->ep, s.creditOut.data(), s.creditOut.size(),
                                makeTag(key24_, TagKind::Credit, s.link->channel(), rank_, 0), &p);
     if (!started(r, s.creditSendCtx, *s.link, "sending credits to")) return true;
     s.releasedSent = released;
@@ -562,7 +562,7 @@ bool UcxProxy::stepRecv(LinkState& s) {
     p.cb.recv = onCreditReceived;
     p.user_data = &s.creditRecvCtx;
     p.recv_info.tag_info = &info;
-    void* r = ucp_tag_recv_nbx(ucx_.worker.get(), &s.creditIn, sizeof(s.creditIn),
+    void* r = ucp_tag_recv_nbx(ucx_.worker.get(), s.creditIn.data(), s.creditIn.size(),
                                makeTag(key24_, TagKind::Credit, s.link->channel(), s.peer->rank, 0), kFullMask, &p);
     if (!started(r, s.creditRecvCtx, *s.link, "receiving credits from")) return true;
     s.creditRecvDone = false;

@@ -10,6 +10,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/thread_affinity.h"
+#include "common/wire.h"
 #include "transport/ucx/ucx_hello.h"
 #include "transport/ucx/ucx_proxy.h"
 
@@ -55,7 +56,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
 
 Result<uint32_t> tagKey(const Secret& secret) {
   CFX_TRY_ASSIGN(crypto::Digest d, crypto::hmacSha256(secret, {crypto::bytesOf("cfx-ucx-tag-key-v1")}));
-  return uint32_t{d[0]} | (uint32_t{d[1]} << 8) | (uint32_t{d[2]} << 16);
+  return wire::getU32(d.data()) & 0xFFFFFFu;
 }
 
 }  // namespace
@@ -84,12 +85,17 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
                                                         instance.address.size(), kMaxAddressBytes));
     }
   }
-  std::vector<AddressRecord> records(static_cast<size_t>(nRanks));
-  AddressRecord& mine = records[static_cast<size_t>(rank)];
+  AddressRecord mine;
   mine.slotBytes = options.geometry.slotBytes;
   mine.nSlots = static_cast<uint32_t>(options.geometry.nSlots);
   mine.addressBytes = static_cast<uint32_t>(instance.address.size());
-  CFX_TRY(bootstrap.allGather(records.data(), sizeof(AddressRecord)));
+  std::vector<uint8_t> encoded(kAddressRecordBytes * static_cast<size_t>(nRanks));
+  encodeRecord(mine, encoded.data() + kAddressRecordBytes * static_cast<size_t>(rank));
+  CFX_TRY(bootstrap.allGather(encoded.data(), kAddressRecordBytes));
+  std::vector<AddressRecord> records(static_cast<size_t>(nRanks));
+  for (int p = 0; p < nRanks; ++p) {
+    records[static_cast<size_t>(p)] = decodeRecord(encoded.data() + kAddressRecordBytes * static_cast<size_t>(p));
+  }
   for (int p = 0; p < nRanks; ++p) {
     CFX_TRY(checkAddressBytes(records[static_cast<size_t>(p)], describePeer(peers[static_cast<size_t>(p)], p)));
   }

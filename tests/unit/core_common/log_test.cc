@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "common/log.h"
 
@@ -85,6 +87,26 @@ TEST_F(LogTest, SilentByDefaultButLastErrorStillRecorded) {
   setLastError("");
   EXPECT_FALSE(enabled(Level::Warn, Sys::Init));
   EXPECT_STREQ(lastError(), "");
+}
+
+TEST_F(LogTest, LimitedWarningsLetABurstThroughAndCountWhatTheyDrop) {
+  ::setenv("NCCL_DEBUG", "WARN", 1);
+  reset();
+  WarnLimiter limiter(3, std::chrono::milliseconds(200));
+  for (int i = 0; i < 50; ++i) CFX_WARN_LIMITED(limiter, "stranger %d refused", i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  CFX_WARN_LIMITED(limiter, "stranger %d refused", 50);
+  reset();
+  const std::string text = readFile(expanded_);
+  const auto lines = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(lines("NCCL WARN stranger"), 4u) << text;
+  EXPECT_NE(text.find("stranger 2 refused\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("stranger 3 refused"), std::string::npos) << text;
+  EXPECT_NE(text.find("stranger 50 refused (47 similar lines dropped before this one)"), std::string::npos) << text;
 }
 
 }  // namespace

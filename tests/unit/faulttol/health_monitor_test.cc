@@ -51,13 +51,14 @@ TEST(HealthWire, SealedDatagramOpensWithItsHeaderAndPayload) {
   h.kind = wire::FailureNotice;
   h.commTag = kTag;
   h.sender = 1;
+  h.receiver = 3;
   h.nRanks = 4;
   h.counter = 7;
   h.known = 1;
   const std::vector<uint8_t> payload = wire::encodeFailure(sampleFailure());
   auto sealed = wire::seal(h, payload, kSecret);
   ASSERT_TRUE(sealed.ok()) << sealed.status().message();
-  auto opened = wire::open(*sealed, kSecret, kTag, 4);
+  auto opened = wire::open(*sealed, kSecret, kTag, 4, 3);
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   EXPECT_EQ(opened->header.kind, wire::FailureNotice);
   EXPECT_EQ(opened->header.sender, 1);
@@ -83,12 +84,13 @@ TEST(HealthWire, RevokeNoticeOpensAndUnknownKindsAreRefused) {
   h.kind = wire::Revoke;
   h.commTag = kTag;
   h.sender = 1;
+  h.receiver = 0;
   h.nRanks = 3;
   h.counter = 9;
   const cfx::ft::RevokeNotice mismatch{2, cfx::Errc::InvalidUsage, "mismatched operation across ranks: ..."};
   auto sealed = wire::seal(h, wire::encodeRevoke(mismatch), kSecret);  // rank 1 forwards rank 2's revoke
   ASSERT_TRUE(sealed.ok());
-  auto opened = wire::open(*sealed, kSecret, kTag, 3);
+  auto opened = wire::open(*sealed, kSecret, kTag, 3, 0);
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   EXPECT_EQ(opened->header.kind, wire::Revoke);
   EXPECT_EQ(opened->header.sender, 1);
@@ -113,7 +115,7 @@ TEST(HealthWire, RevokeNoticeOpensAndUnknownKindsAreRefused) {
   h.kind = static_cast<uint16_t>(wire::Revoke + 1);
   auto unknown = wire::seal(h, {}, kSecret);
   ASSERT_TRUE(unknown.ok());
-  auto refused = wire::open(*unknown, kSecret, kTag, 3);
+  auto refused = wire::open(*unknown, kSecret, kTag, 3, 0);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("unknown kind"), std::string::npos) << refused.status().message();
 }
@@ -122,24 +124,28 @@ TEST(HealthWire, RejectsTamperedForeignTruncatedAndOversizedDatagrams) {
   wire::Header h;
   h.commTag = kTag;
   h.sender = 0;
+  h.receiver = 1;
   h.nRanks = 2;
   h.counter = 1;
   auto sealed = wire::seal(h, {}, kSecret);
   ASSERT_TRUE(sealed.ok());
+  ASSERT_TRUE(wire::open(*sealed, kSecret, kTag, 2, 1).ok());
   for (size_t i = 0; i < sealed->size(); ++i) {
     std::vector<uint8_t> bad = *sealed;
     bad[i] ^= 0x01;
-    EXPECT_FALSE(wire::open(bad, kSecret, kTag, 2).ok()) << "a flipped bit at byte " << i << " went unnoticed";
+    EXPECT_FALSE(wire::open(bad, kSecret, kTag, 2, 1).ok()) << "a flipped bit at byte " << i << " went unnoticed";
   }
   const std::vector<uint8_t> otherSecret(32, 0x11);
-  EXPECT_FALSE(wire::open(*sealed, otherSecret, kTag, 2).ok());
-  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag + 1, 2).ok());
-  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag, 3).ok());
+  EXPECT_FALSE(wire::open(*sealed, otherSecret, kTag, 2, 1).ok());
+  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag + 1, 2, 1).ok());
+  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag, 3, 1).ok());
+  // Sent to rank 1, it is refused by any other rank (redirected, it could pass that rank's counter check).
+  EXPECT_FALSE(wire::open(*sealed, kSecret, kTag, 2, 0).ok());
   for (size_t n = 0; n < sealed->size(); ++n) {
-    EXPECT_FALSE(wire::open(std::span<const uint8_t>(sealed->data(), n), kSecret, kTag, 2).ok()) << n << " bytes";
+    EXPECT_FALSE(wire::open(std::span<const uint8_t>(sealed->data(), n), kSecret, kTag, 2, 1).ok()) << n << " bytes";
   }
   std::vector<uint8_t> huge(wire::kMaxDatagramBytes + 1, 0);
-  EXPECT_FALSE(wire::open(huge, kSecret, kTag, 2).ok());
+  EXPECT_FALSE(wire::open(huge, kSecret, kTag, 2, 1).ok());
 }
 
 TEST(HealthWire, FailurePayloadsWithBadRanksReasonsOrLengthsAreRejected) {

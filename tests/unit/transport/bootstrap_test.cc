@@ -18,6 +18,7 @@
 #include "common/crypto.h"
 #include "common/socket.h"
 #include "transport/bootstrap/wire.h"
+#include "bootstrap_test_util.h"
 
 namespace cfx::transport {
 namespace {
@@ -26,30 +27,11 @@ using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 BootstrapOptions testOptions(milliseconds timeout = milliseconds(30000)) {
-  BootstrapOptions o;
-  o.timeout = timeout;
-  o.ifName = "lo";  // loopback only: tests never depend on the machine's other interfaces
-  o.handshakeTimeout = milliseconds(500);
-  return o;
+  return testing::bootstrapTestOptions(timeout);
 }
 
-// Runs fn(rank) on nRanks threads and joins them all.
-void runRanks(int nRanks, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nRanks; ++r) threads.emplace_back(fn, r);
-  for (auto& t : threads) t.join();
-}
-
-// Joins nRanks ranks concurrently; every one must succeed.
-std::vector<std::unique_ptr<Bootstrap>> joinAll(const UniqueId& id, int nRanks, const BootstrapOptions& options) {
-  std::vector<std::unique_ptr<Bootstrap>> out(static_cast<size_t>(nRanks));
-  runRanks(nRanks, [&](int r) {
-    Result<std::unique_ptr<Bootstrap>> b = Bootstrap::init(id, r, nRanks, options);
-    ASSERT_TRUE(b.ok()) << "rank " << r << ": " << b.status().message();
-    out[r] = std::move(*b);
-  });
-  return out;
-}
+void runRanks(int nRanks, const std::function<void(int)>& fn) { testing::runRankThreads(nRanks, fn); }
+using testing::joinAll;
 
 UniqueId freshId(const BootstrapOptions& options) {
   Result<UniqueId> id = createUniqueId(options);
@@ -90,7 +72,7 @@ TEST(UniqueIdTest, DecodeRejectsFlagsOfAnotherVersion) {
   ASSERT_TRUE(id.ok());
   uint8_t bytes[UniqueId::kBytes];
   id->encode(bytes);
-  bytes[6] |= 0x80;  // a flag this version does not know, with a check word that matches it
+  bytes[7] |= 0x80;  // a flag this version does not know (flags u16, little-endian), with a matching check word
   Result<crypto::Digest> check = crypto::sha256(std::span<const uint8_t>(bytes, 72));
   ASSERT_TRUE(check.ok());
   std::memcpy(bytes + 72, check->data(), 8);
@@ -124,7 +106,10 @@ TEST(BootstrapTest, OneToEightRanksJoinAllGatherAndBarrier) {
       ASSERT_TRUE(b);
       addresses.insert(net::addressToString(b->localAddress()));
       EXPECT_EQ(b->nRanks(), n);
-      EXPECT_EQ(b->secret(), id.secret);
+      // The session secret: the same on every rank, derived from the id's and the root's nonce, never the id's.
+      EXPECT_EQ(b->secret(), ranks[0]->secret());
+      EXPECT_NE(b->secret(), id.secret);
+      EXPECT_TRUE(b->authenticated());
     }
     EXPECT_EQ(addresses.size(), static_cast<size_t>(n));
     runRanks(n, [&](int r) {
@@ -308,9 +293,9 @@ void strangerHasWrongSecret(const UniqueId& id, int rank, int nRanks) {
   boot::Credentials wrong{id.secret, id.magic};
   wrong.secret[0] ^= 0xff;
   sockaddr_storage fake = id.root;
-  Status st = boot::clientHandshake(*s, wrong, boot::ConnKind::RootJoin, rank, nRanks, &fake,
-                                    Deadline(milliseconds(10000)), nullptr);
-  EXPECT_EQ(st.code(), Errc::RemoteError) << st.message();
+  Result<boot::FrameKeys> keys = boot::clientHandshake(*s, wrong, boot::ConnKind::RootJoin, rank, nRanks, &fake,
+                                                       Deadline(milliseconds(10000)), nullptr);
+  EXPECT_EQ(keys.status().code(), Errc::RemoteError) << keys.status().message();
 }
 
 void strangerSendsOversizeFrame(const sockaddr_storage& root) {
@@ -459,7 +444,8 @@ Status impostorAtRank(const UniqueId& id, const sockaddr_storage& at, boot::Conn
   Result<net::Socket> s = net::Socket::connect(at, {}, Deadline(milliseconds(5000)), nullptr);
   if (!s.ok()) return s.status();
   return boot::clientHandshake(*s, boot::Credentials{id.secret, id.magic}, kind, rank, nRanks, nullptr,
-                               Deadline(milliseconds(10000)), nullptr);
+                               Deadline(milliseconds(10000)), nullptr)
+      .status();
 }
 
 TEST(BootstrapTest, StrangerAtARankListenerIsRejectedAndP2pCarriesOn) {

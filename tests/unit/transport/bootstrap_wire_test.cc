@@ -77,15 +77,21 @@ TEST(BootstrapWire, TamperedOrMalformedAuthIsRefused) {
   otherRank[11] ^= 1;  // rank's low byte: a man in the middle cannot re-address a rank's connection
   EXPECT_FALSE(checkAuth(cred, serverNonce, otherRank).ok());
   auto unknownKind = good;
-  unknownKind[7] = 9;
+  unknownKind[6] = 9;  // kind u16, little-endian
   Result<Auth> kind = checkAuth(cred, serverNonce, unknownKind);
   ASSERT_FALSE(kind.ok());
   EXPECT_NE(kind.status().message().find("unknown connection kind 9"), std::string::npos) << kind.status().message();
   auto otherVersion = good;
-  otherVersion[5] = 2;
+  otherVersion[4] = 3;
   Result<Auth> version = checkAuth(cred, serverNonce, otherVersion);
   ASSERT_FALSE(version.ok());
-  EXPECT_NE(version.status().message().find("protocol 2"), std::string::npos) << version.status().message();
+  EXPECT_NE(version.status().message().find("protocol 3"), std::string::npos) << version.status().message();
+  auto unknownProtection = good;
+  unknownProtection[16] = 3;
+  EXPECT_FALSE(checkAuth(cred, serverNonce, unknownProtection).ok());
+  auto lowered = good;
+  lowered[16] = static_cast<uint8_t>(crypto::Protection::Off);  // a man in the middle lowering the client's wish
+  EXPECT_FALSE(checkAuth(cred, serverNonce, lowered).ok());
   EXPECT_FALSE(checkAuthPrefix(std::span<const uint8_t>(otherVersion.data(), kAuthPrefixBytes)).ok());
   EXPECT_FALSE(checkAuth(cred, serverNonce, std::span<const uint8_t>(good.data(), kAuthBytes - 1)).ok());
   const uint8_t http[] = "GET / HTTP/1.1\r\n";
@@ -96,27 +102,35 @@ TEST(BootstrapWire, ServerProofBindsBothNoncesAndTheCommunicator) {
   const Credentials cred = sampleCredentials();
   const Nonce clientNonce = nonceFilledWith(5);
   const Nonce serverNonce = nonceFilledWith(6);
-  Result<std::array<uint8_t, kProofBytes>> proof = encodeServerProof(cred, clientNonce, serverNonce);
+  const Challenge challenge{serverNonce, cred.protection};
+  Result<std::array<uint8_t, kProofBytes>> proof = encodeServerProof(cred, clientNonce, serverNonce, cred.protection);
   ASSERT_TRUE(proof.ok());
-  EXPECT_TRUE(checkServerProof(cred, clientNonce, serverNonce, *proof).ok());
+  EXPECT_TRUE(checkServerProof(cred, clientNonce, challenge, *proof).ok());
   // A proof recorded from an earlier connection answers another client nonce: worthless now.
-  EXPECT_FALSE(checkServerProof(cred, nonceFilledWith(7), serverNonce, *proof).ok());
-  EXPECT_FALSE(checkServerProof(cred, clientNonce, nonceFilledWith(7), *proof).ok());
+  EXPECT_FALSE(checkServerProof(cred, nonceFilledWith(7), challenge, *proof).ok());
+  EXPECT_FALSE(checkServerProof(cred, clientNonce, Challenge{nonceFilledWith(7), cred.protection}, *proof).ok());
   Credentials other = cred;
   other.commMagic ^= 1;
-  EXPECT_FALSE(checkServerProof(other, clientNonce, serverNonce, *proof).ok());
-  EXPECT_FALSE(checkServerProof(cred, clientNonce, serverNonce, std::span<const uint8_t>(proof->data(), 31)).ok());
+  EXPECT_FALSE(checkServerProof(other, clientNonce, challenge, *proof).ok());
+  EXPECT_FALSE(checkServerProof(cred, clientNonce, challenge, std::span<const uint8_t>(proof->data(), 31)).ok());
+  // The server's protection as the client saw it is bound too: a challenge rewritten on the way fails.
+  EXPECT_FALSE(checkServerProof(cred, clientNonce, Challenge{serverNonce, crypto::Protection::Off}, *proof).ok());
   // A client's Auth MAC over the same nonces can never pass as the server's proof (different labels).
   const auto a = auth(cred, serverNonce);
-  EXPECT_FALSE(
-      checkServerProof(cred, clientNonce, serverNonce, std::span<const uint8_t>(a.data() + 48, kProofBytes)).ok());
+  EXPECT_FALSE(checkServerProof(cred, clientNonce, challenge,
+                                std::span<const uint8_t>(a.data() + kAuthBytes - kProofBytes, kProofBytes))
+                   .ok());
 }
 
 TEST(BootstrapWire, ChallengeIsLengthAndVersionChecked) {
-  const auto challenge = encodeChallenge(nonceFilledWith(9));
-  Result<Nonce> n = decodeChallenge(challenge);
+  const auto challenge = encodeChallenge(nonceFilledWith(9), crypto::Protection::Integrity);
+  Result<Challenge> n = decodeChallenge(challenge);
   ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, nonceFilledWith(9));
+  EXPECT_EQ(n->nonce, nonceFilledWith(9));
+  EXPECT_EQ(n->protection, crypto::Protection::Integrity);
+  auto unknown = challenge;
+  unknown[6] = 7;
+  EXPECT_FALSE(decodeChallenge(unknown).ok());
   EXPECT_FALSE(decodeChallenge(std::span<const uint8_t>(challenge.data(), kChallengeBytes - 1)).ok());
   auto future = challenge;
   future[5] = 7;
@@ -166,7 +180,8 @@ TEST(BootstrapWire, RootTextIsBoundedAndCannotForgeLogLines) {
 }
 
 TEST(BootstrapWire, RootTableIsCheckedEntryByEntry) {
-  std::vector<uint8_t> table(2 * kAddressBytes);
+  std::vector<uint8_t> table(tablePayloadBytes(2));
+  table.back() = 0x5a;  // the session nonce's last byte
   sockaddr_storage a{};
   a.ss_family = AF_INET;
   reinterpret_cast<sockaddr_in&>(a).sin_port = htons(1234);
@@ -175,6 +190,7 @@ TEST(BootstrapWire, RootTableIsCheckedEntryByEntry) {
   Result<RootAnswer> ok = decodeRootAnswer(FrameHeader{FrameKind::Table, 2, table.size()}, table, 2);
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->table.size(), 2u);
+  EXPECT_EQ(ok->sessionNonce[kSessionNonceBytes - 1], 0x5a);
   EXPECT_FALSE(decodeRootAnswer(FrameHeader{FrameKind::Table, 3, table.size()}, table, 2).ok());
   EXPECT_FALSE(decodeRootAnswer(FrameHeader{FrameKind::Table, 2, table.size() + 1}, table, 2).ok());
   table[kAddressBytes + 1] = 9;  // family code of rank 1
@@ -238,12 +254,12 @@ TEST(BootstrapWire, ReplayedHandshakeTranscriptIsRefused) {
   // A legitimate client, played by hand, so the transcript can be recorded.
   ServerUnderTest first(cred);
   const std::vector<uint8_t> challenge = first.read(kChallengeBytes);
-  Result<Nonce> serverNonce = decodeChallenge(challenge);
-  ASSERT_TRUE(serverNonce.ok()) << serverNonce.status().message();
-  const auto recorded = auth(cred, *serverNonce, 1, 4);
+  Result<Challenge> serverChallenge = decodeChallenge(challenge);
+  ASSERT_TRUE(serverChallenge.ok()) << serverChallenge.status().message();
+  const auto recorded = auth(cred, serverChallenge->nonce, 1, 4);
   first.write(recorded);
   const std::vector<uint8_t> proof = first.read(kProofBytes);
-  EXPECT_TRUE(checkServerProof(cred, nonceFilledWith(0x77), *serverNonce, proof).ok());
+  EXPECT_TRUE(checkServerProof(cred, nonceFilledWith(0x77), *serverChallenge, proof).ok());
   ASSERT_EQ(first.settle(), ServerHandshake::State::Done) << first.hs().failure();
   EXPECT_EQ(first.hs().rank(), 1);
 
@@ -259,9 +275,9 @@ TEST(BootstrapWire, ReplayedHandshakeTranscriptIsRefused) {
 
 TEST(BootstrapWire, HandshakeWithAnotherSessionsSecretIsRefused) {
   ServerUnderTest server(sampleCredentials(0x3c));
-  Result<Nonce> serverNonce = decodeChallenge(server.read(kChallengeBytes));
-  ASSERT_TRUE(serverNonce.ok());
-  server.write(auth(sampleCredentials(0x3d), *serverNonce));
+  Result<Challenge> challenge = decodeChallenge(server.read(kChallengeBytes));
+  ASSERT_TRUE(challenge.ok());
+  server.write(auth(sampleCredentials(0x3d), challenge->nonce));
   ASSERT_EQ(server.settle(), ServerHandshake::State::Failed);
   EXPECT_NE(server.hs().failure().find("wrong HMAC"), std::string::npos) << server.hs().failure();
 }

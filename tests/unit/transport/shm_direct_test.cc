@@ -53,6 +53,7 @@ class FakeBootstrap final : public Bootstrap {
   int rank() const override { return rank_; }
   int nRanks() const override { return world_.nRanks(); }
   const Secret& secret() const override { return secret_; }
+  bool authenticated() const override { return true; }
   const sockaddr_storage& localAddress() const override { return address_; }
   Status allGather(void* data, size_t bytesPerRank) override { return world_.allGather(rank_, data, bytesPerRank); }
   Status barrier() override {

@@ -55,6 +55,7 @@ class PairBootstrap final : public Bootstrap {
   int rank() const override { return rank_; }
   int nRanks() const override { return 2; }
   const Secret& secret() const override { return secret_; }
+  bool authenticated() const override { return true; }
   const sockaddr_storage& localAddress() const override { return address_; }
   Status allGather(void* data, size_t bytesPerRank) override {
     auto* bytes = static_cast<char*>(data);

@@ -33,6 +33,14 @@ Secret secretFilledWith(uint8_t v) {
   return s;
 }
 
+// The proofs of a server that asks for no frame protection (most tests here are about the rest of the handshake).
+Result<Mac> serverMac(const Secret& secret, const uint8_t* hello, const Nonce& nonce) {
+  return tcp::serverMac(secret, hello, nonce, crypto::Protection::Off);
+}
+Result<Mac> clientMac(const Secret& secret, const uint8_t* hello, const Nonce& nonce) {
+  return tcp::clientMac(secret, hello, nonce, crypto::Protection::Off);
+}
+
 TEST(TcpHandshake, HelloRoundTripsThroughItsWireForm) {
   const Hello in = sampleHello();
   const auto bytes = encodeHello(in);
@@ -50,6 +58,65 @@ TEST(TcpHandshake, HelloRoundTripsThroughItsWireForm) {
   EXPECT_EQ(out->socketBufferBytes, in.socketBufferBytes);
   EXPECT_EQ(out->nonce, in.nonce);
   EXPECT_EQ(out->session, in.session);
+  EXPECT_EQ(out->protection, in.protection);
+}
+
+TEST(TcpHandshake, HelloAndChallengeRefuseUnknownProtections) {
+  Hello h = sampleHello();
+  h.protection = crypto::Protection::Encryption;
+  auto bytes = encodeHello(h);
+  ASSERT_TRUE(decodeHello(bytes.data()).ok());
+  EXPECT_EQ(decodeHello(bytes.data())->protection, crypto::Protection::Encryption);
+  bytes[96] = 3;
+  EXPECT_FALSE(decodeHello(bytes.data()).ok());
+  bytes[96] = 0;
+  bytes[103] = 1;  // a reserved byte
+  EXPECT_FALSE(decodeHello(bytes.data()).ok());
+
+  Challenge c;
+  c.nonce.fill(7);
+  c.protection = crypto::Protection::Integrity;
+  c.mac.fill(9);
+  auto wire = encodeChallenge(c);
+  Result<Challenge> back = decodeChallenge(wire);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->nonce, c.nonce);
+  EXPECT_EQ(back->protection, c.protection);
+  EXPECT_EQ(back->mac, c.mac);
+  wire[32] = 9;
+  EXPECT_FALSE(decodeChallenge(wire).ok());
+  EXPECT_FALSE(decodeChallenge(std::span<const uint8_t>(wire.data(), kChallengeBytes - 1)).ok());
+}
+
+TEST(TcpHandshake, ProofsBindTheServersProtectionSoNobodyCanLowerIt) {
+  const auto hello = encodeHello(sampleHello());
+  Nonce nonce{};
+  nonce.fill(0x11);
+  const Secret secret = secretFilledWith(0x5a);
+  // A man in the middle who rewrites the challenge's protection from integrity to off fails the server's MAC,
+  // and the client's proof over what it saw fails at the server.
+  const Mac server = tcp::serverMac(secret, hello.data(), nonce, crypto::Protection::Integrity).value();
+  EXPECT_FALSE(macEquals(tcp::serverMac(secret, hello.data(), nonce, crypto::Protection::Off).value(), server.data()));
+  const Mac client = tcp::clientMac(secret, hello.data(), nonce, crypto::Protection::Off).value();
+  EXPECT_FALSE(
+      macEquals(tcp::clientMac(secret, hello.data(), nonce, crypto::Protection::Integrity).value(), client.data()));
+}
+
+TEST(TcpHandshake, SocketKeysPairUpAcrossTheTwoEndsAndDifferByDirection) {
+  const auto hello = encodeHello(sampleHello());
+  Nonce nonce{};
+  nonce.fill(0x33);
+  const Secret secret = secretFilledWith(0x5a);
+  SocketKeys client = socketKeys(secret, hello.data(), nonce, crypto::Protection::Integrity, true).value();
+  SocketKeys server = socketKeys(secret, hello.data(), nonce, crypto::Protection::Integrity, false).value();
+  std::vector<uint8_t> payload(100, 0x5c);
+  const uint8_t header[4] = {1, 2, 3, 4};
+  uint8_t tag[crypto::kTagBytes];
+  ASSERT_TRUE(client.send.seal(header, payload.data(), payload.data(), payload.size(), tag).ok());
+  EXPECT_TRUE(server.recv.open(header, payload.data(), payload.size(), tag).value());
+  // The same frame sealed by the server's send key does not open as the client's: each direction has its own.
+  ASSERT_TRUE(server.send.seal(header, payload.data(), payload.data(), payload.size(), tag).ok());
+  EXPECT_FALSE(server.recv.open(header, payload.data(), payload.size(), tag).value());
 }
 
 TEST(TcpHandshake, HelloIntegersAreLittleEndianOnTheWire) {

@@ -320,11 +320,11 @@ Result<net::Socket> RawPeer::connect(const ListenRecord& to, int toRank, int cha
   CFX_TRY(crypto::randomBytes(hello.nonce));
   const auto helloBytes = encodeHello(hello);
   CFX_TRY(s.sendAll(helloBytes.data(), helloBytes.size(), deadline, nullptr));
-  std::array<uint8_t, kChallengeBytes> challenge{};
-  CFX_TRY(s.recvAll(challenge.data(), challenge.size(), deadline, nullptr));
-  Nonce serverNonce{};
-  std::copy_n(challenge.begin(), kNonceBytes, serverNonce.begin());
-  CFX_TRY_ASSIGN(const Mac proof, clientMac(bootstrap_.secret(), helloBytes.data(), serverNonce));
+  std::array<uint8_t, kChallengeBytes> challengeBytes{};
+  CFX_TRY(s.recvAll(challengeBytes.data(), challengeBytes.size(), deadline, nullptr));
+  CFX_TRY_ASSIGN(const Challenge challenge, decodeChallenge(challengeBytes));
+  CFX_TRY_ASSIGN(const Mac proof,
+                 clientMac(bootstrap_.secret(), helloBytes.data(), challenge.nonce, challenge.protection));
   CFX_TRY(s.sendAll(proof.data(), proof.size(), deadline, nullptr));
   std::array<uint8_t, kAckBytes> ack{};
   CFX_TRY(s.recvAll(ack.data(), ack.size(), deadline, nullptr));

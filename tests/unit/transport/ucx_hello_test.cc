@@ -18,7 +18,7 @@ TEST(UcxHello, TheHelloIsTheHmacOfBothRanksAndTheReceiversAddress) {
   // The layout ucx_hello.h documents, computed by hand: a peer built from that description must interoperate.
   const uint8_t ranks[8] = {3, 0, 0, 0, 1, 0, 0, 0};
   Result<crypto::Digest> byHand =
-      crypto::hmacSha256(kSecret, {crypto::bytesOf("cfx-ucx-hello-v1"), std::span<const uint8_t>(ranks, 4),
+      crypto::hmacSha256(kSecret, {crypto::bytesOf("cfx-ucx-hello-v2"), std::span<const uint8_t>(ranks, 4),
                                    std::span<const uint8_t>(ranks + 4, 4), kAddress});
   Result<crypto::Digest> hello = helloDigest(kSecret, 3, 1, kAddress);
   ASSERT_TRUE(byHand.ok() && hello.ok());

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Cost of frame protection (CFX_WIRE_PROTECTION): all_reduce busbw with off, integrity and encryption, side by side.
+
+Two ranks, one per host, on a point-to-point link of the namespace bed (tests/netbed), or two ranks on one host
+talking tcp over loopback (NCCL_SHM_DISABLE=1: the path protection would take between ranks of one host).
+Repetitions are interleaved (rep 1: off, integrity, encryption on every link; rep 2: ...) so a load change on the
+shared machine hits the levels alike; the table shows the medians of --reps and each level's busbw over off's.
+
+Links (--links, comma list): host (loopback, no bed), veth (unshaped point-to-point veth), 10gbit, 1gbit (tbf on
+both veth ends). With two ranks busbw = algbw = S / time. What protection costs per byte of CPU, without the noise
+of a shared machine, is perf/bench/frame_cipher_bench.cc's to say.
+
+Example (as root, from the repository root, after building cfx_perf in build):
+  python3 tests/netbed/protection_bench.py --build build --links host,veth,10gbit,1gbit --reps 5
+Prints the Markdown table (and the raw samples with --json FILE). A benchmark, not a test: figures go to
+docs/notes/security.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+import netbed  # noqa: E402
+
+MiB = 1 << 20
+LEVELS = ("off", "integrity", "encryption")
+LINKS = {
+    "veth": (lambda: netbed.pair(None), 64 * MiB),
+    "10gbit": (lambda: netbed.pair("10gbit"), 64 * MiB),
+    "1gbit": (lambda: netbed.pair("1gbit"), 32 * MiB),
+}
+
+
+WARMUP = 2
+
+
+def perf_argv(build: str, size: int, iters: int) -> list[str]:
+    return [os.path.join(build, "perf", "all_reduce_perf"), "-b", str(size), "-e", str(size), "-n", str(iters), "-w",
+            str(WARMUP), "-c", "1"]
+
+
+def parse(output: str, size: int) -> dict:
+    """busbw from the result row's time column (two ranks: busbw = algbw)."""
+    for line in output.splitlines():
+        f = line.split()
+        if f and not line.startswith("#") and len(f) >= 9 and f[0] == str(size):
+            if f[8] != "0":
+                raise netbed.BedError(f"all_reduce_perf found {f[8]} wrong elements")
+            return {"busbw_bps": size * 8 / (float(f[5]) * 1e-6), "time_us": float(f[5])}
+    raise netbed.BedError(f"no result row for size {size} in:\n{output}")
+
+
+def one_host(build: str, level: str, size: int, iters: int, timeout: float) -> dict:
+    """Two ranks on this host over tcp (shared memory off), under cfxrun."""
+    argv = [os.path.join(build, "perf", "cfxrun"), "-n", "2", "--timeout", str(int(timeout)),
+            *perf_argv(build, size, iters)]
+    env = {**os.environ, "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo", "CFX_WIRE_PROTECTION": level}
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout + 30)
+    if p.returncode != 0:
+        raise netbed.BedError(f"all_reduce_perf failed on one host:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    return parse(p.stdout, size)
+
+
+def on_bed(bed: netbed.Bed, build: str, level: str, size: int, iters: int, timeout: float) -> dict:
+    outputs: dict[int, str] = {}
+    env = {"CFX_WIRE_PROTECTION": level, "NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1"}
+    if bed.run_ranks(1, perf_argv(build, size, iters), env=env, timeout=timeout, quiet=True, outputs=outputs) != 0:
+        raise netbed.BedError("all_reduce_perf failed on the bed (see the rank output above)")
+    return parse(outputs[0], size)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build", default="build", help="build folder (perf/ inside)")
+    ap.add_argument("--links", default="host,veth,10gbit,1gbit", help=f"from host,{','.join(LINKS)}")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=5, help="timed all_reduce ops per run")
+    ap.add_argument("--size", default=None, help="all_reduce bytes for every link (default: per link)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    ap.add_argument("--json", default=None, help="write every sample here")
+    a = ap.parse_args()
+
+    samples = []
+    try:
+        for name in a.links.split(","):
+            if name != "host" and name not in LINKS:
+                raise netbed.BedError(f"unknown link {name!r}; choose from host, {', '.join(LINKS)}")
+            size = int(a.size) if a.size else (64 * MiB if name == "host" else LINKS[name][1])
+            bed = None if name == "host" else netbed.Bed(LINKS[name][0]())
+            try:
+                if bed is not None:
+                    bed.__enter__()
+                for rep in range(a.reps):
+                    for level in LEVELS:
+                        if bed is None:
+                            c = one_host(a.build, level, size, a.iters, a.timeout)
+                        else:
+                            c = on_bed(bed, a.build, level, size, a.iters, a.timeout)
+                        samples.append({"link": name, "level": level, "rep": rep, "size": size, **c})
+                        print(f"# {name} {level} rep {rep}: busbw {bench.fmt(c['busbw_bps'])} Gbit/s",
+                              file=sys.stderr, flush=True)
+            finally:
+                if bed is not None:
+                    bed.__exit__(None, None, None)
+    except netbed.Skip as e:
+        print(f"SKIP: {e}")
+        return netbed.SKIP_RC
+    except netbed.BedError as e:
+        print(f"protection_bench: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(samples, f, indent=1)
+
+    print("| link | size | off (Gbit/s) | integrity (Gbit/s) | encryption (Gbit/s) | integrity / off "
+          "| encryption / off |")
+    print("|---|---|---|---|---|---|---|")
+    for name in a.links.split(","):
+        med = {}
+        by_rep = {}
+        for level in LEVELS:
+            ss = [s for s in samples if s["link"] == name and s["level"] == level]
+            med[level] = statistics.median(s["busbw_bps"] for s in ss)
+            by_rep[level] = {s["rep"]: s["busbw_bps"] for s in ss}
+        # Each repetition's own ratio (its three runs follow each other), then the median: a load change between
+        # repetitions moves numerator and denominator alike.
+        ratio = {level: statistics.median(by_rep[level][r] / by_rep["off"][r] for r in by_rep["off"])
+                 for level in LEVELS}
+        size = next(s["size"] for s in samples if s["link"] == name)
+        print(f"| {name} | {size // MiB} MiB | {bench.fmt(med['off'])} | {bench.fmt(med['integrity'])} "
+              f"| {bench.fmt(med['encryption'])} | {ratio['integrity']:.2f} | {ratio['encryption']:.2f} |")
+    print(f"\nBusbw: medians of {a.reps} interleaved repetitions; ratios: the median of each repetition's own ratio; "
+          f"all_reduce_perf -n {a.iters} -w {WARMUP}, out-of-place busbw, 2 ranks, one socket per peer.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
