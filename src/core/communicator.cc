@@ -359,7 +359,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   for (int p = 0; p < nRanks_; ++p) {
     if (p != rank_ && !shm_->connects(rank_, p)) useNet[static_cast<size_t>(p)] = true;
   }
-  size_t slice = shmOptions.geometry.slotBytes;
+  size_t slice = shm_->geometry().slotBytes;  // shrunk when many ranks share a host
   if (anyNetPair) {
     // tcp and ucx exchange different records: agree on the choice first, so a mismatch is named, not garbled.
     std::vector<uint32_t> nets(static_cast<size_t>(nRanks_), 0);

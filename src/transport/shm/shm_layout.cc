@@ -2,6 +2,7 @@
 // Segment layout computation, construction and validation (transport layer, shm transport).
 #include "transport/shm/shm_layout.h"
 
+#include <algorithm>
 #include <new>
 
 namespace cfx::transport::shm {
@@ -18,6 +19,23 @@ size_t slotsOffset(int nSlots) { return kDescriptorsOffset + static_cast<size_t>
 
 size_t fifoBytes(const FifoGeometry& geometry) {
   return alignUp(slotsOffset(geometry.nSlots) + static_cast<size_t>(geometry.nSlots) * geometry.slotBytes, kFifoAlign);
+}
+
+FifoGeometry scaledGeometry(const FifoGeometry& configured, int maxLocalRanks, size_t hostBytes) {
+  if (hostBytes == 0 || maxLocalRanks < 2) return configured;
+  const auto n = static_cast<size_t>(maxLocalRanks);
+  const size_t fifos = n * (n - 1) * static_cast<size_t>(kNumChannels);
+  if (fifos * fifoBytes(configured) <= hostBytes) return configured;
+  const size_t share = std::max(kMinScaledFifoBytes, hostBytes / fifos / kFifoAlign * kFifoAlign);
+  FifoGeometry g = configured;
+  for (;;) {
+    const size_t room = share > slotsOffset(g.nSlots) ? share - slotsOffset(g.nSlots) : 0;
+    g.slotBytes = std::min(configured.slotBytes, room / static_cast<size_t>(g.nSlots) / kSlotAlign * kSlotAlign);
+    if (g.slotBytes >= kMinScaledSlotBytes || g.nSlots <= 2) break;
+    g.nSlots = std::max(2, g.nSlots / 2);
+  }
+  g.slotBytes = std::max(g.slotBytes, kSlotAlign);
+  return g;
 }
 
 SegmentLayout computeLayout(int nRanks, const FifoGeometry& geometry, const std::vector<bool>& incoming) {

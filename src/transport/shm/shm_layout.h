@@ -102,6 +102,22 @@ SegmentLayout computeLayout(int nRanks, const FifoGeometry& geometry, const std:
 // Bytes of one FIFO (control block, descriptors and slots), rounded up to kFifoAlign.
 size_t fifoBytes(const FifoGeometry& geometry);
 
+// Smallest FIFO that scaledGeometry() shrinks to: two slots of 3,904 bytes.
+inline constexpr size_t kMinScaledFifoBytes = size_t{8} << 10;
+// Smallest slot scaledGeometry() leaves while it can still halve the slot count instead.
+inline constexpr size_t kMinScaledSlotBytes = size_t{2} << 10;
+
+// The geometry of every FIFO of a communicator whose busiest host holds `maxLocalRanks` ranks. Each rank has one
+// incoming FIFO per (channel, same-host peer), so a host holds n(n-1)kNumChannels FIFOs: with the default 8 x
+// 128 KiB that is 8 GiB at 64 ranks. When they would exceed `hostBytes` (0: never), the FIFOs shrink to an equal
+// share of it, rounded down to kFifoAlign but not below kMinScaledFifoBytes: first fewer bytes per slot, then,
+// below kMinScaledSlotBytes, half the slots (down to 2). `configured` is returned unchanged when it fits, so the
+// few-rank fast paths keep their slots. A pure function of its arguments, so ranks that agree on the knobs and
+// see the same peers pick the same geometry. Per host the FIFOs then take at most
+// max(hostBytes, n(n-1) kNumChannels kMinScaledFifoBytes) bytes: hostBytes itself up to n = 128 at 256 MiB,
+// growing with the square of n only beyond (1 GiB at 256 ranks).
+FifoGeometry scaledGeometry(const FifoGeometry& configured, int maxLocalRanks, size_t hostBytes);
+
 // Constructs the header, directory and FIFO counters in zero-filled memory of layout.totalBytes bytes.
 SegmentHeader* initSegment(void* base, const SegmentLayout& layout, int rank, int nRanks, const FifoGeometry& geometry,
                            const ProcessIdentity& self);

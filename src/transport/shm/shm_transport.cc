@@ -57,8 +57,15 @@ CFX_PARAM(std::string, shmPrefix, "CFX_SHM_PREFIX", std::string("cfx"),
           validSegmentPrefix);
 CFX_PARAM(int64_t, shmSlotBytes, "CFX_SHM_SLOT_BYTES", int64_t{131072},
           "Bytes per slot of every FIFO (a multiple of 64, 4 KiB to 16 MiB). Larger slots mean fewer steps for "
-          "large messages; each rank needs 2 x CFX_SHM_SLOTS x this many bytes of /dev/shm per same-host peer.",
+          "large messages; each rank needs 2 x CFX_SHM_SLOTS x this many bytes of /dev/shm per same-host peer (less "
+          "where CFX_SHM_HOST_BYTES shrinks the FIFOs of many ranks per host).",
           validSlotBytes);
+CFX_PARAM(int64_t, shmHostBytes, "CFX_SHM_HOST_BYTES", static_cast<int64_t>(kDefaultHostBytes),
+          "Shared memory (bytes) the FIFOs of all ranks on one host may take together. Each rank has a FIFO per "
+          "channel and same-host peer, n(n-1) x 2 of them on a host of n ranks; when they would not fit, every FIFO "
+          "of the communicator shrinks to an equal share (fewer bytes per slot, then fewer slots; at least 8 KiB "
+          "each). 0: never shrink them.",
+          cfx::param::inRange(int64_t{0}, int64_t{1} << 40));
 CFX_PARAM(int, shmSlots, "CFX_SHM_SLOTS", 8,
           "Slots per FIFO (2 to 64): how many steps a sender may run ahead of its receiver on one connection.",
           cfx::param::inRange(2, 64));
@@ -211,7 +218,7 @@ Status checkDescriptors(const Context& ctx, const std::vector<SegmentDescriptor>
       return Status::error(
           Errc::InvalidUsage,
           strprintf("rank %d uses shm FIFOs of %d x %llu bytes but rank %d uses %d x %zu bytes: set "
-                    "CFX_SHM_SLOTS and CFX_SHM_SLOT_BYTES to the same values on every rank",
+                    "CFX_SHM_SLOTS, CFX_SHM_SLOT_BYTES and CFX_SHM_HOST_BYTES to the same values on every rank",
                     r, d.nSlots, static_cast<unsigned long long>(d.slotBytes), ctx.rank, g.nSlots, g.slotBytes));
     }
   }
@@ -347,6 +354,22 @@ std::vector<bool> localPeers(const std::vector<PeerInfo>& peers, int rank, bool 
   return local;
 }
 
+// Ranks on the host that holds the most: every rank computes the same from the same peers.
+int maxRanksPerHost(const std::vector<PeerInfo>& peers) {
+  std::vector<uint64_t> hosts;
+  hosts.reserve(peers.size());
+  for (const PeerInfo& p : peers) hosts.push_back(p.hostHash);
+  std::sort(hosts.begin(), hosts.end());
+  int most = 0;
+  for (size_t i = 0; i < hosts.size();) {
+    size_t j = i;
+    while (j < hosts.size() && hosts[j] == hosts[i]) ++j;
+    most = std::max(most, static_cast<int>(j - i));
+    i = j;
+  }
+  return most;
+}
+
 // Fills out.send/out.recv for every connected peer; returns those peers.
 std::vector<std::shared_ptr<ShmPeer>> connectEnds(const Context& ctx, const SegmentLayout& layout,
                                                   const std::shared_ptr<ShmSegment>& own,
@@ -390,6 +413,7 @@ ShmOptions ShmOptions::fromParams() {
   options.segmentPrefix = shmPrefix.get();
   options.geometry.slotBytes = static_cast<size_t>(shmSlotBytes.get());
   options.geometry.nSlots = shmSlots.get();
+  options.hostBytes = static_cast<size_t>(shmHostBytes.get());
   const std::string direct = shmDirect.get();
   options.direct = direct == "0"   ? ShmOptions::Direct::Off
                    : direct == "1" ? ShmOptions::Direct::Always
@@ -421,13 +445,17 @@ bool PairMap::connects(int a, int b) const {
 }
 
 ShmTransport::ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs,
-                           PairMap directPairs, size_t directThreshold, bool directAnyBuffer)
+                           PairMap directPairs, size_t directThreshold, bool directAnyBuffer,
+                           const FifoGeometry& geometry)
     : own_(std::move(own)),
       peers_(std::move(peers)),
       pairs_(std::move(pairs)),
       directPairs_(std::move(directPairs)),
       directThreshold_(directThreshold),
-      directAnyBuffer_(directAnyBuffer) {}
+      directAnyBuffer_(directAnyBuffer),
+      geometry_(geometry) {}
+
+size_t ShmTransport::segmentBytes() const { return own_->size(); }
 
 bool ShmTransport::connects(int a, int b) const { return pairs_.connects(a, b); }
 
@@ -441,11 +469,13 @@ ShmTransport::~ShmTransport() {
 Doorbell& ShmTransport::doorbell() { return static_cast<SegmentHeader*>(own_->data())->doorbell; }
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::create(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
-                                                           const ShmOptions& options, Endpoints& out) {
-  Context ctx{bootstrap, peers, options, bootstrap.rank(), bootstrap.nRanks(), selfIdentity(), {}};
+                                                           const ShmOptions& requested, Endpoints& out) {
   // A failure before or between the exchanges is carried through both of them, so every rank learns about it
   // and none waits for the bootstrap timeout.
-  Status local = validateArguments(options, peers, ctx.rank, ctx.nRanks);
+  Status local = validateArguments(requested, peers, bootstrap.rank(), bootstrap.nRanks());
+  ShmOptions options = requested;
+  if (local.ok()) options.geometry = scaledGeometry(requested.geometry, maxRanksPerHost(peers), requested.hostBytes);
+  Context ctx{bootstrap, peers, options, bootstrap.rank(), bootstrap.nRanks(), selfIdentity(), {}};
   SegmentLayout layout;
   std::shared_ptr<ShmSegment> own;
   if (local.ok()) {
@@ -513,7 +543,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::create(Bootstrap& bootstrap,
            ctx.rank, own->name().empty() ? "anonymous" : "named", own->size(), kept.size(), options.geometry.nSlots,
            options.geometry.slotBytes, options.disabled ? " (shm disabled)" : "");
   return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(own), std::move(kept), std::move(pairs),
-                                                        std::move(directPairs), directThreshold, anyBuffer));
+                                                        std::move(directPairs), directThreshold, anyBuffer,
+                                                        options.geometry));
 }
 
 }  // namespace cfx::transport::shm

@@ -49,10 +49,17 @@ class PairMap {
 inline constexpr size_t kMappedDirectThreshold = size_t{4} << 10;
 inline constexpr size_t kSyscallDirectThreshold = size_t{1} << 20;
 
+// Default CFX_SHM_HOST_BYTES: up to 11 ranks per host keep the default 8 x 128 KiB FIFOs (11 x 10 x 2 of them
+// fit), and 64 or 128 ranks map 256 MiB of FIFOs instead of 8 or 32 GiB (docs/notes/scale.md).
+inline constexpr size_t kDefaultHostBytes = size_t{256} << 20;
+
 struct ShmOptions {
   // Slot geometry of every FIFO. Tests may use any slotBytes that is a positive multiple of 64 and any
   // nSlots >= 1; the knobs restrict users to 4 KiB..16 MiB and 2..64.
   FifoGeometry geometry;
+  // CFX_SHM_HOST_BYTES: what the FIFOs of the busiest host may take in all; beyond it they shrink
+  // (scaledGeometry(), shm_layout.h). 0: never shrink.
+  size_t hostBytes = kDefaultHostBytes;
   // NCCL_SHM_DISABLE: no FIFOs at all; the doorbell still exists (in anonymous memory).
   bool disabled = false;
   // Segment names are /<prefix>-<pid>-<rank>-<random hex>. 1 to 32 characters of [A-Za-z0-9._-].
@@ -102,6 +109,12 @@ class ShmTransport {
   bool connects(int a, int b) const;
   // Whether connected ranks a and b use direct transfers with each other; the same answer on every rank.
   bool direct(int a, int b) const;
+  // The FIFOs' geometry: options.geometry, shrunk by scaledGeometry() when many ranks share a host. The same on
+  // every rank.
+  const FifoGeometry& geometry() const { return geometry_; }
+  // Bytes of this rank's own segment (header, directory and incoming FIFOs): what it adds to its host's shared
+  // memory.
+  size_t segmentBytes() const;
   // The agreed threshold of direct transfers (the same on every rank); 0 when no pair uses them.
   size_t directThreshold() const { return directThreshold_; }
   // Whether every direct pair sends any buffer direct (ranks that are threads of one process, or CFX_SHM_DIRECT=1
@@ -122,7 +135,7 @@ class ShmTransport {
 
  private:
   ShmTransport(std::shared_ptr<ShmSegment> own, std::vector<std::shared_ptr<ShmPeer>> peers, PairMap pairs,
-               PairMap directPairs, size_t directThreshold, bool directAnyBuffer);
+               PairMap directPairs, size_t directThreshold, bool directAnyBuffer, const FifoGeometry& geometry);
 
   std::shared_ptr<ShmSegment> own_;
   std::vector<std::shared_ptr<ShmPeer>> peers_;  // connected peers only
@@ -130,6 +143,7 @@ class ShmTransport {
   PairMap directPairs_;  // row r, bit p: r offers direct transfers and could read p's memory
   size_t directThreshold_;
   bool directAnyBuffer_;
+  FifoGeometry geometry_;
 };
 
 }  // namespace cfx::transport::shm

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -101,6 +102,45 @@ TEST(ShmLayout, RankWithoutLocalPeersNeedsOnlyHeaderAndDirectory) {
   const SegmentLayout layout = computeLayout(3, FifoGeometry{}, {false, false, false});
   for (uint64_t offset : layout.fifoOffsets) EXPECT_EQ(offset, 0u);
   EXPECT_LE(layout.totalBytes, 2 * kHeaderBytes);
+}
+
+// Bytes the FIFOs of a host of n ranks take with geometry g.
+size_t hostFifoBytes(int n, const FifoGeometry& g) {
+  return static_cast<size_t>(n) * static_cast<size_t>(n - 1) * static_cast<size_t>(kNumChannels) * fifoBytes(g);
+}
+
+TEST(ShmScaledGeometry, FewRanksKeepTheConfiguredFifos) {
+  const FifoGeometry configured{};  // 8 x 128 KiB
+  for (int n : {1, 2, 4, 8, 11}) {
+    const FifoGeometry g = scaledGeometry(configured, n, kDefaultHostBytes);
+    EXPECT_EQ(g.slotBytes, configured.slotBytes) << n;
+    EXPECT_EQ(g.nSlots, configured.nSlots) << n;
+  }
+  const FifoGeometry unbounded = scaledGeometry(configured, 64, 0);
+  EXPECT_EQ(unbounded.slotBytes, configured.slotBytes);
+  EXPECT_EQ(unbounded.nSlots, configured.nSlots);
+}
+
+TEST(ShmScaledGeometry, ManyRanksShrinkSlotsThenSlotCountWithinTheHostBound) {
+  const FifoGeometry configured{};
+  const FifoGeometry at64 = scaledGeometry(configured, 64, kDefaultHostBytes);
+  EXPECT_EQ(at64.nSlots, 8);
+  EXPECT_EQ(at64.slotBytes, 3968u);
+  const FifoGeometry at128 = scaledGeometry(configured, 128, kDefaultHostBytes);
+  EXPECT_EQ(at128.nSlots, 2);
+  EXPECT_EQ(at128.slotBytes, 3904u);
+  EXPECT_EQ(fifoBytes(at128), kMinScaledFifoBytes);
+  // The documented bound: max(hostBytes, n(n-1) kNumChannels kMinScaledFifoBytes), for every n, and slots that
+  // stay usable (a positive multiple of 64, at least two).
+  for (int n = 2; n <= 300; ++n) {
+    const FifoGeometry g = scaledGeometry(configured, n, kDefaultHostBytes);
+    const size_t floor = hostFifoBytes(n, FifoGeometry{.slotBytes = 3904, .nSlots = 2});
+    EXPECT_LE(hostFifoBytes(n, g), std::max(kDefaultHostBytes, floor)) << n;
+    EXPECT_GE(g.nSlots, 2) << n;
+    EXPECT_GT(g.slotBytes, 0u) << n;
+    EXPECT_EQ(g.slotBytes % kSlotAlign, 0u) << n;
+    EXPECT_LE(g.slotBytes, configured.slotBytes) << n;
+  }
 }
 
 class ShmValidate : public ::testing::Test {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "common/doorbell.h"
+#include "transport/shm/shm_layout.h"
 
 namespace cfx::transport::shm {
 namespace {
@@ -517,6 +519,80 @@ TEST(ShmTransport, NoSegmentIsLeftInDevShmAfterCreateOrDestroy) {
   job.transports.clear();
   job.ends.clear();
   EXPECT_THAT(devShmEntries(prefix), ::testing::IsEmpty());
+}
+
+// Mappings of this process whose file name starts with `prefix` (deleted segments still show in the maps).
+int mappingsNamed(const std::string& prefix) {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return -1;
+  int found = 0;
+  char line[4096];
+  while (std::fgets(line, sizeof(line), maps) != nullptr) found += std::strstr(line, prefix.c_str()) != nullptr;
+  std::fclose(maps);
+  return found;
+}
+
+// Issue 40: with the default FIFOs (8 x 128 KiB) a host of 64 ranks mapped 8 GiB and one of 128 would map 32 GiB.
+// The documented bound (docs/notes/scale.md): the host's segments hold kDefaultHostBytes of FIFOs plus a header
+// and directory page or two per rank, and every pair is still connected on every channel.
+class ShmManyRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmManyRanks, MapAtMostTheHostBoundAndConnectEveryPair) {
+  const int n = GetParam();
+  ShmOptions options;  // the default geometry and host bound, as users get them
+  options.segmentPrefix = testPrefix();
+  Job job = createAll(n, options);
+  size_t hostBytes = 0;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(job.statuses[r].ok()) << r << ": " << job.statuses[r].message();
+    hostBytes += job.transports[r]->segmentBytes();
+    EXPECT_EQ(job.transports[r]->geometry().slotBytes, job.transports[0]->geometry().slotBytes);
+    EXPECT_EQ(job.transports[r]->geometry().nSlots, job.transports[0]->geometry().nSlots);
+  }
+  const size_t perRankOverhead = 2 * kHeaderBytes;  // header page, directory page(s)
+  EXPECT_LE(hostBytes, kDefaultHostBytes + static_cast<size_t>(n) * perRankOverhead);
+  EXPECT_LT(job.transports[0]->geometry().slotBytes, options.geometry.slotBytes);
+  // Every rank sends a full slot to every peer on every channel, then checks what every peer sent it.
+  const size_t bytes = job.transports[0]->geometry().slotBytes;
+  std::atomic<int> bad{0};
+  runRanks(n, [&](int r) {
+    const auto me = static_cast<size_t>(r);
+    for (int ch = 0; ch < kNumChannels; ++ch) {
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        if (!sendOne(*job.ends[me].send[ch][p], job.transports[me]->doorbell(), bytes, tagOf(r, p, ch, 0))) ++bad;
+      }
+    }
+    for (int ch = 0; ch < kNumChannels; ++ch) {
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        if (!recvOne(*job.ends[me].recv[ch][p], job.transports[me]->doorbell(), bytes, tagOf(p, r, ch, 0))) ++bad;
+      }
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(RankCounts, ShmManyRanks, ::testing::Values(64, 128));
+
+TEST(ShmTransport, CommunicatorsOfManySizesCreatedAndDestroyedInALoopLeaveNoSegmentNorMapping) {
+  const std::string prefix = testPrefix();
+  ShmOptions options;
+  options.segmentPrefix = prefix;
+  for (int round = 0; round < 2; ++round) {
+    for (int n : {2, 5, 16, 33}) {
+      Job job = createAll(n, options);
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(job.statuses[r].ok()) << n << "/" << r << ": " << job.statuses[r].message();
+      }
+      EXPECT_GT(mappingsNamed(prefix), 0) << n;
+      EXPECT_THAT(devShmEntries(prefix), ::testing::IsEmpty()) << n;
+      job.transports.clear();
+      job.ends.clear();
+      EXPECT_EQ(mappingsNamed(prefix), 0) << "communicator of " << n << " ranks left mappings behind";
+      EXPECT_THAT(devShmEntries(prefix), ::testing::IsEmpty()) << n;
+    }
+  }
 }
 
 TEST(ShmTransport, DifferentGeometriesFailOnEveryRankWithTheKnobNames) {
