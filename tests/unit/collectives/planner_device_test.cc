@@ -158,10 +158,13 @@ TEST(DevicePlanner, SendsAndReceivesMoveDirectFromTheSizeRuleOn) {
   EXPECT_FALSE(deviceP2pApplies(req));
 }
 
-TEST(DevicePlanner, TheTableHasAFormForEveryCollectiveButTheScansAndTheDelta) {
+// The scans, the delta and the MoE family (all-to-all-v, dispatch, combine) stage through host memory.
+TEST(DevicePlanner, TheTableHasAFormForEveryCollectiveButTheScansTheDeltaAndMoe) {
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto coll = static_cast<Collective>(c);
-    const bool none = coll == Collective::Scan || coll == Collective::BroadcastDelta;
+    const bool none = coll == Collective::Scan || coll == Collective::BroadcastDelta ||
+                      coll == Collective::AllToAllv || coll == Collective::MoeDispatch ||
+                      coll == Collective::MoeCombine;
     EXPECT_EQ(hasDeviceAlgorithm(coll, Algorithm::IpcScratch), !none) << collectiveName(coll);
     EXPECT_FALSE(hasAlgorithm(coll, Algorithm::IpcScratch)) << "a device program in the host table";
   }
