@@ -53,7 +53,7 @@ Task allReduceSparseGather(const CollArgs& args, Plan, prims::Prims& prims) {
   // in framedOf(r)); other types sum in scratch and round once.
   const bool direct = args.type == DataType::Float32 && reinterpret_cast<uintptr_t>(args.recvbuff) % alignof(float) == 0;
   auto* acc = direct ? static_cast<float*>(args.recvbuff) : reinterpret_cast<float*>(accBlock.data());
-  std::memset(acc, 0, args.count * sizeof(float));
+  if (args.count != 0) std::memset(acc, 0, args.count * sizeof(float));  // acc may be null when empty
   for (int q = 0; q < n; ++q) accumulateFramed(f, framedOf(q), args.count, acc);
   if (args.compress->average) {
     for (size_t i = 0; i < args.count; ++i) acc[i] /= static_cast<float>(n);
