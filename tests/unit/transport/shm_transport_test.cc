@@ -539,6 +539,11 @@ class ShmManyRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmManyRanks, MapAtMostTheHostBoundAndConnectEveryPair) {
   const int n = GetParam();
+#if defined(__SANITIZE_THREAD__)
+  // 128 ranks as threads of one process map 128 x 128 segment views; with ThreadSanitizer's shadow of each, the
+  // process runs out of mappings (TSan's allocator reports ENOMEM). The main and ASan builds run it.
+  if (n > 64) GTEST_SKIP() << "too many mappings for one process under ThreadSanitizer";
+#endif
   ShmOptions options;  // the default geometry and host bound, as users get them
   options.segmentPrefix = testPrefix();
   Job job = createAll(n, options);
