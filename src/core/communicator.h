@@ -334,10 +334,10 @@ class Communicator {
   bool revokedByPeer() const {
     return revokedBy_.load(std::memory_order_relaxed) >= 0 && !revokedHere_.load(std::memory_order_relaxed);
   }
-  // Revoked because a rank found a mismatched call, not by anyone's ncclCommRevoke.
-  bool revokedForError() const {
+  // The error a revoke carries: Ok for ncclCommRevoke (or none), else the mismatched call's a rank found.
+  Errc revokeCode() const {
     std::lock_guard lock(revokeMutex_);
-    return revokeCode_ != Errc::Ok;
+    return revokeCode_;
   }
   bool finalized_ = false;
 

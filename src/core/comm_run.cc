@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: Apache-2.0
+// A communicator's running work and its stopping (core layer): the async state, ops run on the calling thread or
+// queued for the progress thread, drain, finalize and revoke (by ncclCommRevoke, by a peer's notice, or by a
+// mismatched call this rank found), and the user reduction ops. Creation, setup and abort (which reaches into the
+// transports) are in communicator.cc.
+#include <chrono>
+
+#include "common/log.h"
+#include "core/communicator.h"
+
+namespace cfx::core {
+
+// ---- JobState ----
+
+void JobState::finish(Status st) {
+  std::lock_guard<std::mutex> lock(mutex);
+  status = std::move(st);
+  done = true;
+  cv.notify_all();
+}
+
+Status JobState::wait() {
+  std::unique_lock<std::mutex> lock(mutex);
+  cv.wait(lock, [this] { return done; });
+  return status;
+}
+
+bool JobState::isDone() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return done;
+}
+
+// ---- state ----
+
+Status Communicator::asyncStatus() const {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (asyncError() == Errc::InProgress) return Status::error(Errc::InProgress, "communicator initialization in progress");
+  return asyncStatus_;
+}
+
+void Communicator::setAsyncError(const Status& st) {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (!asyncStatus_.ok()) return;  // the first failure is the one users need to see
+  asyncStatus_ = st;
+  // A thread polling ncclCommGetAsyncError (PyTorch's watchdog) reads ncclGetLastError as soon as it sees the code,
+  // which may be before the failure's WARN is logged (a device op's, on the progress thread): the text is there
+  // first, and the WARN then replaces it with its own.
+  log::setLastError(strprintf("rank %d: %s", rank_, st.message().c_str()).c_str());
+  // Release pairs with asyncError()'s acquire: a reader that sees the code can read asyncStatus_.
+  asyncError_.store(st.code(), std::memory_order_release);
+}
+
+std::string Communicator::stopCause() const {
+  if (!revoked()) return abortFlag_.load(std::memory_order_acquire) ? "communicator was aborted" : "";
+  const int by = revokedBy_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard lock(revokeMutex_);
+    if (revokeCode_ != Errc::Ok && by >= 0) {
+      return strprintf("communicator was revoked by rank %d after it found %s", by, revokeReason_.c_str());
+    }
+    if (revokeCode_ != Errc::Ok) return "communicator was revoked by this rank after it found " + revokeReason_;
+  }
+  if (by >= 0) return strprintf("communicator was revoked by rank %d (ncclCommRevoke)", by);
+  return revokedHere_.load(std::memory_order_relaxed)
+             ? strprintf("communicator was revoked by rank %d (this rank's ncclCommRevoke)", rank_)
+             : std::string("communicator was revoked (ncclCommRevoke)");
+}
+
+Status Communicator::checkUsable() const {
+  const Errc e = asyncError();
+  if (e == Errc::InProgress) {
+    return Status::error(Errc::InvalidUsage, "communicator is still initializing: poll ncclCommGetAsyncError until it "
+                                             "returns ncclSuccess before issuing operations");
+  }
+  CFX_TRY(checkNoWindowSetup());
+  if (revoked()) {
+    return Status::error(Errc::InvalidUsage, stopCause() + ": only destroy, split or shrink are allowed");
+  }
+  if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::InvalidUsage, stopCause());
+  if (finalized_) return Status::error(Errc::InvalidUsage, "communicator was finalized: only destroy is allowed");
+  if (e != Errc::Ok) {
+    Status st = asyncStatus();
+    return Status::error(st.code(), "communicator is broken by an earlier error: " + st.message());
+  }
+  return Status();
+}
+
+// ---- running work ----
+
+Status Communicator::runInline(std::vector<prims::Work*>& works) {
+  log::setThreadRank(rank_);
+  // Pairs with abort()'s load: an abort either sees this thread inside, or this thread sees the flag below.
+  inlineActive_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_release); }  // pairs with abort()'s acquire wait
+  } leave{inlineActive_};
+  if (abortFlag_.load(std::memory_order_seq_cst)) {
+    return Status::error(Errc::RemoteError, stopCause() + " before this operation started");
+  }
+  prims::ExecOptions eo;
+  eo.doorbell = doorbell_;
+  eo.abortFlag = &abortFlag_;
+  eo.spins = options_.spins;
+  eo.yieldEvery = yieldEvery_;
+  eo.timeout = options_.timeout;
+  eo.health = health_.get();
+  eo.endpoints = &endpoints_;
+  Status st = prims::execute(works, eo);
+  // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
+  // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here.
+  if (!st.ok() && revokedByPeer()) {
+    const Errc code = revokeCode();
+    st = code == Errc::Ok || code == st.code() ? Status::error(st.code(), stopCause() + ": " + st.message())
+                                               : Status::error(code, stopCause());
+  } else if (prims::isMismatch(st)) {
+    revokeForMismatch(st);
+  }
+  if (!st.ok()) setAsyncError(st);
+  return st;
+}
+
+std::shared_ptr<JobState> Communicator::enqueue(DeferredJob deferred, std::vector<std::shared_ptr<JobState>> deps) {
+  auto state = std::make_shared<JobState>();
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
+    Job job;
+    job.deps = std::move(deps);
+    job.state = state;
+    job.deferred = std::move(deferred);
+    queue_.push_back(std::move(job));
+  }
+  queueCv_.notify_all();
+  return state;
+}
+
+bool Communicator::enqueueReplay(DeferredJob deferred) {
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    if (stopping_ || abortFlag_.load(std::memory_order_acquire)) return false;
+    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
+    Job job;
+    job.state = std::make_shared<JobState>();
+    job.deferred = std::move(deferred);
+    replays_.push_back(std::move(job));
+  }
+  queueCv_.notify_all();
+  return true;
+}
+
+void Communicator::wakeProgress() {
+  // Taking the lock orders this wake after the progress thread's last look at the queue: no lost wake-up.
+  { std::lock_guard<std::mutex> lock(queueMutex_); }
+  queueCv_.notify_all();
+}
+
+bool Communicator::hasQueuedWork() {
+  std::lock_guard<std::mutex> lock(queueMutex_);
+  return !queue_.empty() || !replays_.empty() || busyJobs_ > 0;
+}
+
+DeviceState& Communicator::device() {
+  std::lock_guard<std::mutex> lock(deviceMutex_);
+  if (!device_) device_ = std::make_unique<DeviceState>(rank_);
+  return *device_;
+}
+
+void Communicator::progressLoop() {
+  char name[16];  // Linux thread names hold 15 characters
+  std::snprintf(name, sizeof(name), "cfx-prog-%u", static_cast<unsigned>(rank_) % 100000u);
+  pthread_setname_np(pthread_self(), name);
+  log::setThreadRank(rank_);
+  // Which job runs next: the head of the queue once its stream reached it (or the communicator aborted: its hooks
+  // then fail fast), else a graph replay (its stream is there already, and on one stream it comes before the head).
+  // A head whose stream has not reached it is never started early, even when stopping: a replay may be what its
+  // stream waits for.
+  enum class Next { None, Head, Replay };
+  auto next = [this] {
+    if (!queue_.empty()) {
+      const DeferredJob& head = queue_.front().deferred;
+      if (!head.ready || head.ready() || abortFlag_.load(std::memory_order_acquire)) return Next::Head;
+    }
+    return replays_.empty() ? Next::None : Next::Replay;
+  };
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(queueMutex_);
+      const auto start = std::chrono::steady_clock::now();
+      Next which = next();
+      while (which == Next::None) {
+        if (stopping_ && queue_.empty()) return;  // stopping and drained
+        if (queueCv_.wait_for(lock, std::chrono::seconds(10)) == std::cv_status::timeout && !queue_.empty()) {
+          // No deadline (a stream may run long kernels first), but a person debugging a hang must see where.
+          CFX_INFO(
+              log::Sys::Proxy,
+              "rank %d: a device op still waits for its CUDA stream to reach it (%lld s); the "
+              "stream is busy with earlier work",
+              rank_,
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count()));
+        }
+        which = next();
+      }
+      std::deque<Job>& from = which == Next::Head ? queue_ : replays_;
+      job = std::move(from.front());
+      from.pop_front();
+      ++busyJobs_;
+    }
+    Status st;
+    for (auto& dep : job.deps) {
+      Status depSt = dep->wait();
+      if (!depSt.ok() && st.ok()) st = Status::error(depSt.code(), "an earlier operation on the stream failed: " + depSt.message());
+    }
+    if (st.ok() && job.deferred.before) st = job.deferred.before();
+    if (st.ok() && job.deferred.build) {
+      auto built = job.deferred.build();
+      if (built.ok()) job.works = std::move(built).value();
+      else st = built.status();
+    }
+    if (st.ok()) {
+      std::vector<prims::Work*> works;
+      for (auto& w : job.works) works.push_back(w.get());
+      st = runInline(works);
+    }
+    job.works.clear();
+    if (job.deferred.after) job.deferred.after(st);
+    if (!st.ok() && job.deferred.after) {
+      // Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the
+      // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after this rank's own abort
+      // or revoke, which end every pending op on purpose; a peer's revoke, or one for a mismatch, is news here.
+      if (!abortFlag_.load(std::memory_order_acquire) || revokedByPeer() || revokeCode() != Errc::Ok) {
+        CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
+                 rank_, st.message().c_str());
+      }
+      setAsyncError(st);
+    }
+    job.state->finish(st);
+    {
+      std::lock_guard<std::mutex> lock(queueMutex_);
+      --busyJobs_;
+    }
+    queueCv_.notify_all();
+  }
+}
+
+Status Communicator::drain() {
+  std::unique_lock<std::mutex> lock(queueMutex_);
+  queueCv_.wait(lock, [this] { return queue_.empty() && replays_.empty() && busyJobs_ == 0; });
+  return asyncStatus();
+}
+
+void Communicator::stopProgressThread() {
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (progressThread_.joinable()) progressThread_.join();
+}
+
+Status Communicator::finalize() {
+  if (finalized_) return Status::error(Errc::InvalidArgument, "communicator already finalized");
+  Status st = drain();
+  finalized_ = true;
+  return st.code() == Errc::InProgress ? Status() : st;
+}
+
+void Communicator::revokedRemotely(const ft::RevokeNotice& notice) {
+  {
+    std::lock_guard lock(revokeMutex_);
+    revokeCode_ = notice.code;
+    revokeReason_ = notice.reason;
+  }
+  revokedBy_.store(notice.origin, std::memory_order_relaxed);
+  abortFlag_.store(true, std::memory_order_release);
+  revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();
+  if (doorbell_) doorbell_->ring();
+  wakeProgress();  // a device job still waiting for its stream fails now
+}
+
+// The ranks' calls differ and data has moved: whatever sits in the FIFOs belongs to no op the others will run, so
+// the communicator cannot go on. Every other rank's op is stopped with this error, through the health channel's
+// revoke notice, rather than left to time out or to see a closed connection (docs/DESIGN.md, "Mismatched calls").
+// Queued work fails fast on the flag; destroy, split and shrink still work, as after ncclCommRevoke.
+void Communicator::revokeForMismatch(const Status& st) {
+  if (revoked()) return;  // another rank's revoke, or an earlier mismatch, was first
+  // The text says "this rank"; on the ranks that read it, that is this one.
+  std::string reason = st.message();
+  const std::string me = strprintf("rank %d", rank_);
+  for (size_t at = reason.find("this rank"); at != std::string::npos; at = reason.find("this rank", at + me.size())) {
+    reason.replace(at, 9, me);
+  }
+  {
+    std::lock_guard lock(revokeMutex_);
+    revokeCode_ = st.code();
+    revokeReason_ = reason;
+  }
+  if (health_) health_->announceRevoke(st.code(), reason);
+  abortFlag_.store(true, std::memory_order_release);
+  revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();  // a stream waiting at a device-side barrier goes on, as after a peer's revoke
+  if (doorbell_) doorbell_->ring();
+}
+
+Status Communicator::revoke() {
+  // Every rank of a job typically calls ncclCommRevoke; one that already heard another's revoke is not revoking
+  // twice. Only a second call on this rank is an error.
+  if (finalized_) return Status::error(Errc::InvalidArgument, "communicator already finalized");
+  if (revokedHere_.exchange(true)) return Status::error(Errc::InvalidArgument, "communicator already revoked");
+  if (asyncError() != Errc::InProgress && health_) health_->announceRevoke();
+  // Release pairs with the executor's acquire: in-flight operations stop; the comm stays usable for split.
+  abortFlag_.store(true, std::memory_order_release);
+  revoked_.store(true, std::memory_order_release);
+  releaseDeviceBarriers();
+  if (doorbell_) doorbell_->ring();
+  wakeProgress();
+  (void)drain();  // queued work fails fast on the flag; its errors are the revoke's point, not a failure of it
+  return Status();
+}
+
+// ---- user reduction ops ----
+
+int Communicator::addRedOp(const UserRedOp& op) {
+  for (size_t i = 0; i < redOps_.size(); ++i) {
+    if (!redOps_[i]) {
+      redOps_[i] = op;
+      return kFirstUserOp + static_cast<int>(i);
+    }
+  }
+  redOps_.push_back(op);
+  return kFirstUserOp + static_cast<int>(redOps_.size() - 1);
+}
+
+const UserRedOp* Communicator::findRedOp(int handle) const {
+  const int i = handle - kFirstUserOp;
+  if (i < 0 || static_cast<size_t>(i) >= redOps_.size() || !redOps_[static_cast<size_t>(i)]) return nullptr;
+  return &*redOps_[static_cast<size_t>(i)];
+}
+
+bool Communicator::removeRedOp(int handle) {
+  const int i = handle - kFirstUserOp;
+  if (i < 0 || static_cast<size_t>(i) >= redOps_.size() || !redOps_[static_cast<size_t>(i)]) return false;
+  redOps_[static_cast<size_t>(i)].reset();
+  return true;
+}
+
+}  // namespace cfx::core
