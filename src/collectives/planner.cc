@@ -126,11 +126,6 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   return std::nullopt;
 }
 
-// Microseconds to move `bytes` at `f`'s bandwidth.
-double transferUs(const topo::LinkFigures& f, double bytes) {
-  return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
-}
-
 // Per-flow figures of a set of flows that run at once; see the cost model in planner.h. With `rails` > 1 the flows
 // between hosts take the rails as the TCP transport lays its links on them: a link belongs to its higher rank (the
 // listener), and goes striped evenly over every rail where that rank's host has fewer ranks than rails, else on
@@ -371,6 +366,10 @@ std::string applyProtoSection(const SpecSection& section, PlannerOptions& opts) 
 }
 
 }  // namespace
+
+double transferUs(const topo::LinkFigures& f, double bytes) {
+  return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
+}
 
 Result<PlannerOptions> parseAlgoSpec(std::string_view spec, std::vector<std::string>* skipped) {
   PlannerOptions opts;

@@ -44,6 +44,9 @@ inline constexpr double kSharedCpuStepOverheadUs = 20;
 // may run on; at most 1 where each has one).
 double stepOverheadUs(double ranksPerCpu);
 
+// Microseconds to move `bytes` at `f`'s bandwidth (infinite on a link without one).
+double transferUs(const topo::LinkFigures& f, double bytes);
+
 // The figures of each communication pattern the planner prices, derived once per communicator. Each is the
 // per-flow figure of the pattern's slowest flow while all its flows run at once: latency in microseconds per
 // hop, bandwidth in GB/s.

@@ -16,10 +16,6 @@ namespace cfx::coll {
 
 namespace {
 
-double transferUs(const topo::LinkFigures& f, double bytes) {
-  return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
-}
-
 double cpuUs(double fp32Bytes, double gbs) { return gbs > 0 ? fp32Bytes / (gbs * 1e3) : 0; }
 
 // Wire bytes per buffer byte of this op under its codec, as the verbs cut it.

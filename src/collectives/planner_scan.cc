@@ -11,10 +11,6 @@ namespace cfx::coll {
 
 namespace {
 
-double transferUs(const topo::LinkFigures& f, double bytes) {
-  return f.gbps > 0 ? bytes / (f.gbps * 1e3) : std::numeric_limits<double>::infinity();
-}
-
 double log2Ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
 
 // Chain over g ranks on `link`: pieces of two slices pipeline down the chain, and each rank combines as it forwards.
