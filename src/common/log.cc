@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cfx_config.h"
+#include "common/source_path.h"
 #include "common/param.h"
 
 namespace cfx::log {
@@ -98,11 +99,6 @@ FILE* openDebugFile(const std::string& pattern) {
   if (!f) return stdout;
   setvbuf(f, nullptr, _IOLBF, 1024);
   return f;
-}
-
-const char* relativeSource(const char* file) {
-  const char* p = std::strstr(file, "/src/");
-  return p ? p + 5 : file;
 }
 
 }  // namespace

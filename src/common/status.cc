@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/source_path.h"
+
 namespace cfx {
 
 const char* errcName(Errc code) noexcept {
@@ -42,8 +44,7 @@ const std::string& Status::message() const noexcept {
   return ok() ? kEmpty : detail_->message;
 }
 
-// Paths are printed relative to src/ like NCCL's "misc/socket.cc", not as absolute build paths.
-static const char* relativeSource(const char* file) {
+const char* relativeSource(const char* file) noexcept {
   const char* p = std::strstr(file, "/src/");
   return p ? p + 5 : file;
 }
