@@ -15,7 +15,7 @@ namespace {
 using In = ::cfx::wire::Reader;
 using Out = ::cfx::wire::Out;
 
-constexpr std::string_view kLabel = "cfx-health-v3";
+constexpr std::string_view kHealthLabel = "cfx-health-v3";
 constexpr size_t kFailureFixedBytes = 32;
 constexpr size_t kRevokeFixedBytes = 12;
 
@@ -139,7 +139,7 @@ Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payl
   if (v.size() + kMacBytes > kMaxDatagramBytes) {
     return Status::error(Errc::InternalError, strprintf("health datagram of %zu bytes is too large", v.size()));
   }
-  CFX_TRY_ASSIGN(const crypto::Digest mac, crypto::hmacSha256(secret, {crypto::bytesOf(kLabel), v}));
+  CFX_TRY_ASSIGN(const crypto::Digest mac, crypto::hmacSha256(secret, {crypto::bytesOf(kHealthLabel), v}));
   v.insert(v.end(), mac.begin(), mac.end());
   return v;
 }
@@ -180,7 +180,7 @@ Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> 
     return Status::error(Errc::InvalidUsage, strprintf("payload length %u does not match the datagram", payloadBytes));
   }
   const auto body = datagram.first(kHeaderBytes + payloadBytes);
-  CFX_TRY_ASSIGN(const crypto::Digest mac, crypto::hmacSha256(secret, {crypto::bytesOf(kLabel), body}));
+  CFX_TRY_ASSIGN(const crypto::Digest mac, crypto::hmacSha256(secret, {crypto::bytesOf(kHealthLabel), body}));
   if (!crypto::constantTimeEqual(mac, datagram.last(kMacBytes))) {
     return Status::error(Errc::InvalidUsage, "failed authentication (wrong secret?)");
   }

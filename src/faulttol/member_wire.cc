@@ -10,7 +10,7 @@ namespace cfx::ft::member {
 
 namespace {
 
-constexpr std::string_view kLabel = "cfx-member-v3";
+constexpr std::string_view kMemberLabel = "cfx-member-v3";
 constexpr std::string_view kSessionLabel = "cfx-member-session";
 
 size_t payloadBytesOf(Kind k) {
@@ -126,7 +126,7 @@ Result<std::vector<uint8_t>> seal(const Message& m, uint64_t counter, std::span<
   h.u32(static_cast<uint32_t>(payload.size()));
   h.u64(counter);
   frame.insert(frame.end(), payload.begin(), payload.end());
-  CFX_TRY_ASSIGN(crypto::Digest mac, crypto::hmacSha256(key, {crypto::bytesOf(kLabel), frame}));
+  CFX_TRY_ASSIGN(crypto::Digest mac, crypto::hmacSha256(key, {crypto::bytesOf(kMemberLabel), frame}));
   frame.insert(frame.end(), mac.begin(), mac.end());
   return frame;
 }
@@ -166,7 +166,7 @@ Result<Nonce> helloNonce(const Frame& f) {
 }
 
 Result<Message> open(const Frame& f, std::span<const uint8_t> key, uint64_t expectCounter) {
-  CFX_TRY_ASSIGN(crypto::Digest mac, crypto::hmacSha256(key, {crypto::bytesOf(kLabel), f.signedBytes}));
+  CFX_TRY_ASSIGN(crypto::Digest mac, crypto::hmacSha256(key, {crypto::bytesOf(kMemberLabel), f.signedBytes}));
   if (!crypto::constantTimeEqual(mac, f.mac)) return bad("MAC does not match (wrong secret, or another session)");
   if (f.counter != expectCounter) return bad("out-of-order or replayed frame");
   Message m;

@@ -21,7 +21,7 @@ namespace {
 
 // Element access by type, inlined into each instantiation of the loops below (memcpy keeps unaligned user pointers
 // well-defined and compiles to plain loads).
-struct F32 {
+struct F32Elt {
   static float load(const unsigned char* p, size_t i) {
     float f;
     std::memcpy(&f, p + 4 * i, 4);
@@ -29,7 +29,7 @@ struct F32 {
   }
   static void store(unsigned char* p, size_t i, float v) { std::memcpy(p + 4 * i, &v, 4); }
 };
-struct Bf16 {
+struct Bf16Elt {
   static float load(const unsigned char* p, size_t i) {
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
@@ -40,7 +40,7 @@ struct Bf16 {
     std::memcpy(p + 2 * i, &h, 2);
   }
 };
-struct F16 {
+struct F16Elt {
   static float load(const unsigned char* p, size_t i) {
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
@@ -90,9 +90,9 @@ void combineAffineTyped(const ReduceOp& op, unsigned char* out, const unsigned c
 void combineAffine(const ReduceOp& op, unsigned char* out, const unsigned char* lower, const unsigned char* upper,
                    size_t count, size_t upperElem, const unsigned char* origin) {
   switch (op.type) {
-    case DataType::Bfloat16: return combineAffineTyped<Bf16>(op, out, lower, upper, count, upperElem, origin);
-    case DataType::Float16: return combineAffineTyped<F16>(op, out, lower, upper, count, upperElem, origin);
-    default: return combineAffineTyped<F32>(op, out, lower, upper, count, upperElem, origin);
+    case DataType::Bfloat16: return combineAffineTyped<Bf16Elt>(op, out, lower, upper, count, upperElem, origin);
+    case DataType::Float16: return combineAffineTyped<F16Elt>(op, out, lower, upper, count, upperElem, origin);
+    default: return combineAffineTyped<F32Elt>(op, out, lower, upper, count, upperElem, origin);
   }
 }
 
@@ -150,9 +150,9 @@ Status writeIdentity(const ReduceOp& op, void* out, size_t count) {
   const size_t group = op.groupElems();
   for (size_t i = 0; i < count; ++i) {
     const float v = i % group < decays ? 1.0f : 0.0f;
-    if (op.type == DataType::Float32) F32::store(o, i, v);
-    else if (op.type == DataType::Bfloat16) Bf16::store(o, i, v);
-    else F16::store(o, i, v);
+    if (op.type == DataType::Float32) F32Elt::store(o, i, v);
+    else if (op.type == DataType::Bfloat16) Bf16Elt::store(o, i, v);
+    else F16Elt::store(o, i, v);
   }
   return Status();
 }
