@@ -53,6 +53,10 @@ std::vector<size_t> sweepCounts(int nRanks, DataType type, size_t sliceBytes);
 // data differently (4 bytes, and 1 for odd offsets) and one op per lowering (plain Max, post-dividing Avg,
 // pre-multiplying PreMulSum); the thread sanitizer run keeps Float32 with Max and PreMulSum.
 bool skippedInQuickRuns(DataType type, RedOpKind op);
+// Whether the quick runs (CFX_TEST_QUICK: the sanitizer builds) leave out this placement of the sweep's `k`-th count:
+// they take one per count, alternating, so both still run for every rank count, type and op (placement changes which
+// buffers alias, not how a count is cut).
+bool placementSkippedInQuickRuns(size_t k, bool inPlace);
 
 inline constexpr int kSweepRanks[] = {1, 2, 3, 4, 5, 7, 8};
 inline constexpr DataType kSweepTypes[] = {DataType::Float32, DataType::Int32, DataType::Float16, DataType::Int8};

@@ -24,8 +24,11 @@ void sweep(Collective coll, Algorithm algorithm, Roots roots) {
   size_t index = 0;
   for (int n : kSweepRanks) {
     for (DataType type : kSweepTypes) {
-      for (size_t count : sweepCounts(n, type, 256)) {
+      const std::vector<size_t> counts = sweepCounts(n, type, 256);
+      for (size_t k = 0; k < counts.size(); ++k) {
+        const size_t count = counts[k];
         for (bool inPlace : {false, true}) {
+          if (placementSkippedInQuickRuns(k, inPlace)) continue;
           for (int root : roots(n)) {
             CollCase c;
             c.coll = coll;

@@ -27,9 +27,12 @@ void sweep(Collective coll, Algorithm algorithm, Roots roots, size_t maxBytes = 
         // Min shares Max's code path everywhere but in the kernel; AllReduce covers it, the others skip it.
         if (op == RedOpKind::Min && coll != Collective::AllReduce) continue;
         if (skippedInQuickRuns(type, op)) continue;
-        for (size_t count : sweepCounts(n, type, 256)) {
+        const std::vector<size_t> counts = sweepCounts(n, type, 256);
+        for (size_t k = 0; k < counts.size(); ++k) {
+          const size_t count = counts[k];
           if (count * dataTypeSize(type) > maxBytes) continue;
           for (bool inPlace : {false, true}) {
+            if (placementSkippedInQuickRuns(k, inPlace)) continue;
             for (int root : roots(n, op)) {
               CollCase c;
               c.coll = coll;
