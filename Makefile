@@ -74,7 +74,7 @@ python-ext:
 
 # Sanitizer builds use -O1 -g1: quick to compile, fast enough to run, and still give file:line in reports. They
 # build only the tests they run (unit, integration) and no device kernels (the main build compiles those).
-SAN_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+SAN_FLAGS := -DCFX_UNITY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
              -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON \
              -DCFX_TEST_FOLDERS="integration;interpose;gpu" -DCFX_CUDA_KERNELS=OFF -DCFX_HIP_KERNELS=OFF -DCFX_PCH=ON
 
@@ -115,14 +115,14 @@ FUZZ_CXX ?= clang++-16
 FUZZ_CC ?= clang-16
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 600
-FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_SMOKE_SECONDS ?= 5
 
 .PHONY: fuzz fuzz-build fuzz-smoke
 
 fuzz-build:
 	CXX=$(FUZZ_CXX) CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1" \
-	  -DCFX_FUZZ=ON -DCFX_BUILD_TESTS=OFF -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON
+	  -DCFX_UNITY=ON -DCFX_FUZZ=ON -DCFX_BUILD_TESTS=OFF -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target cfx_fuzz
 
 fuzz-smoke: fuzz-build
