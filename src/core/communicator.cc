@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "topology/calibration.h"
+#include "transport/peer_info.h"
 #include "transport/cuda_ipc/flag_board.h"
 #include "transport/cuda_ipc/ipc_scratch.h"
 #include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
