@@ -105,7 +105,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.yieldEvery = yieldEvery_;
   eo.timeout = options_.timeout;
   eo.health = health_.get();
-  eo.endpoints = &endpoints_;
+  eo.endpoints = &endpoints();
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
   // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here.

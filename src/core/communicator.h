@@ -32,14 +32,8 @@
 #include "transport/bootstrap/bootstrap.h"
 #include "transport/transport.h"
 
-namespace cfx::transport::shm {
-class ShmTransport;
-}
-namespace cfx::transport::tcp {
-class TcpTransport;
-}
-namespace cfx::transport::ucx {
-class UcxTransport;
+namespace cfx::transport {
+class TransportSet;
 }
 namespace cfx::transport::cuda_ipc {
 class FlagBoard;
@@ -199,7 +193,7 @@ class Communicator {
 
   // Verbs on a channel for this rank.
   prims::Prims prims(int channel) {
-    prims::Prims p(endpoints_, channel, rank_, nRanks_, sliceBytes_);
+    prims::Prims p(endpoints(), channel, rank_, nRanks_, sliceBytes_);
     p.setRingChunkSlices(ringChunkSlices_);
     return p;
   }
@@ -282,13 +276,12 @@ class Communicator {
 
   std::unique_ptr<transport::Bootstrap> bootstrap_;
   std::vector<transport::PeerInfo> peers_;
-  std::unique_ptr<transport::shm::ShmTransport> shm_;
+  // Every transport this rank reaches its peers with (transport/transport_set.h), and their ends.
+  std::unique_ptr<transport::TransportSet> transports_;
+  transport::Endpoints& endpoints();
   size_t directMinBytes_ = 0;  // coll::PlanRequest::directMinBytes
   bool directAnyBuffer_ = false;  // coll::PlanRequest::directAnyBuffer
-  std::unique_ptr<transport::tcp::TcpTransport> tcp_;
-  std::unique_ptr<transport::ucx::UcxTransport> ucx_;
-  transport::Endpoints endpoints_;
-  Doorbell* doorbell_ = nullptr;  // owned by shm_
+  Doorbell* doorbell_ = nullptr;  // owned by transports_
   // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.
   std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
