@@ -172,6 +172,9 @@ bool isLiveComm(const void* comm) {
 
 Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
     : rank_(rank), nRanks_(nRanks), config_(config) {
+  progress_ = std::make_unique<ProgressQueue>(
+      rank, abortFlag_, [this](std::vector<prims::Work*>& works) { return runInline(works); },
+      [this](const Status& st) { deviceJobFailed(st); });
   compress_.loadDefaults();
   handle_->comm = this;
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);

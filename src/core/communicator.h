@@ -27,6 +27,7 @@
 #include "core/comm_config.h"
 #include "core/compress_state.h"
 #include "core/device_stream.h"
+#include "core/progress_queue.h"
 #include "faulttol/health_monitor.h"
 #include "primitives/executor.h"
 #include "transport/bootstrap/bootstrap.h"
@@ -42,17 +43,6 @@ class IpcWindow;
 }
 
 namespace cfx::core {
-
-// Completion state of one unit of asynchronous work; shared by the job, its stream and waiters.
-struct JobState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool done = false;
-  Status status;
-  void finish(Status st);
-  Status wait();
-  bool isDone();
-};
 
 class Communicator;
 
@@ -125,17 +115,8 @@ class Communicator {
 
   // Runs works on the calling thread (blocking NULL-stream path).
   Status runInline(std::vector<prims::Work*>& works);
-  // A job whose works are built on the progress thread, between two hooks: `before` (its inputs become
-  // ready), `build`, then the works, then `after` with the outcome, which runs whatever happened before it.
-  // `ready`, when set, says whether `before` can start now (a device job's stream reached it); the progress thread
-  // runs graph replays (enqueueReplay) while the job at the head of the queue is not ready, and whoever makes it
-  // ready calls wakeProgress().
-  struct DeferredJob {
-    std::function<Status()> before;
-    std::function<Result<std::vector<std::unique_ptr<prims::Work>>>()> build;
-    std::function<void(const Status&)> after;
-    std::function<bool()> ready;
-  };
+  // A job for the progress thread (core/progress_queue.h); whoever makes a job's `ready` true calls wakeProgress().
+  using DeferredJob = core::DeferredJob;
   // Queues a job for the progress thread; it starts once every dependency is done (and its `ready`, if any).
   std::shared_ptr<JobState> enqueue(DeferredJob job, std::vector<std::shared_ptr<JobState>> deps = {});
   // A replay of an op captured in a CUDA graph, queued by the graph's host node once the stream reached it (so it
@@ -264,8 +245,9 @@ class Communicator {
   void revokedRemotely(const ft::RevokeNotice& notice);  // from the health monitor: another rank revoked it
   // This rank's op found a mismatched call: revoke with that error, so every rank's op fails with it.
   void revokeForMismatch(const Status& st);
-  void progressLoop();
-  void stopProgressThread();
+  void stopProgressThread() { progress_->stop(); }
+  // A device job failed on the progress thread: nobody waits on its state.
+  void deviceJobFailed(const Status& st);
 
   int rank_;
   int nRanks_;
@@ -337,12 +319,6 @@ class Communicator {
   std::vector<std::optional<UserRedOp>> redOps_;
   CompressState compress_;
 
-  struct Job {
-    std::vector<std::unique_ptr<prims::Work>> works;
-    std::vector<std::shared_ptr<JobState>> deps;
-    std::shared_ptr<JobState> state;
-    DeferredJob deferred;  // set for device jobs: works come from deferred.build
-  };
   std::mutex deviceMutex_;
   std::unique_ptr<DeviceState> device_;
   std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
@@ -368,14 +344,8 @@ class Communicator {
   std::deque<WindowSetup> windowSetups_;
   std::atomic<bool> windowSetupPending_{false};
   std::thread windowSetupThread_;
-  std::mutex queueMutex_;
-  std::condition_variable queueCv_;
-  std::deque<Job> queue_;
-  std::deque<Job> replays_;  // graph replays whose streams reached them (enqueueReplay)
   std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();
-  size_t busyJobs_ = 0;
-  bool stopping_ = false;
-  std::thread progressThread_;
+  std::unique_ptr<ProgressQueue> progress_;
   std::thread initThread_;
 };
 
