@@ -19,9 +19,6 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "topology/calibration.h"
-#include "transport/cuda_ipc/flag_board.h"
-#include "transport/cuda_ipc/ipc_scratch.h"
-#include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
 #include "transport/peer_info.h"
 #include "transport/transport_set.h"
 
@@ -171,7 +168,7 @@ bool isLiveComm(const void* comm) {
 // ---- creation ----
 
 Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
-    : rank_(rank), nRanks_(nRanks), config_(config) {
+    : rank_(rank), nRanks_(nRanks), config_(config), windows_(rank) {
   progress_ = std::make_unique<ProgressQueue>(
       rank, abortFlag_, [this](std::vector<prims::Work*>& works) { return runInline(works); },
       [this](const Status& st) { deviceJobFailed(st); });
@@ -194,7 +191,7 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
 Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   // A registration still running waits on its peers at most the timeout (ncclCommAbort ends it at once).
-  if (windowSetupThread_.joinable()) windowSetupThread_.join();
+  windows_.wait();
   stopProgressThread();
   {
     // CUDA host functions that run from now on (a graph replayed after destroy) find no communicator.
@@ -204,7 +201,7 @@ Communicator::~Communicator() {
   device_.reset();  // every device job has finished: release the streams and free the staging
   stopBoardWatch();
   releaseDeviceBarriers();  // programs with device-side barriers are no jobs: a stream may still wait in one
-  board_.reset();
+  if (ipc_) ipc_->closeBoard();
   windows_.clear();
   ipc_.reset();
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before the transports unmap it
