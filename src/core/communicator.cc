@@ -284,6 +284,7 @@ Status Communicator::connect(const transport::UniqueId& id) {
   request.protection = options_.bootstrap.wireProtection;
   request.ifName = options_.bootstrap.options.ifName;
   request.family = options_.bootstrap.options.family;
+  request.abortFlag = &bootstrapAbort_;
   CFX_TRY(transport::TransportSet::check(request));
   transport::BootstrapOptions bo = options_.bootstrap.options;
   bo.abortFlag = &bootstrapAbort_;  // ncclCommAbort during a non-blocking init unblocks it

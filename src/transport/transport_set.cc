@@ -56,8 +56,12 @@ Result<std::unique_ptr<TransportSet>> TransportSet::connect(Bootstrap& bootstrap
   set->doorbell_ = &set->shm_->doorbell();
   size_t slice = set->shm_->geometry().slotBytes;  // shrunk when many ranks share a host
   int chunkSlices = 1;                             // see prims::Prims::ringChunkSlices()
-  CFX_TRY(set->connectNet(bootstrap, peers, request, &slice, &chunkSlices));
-  CFX_TRY(set->agreeSlicing(bootstrap, slice, chunkSlices));
+  Status st = set->connectNet(bootstrap, peers, request, &slice, &chunkSlices);
+  if (st.ok()) st = set->agreeSlicing(bootstrap, slice, chunkSlices);
+  if (!st.ok()) {
+    if (request.abortFlag != nullptr && request.abortFlag->load(std::memory_order_acquire)) set->abort();
+    return st;
+  }
   return set;
 }
 

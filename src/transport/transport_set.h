@@ -12,6 +12,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,6 +43,9 @@ struct TransportRequest {
   WireProtection protection = WireProtection::Auto;  // CFX_WIRE_PROTECTION
   std::string ifName;   // NCCL_SOCKET_IFNAME: the interfaces tcp's rails may use
   int family = AF_UNSPEC;  // NCCL_SOCKET_FAMILY
+  // Set by an abort while connect() runs (a non-blocking init): a connect that then fails aborts the network
+  // transport it made before closing it, so nothing waits to flush to peers that are going away.
+  const std::atomic<bool>* abortFlag = nullptr;
 };
 
 class TransportSet {
