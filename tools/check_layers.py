@@ -20,6 +20,12 @@ for line in block.splitlines():
         allowed[m.group(1)] = set() if deps.startswith("(none)") else set(deps.split())
 
 errors = []
+# Above the transport layer, core/ and api/ reach transports only through transport/'s own headers (transport.h, the
+# transport set, device_ipc.h, peer_memory.h, ...) and the bootstrap, which moves no data: which transport connects
+# which pair is the transport layer's business (docs/DESIGN.md, "The communicator").
+NO_CONCRETE_TRANSPORT = {"core", "api"}
+TRANSPORT_FRONTS = {"bootstrap"}
+concrete_re = re.compile(r'^\s*#\s*include\s+"transport/(\w+)/[^"]+"')
 # The included layer is the first folder of the path: "transport/tcp/tcp_connection.h" is in src/transport.
 include_re = re.compile(r'^\s*#\s*include\s+"(\w+)/[^"]+"')
 for path in sorted(src.rglob("*")):
@@ -36,6 +42,11 @@ for path in sorted(src.rglob("*")):
         target = m.group(1)
         if target in allowed and target != layer and target not in allowed[layer]:
             errors.append(f"{path.relative_to(root)}:{n}: src/{layer} may not include src/{target} (upward or sideways)")
+        folder = concrete_re.match(line)
+        if layer in NO_CONCRETE_TRANSPORT and folder and folder.group(1) not in TRANSPORT_FRONTS:
+            errors.append(f"{path.relative_to(root)}:{n}: src/{layer} may not include a concrete transport "
+                          f"(transport/{folder.group(1)}/): use transport/'s own headers (the interface, the transport "
+                          f"set, the device and memory fronts)")
 
 # Every exported entry point in src/api goes through api::call so no exception crosses the C ABI.
 for path in sorted((src / "api").glob("*.cc")):

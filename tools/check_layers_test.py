@@ -20,6 +20,9 @@ CASES = [
     ("transport/tcp/planted.cc", '#include "core/communicator.h"', "src/transport may not include src/core"),
     ("transport/planted.cc", '#include "primitives/device/planted.h"', "src/transport may not include src/primitives"),
     ("faulttol/planted.cc", '#  include "transport/bootstrap/bootstrap.h"', "src/faulttol may not include src/transport"),
+    ("core/planted.cc", '#include "transport/shm/shm_transport.h"', "src/core may not include a concrete transport"),
+    ("api/planted.cc", '#include "transport/cuda_ipc/vmm_memory.h"', "src/api may not include a concrete transport"),
+    ("api/planted.cc", '#include "faulttol/member_master.h"', "src/api may not include src/faulttol"),
 ]
 
 

@@ -8,11 +8,10 @@
 #include "common/crypto.h"
 #include "conflux.h"
 #include "core/membership.h"
-#include "faulttol/member_master.h"
 #include "transport/bootstrap/bootstrap.h"
 
 struct cfxMaster {
-  std::unique_ptr<cfx::ft::MembershipMaster> master;
+  std::unique_ptr<cfx::core::Master> master;
 };
 struct cfxMember {
   std::unique_ptr<cfx::core::Member> member;
@@ -44,8 +43,7 @@ CFX_API ncclResult_t cfxMasterStart(const ncclUniqueId* restartFrom, ncclUniqueI
       CFX_TRY(crypto::randomBytes(id.secret));
       CFX_TRY(crypto::randomBytes(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&id.magic), sizeof(id.magic))));
     }
-    CFX_TRY_ASSIGN(auto m, ft::MembershipMaster::start(id.root, std::vector<uint8_t>(id.secret.begin(), id.secret.end()),
-                                                       ft::MasterOptions::fromParams()));
+    CFX_TRY_ASSIGN(auto m, core::Master::start(id.root, std::vector<uint8_t>(id.secret.begin(), id.secret.end())));
     id.root = m->address();  // the port the listener got
     std::memset(masterId, 0, sizeof(*masterId));
     id.encode(reinterpret_cast<uint8_t*>(masterId->internal));
@@ -66,7 +64,7 @@ CFX_API ncclResult_t cfxMasterGetEpoch(cfxMaster_t master, unsigned long long* e
     if (master == nullptr || epoch == nullptr || members == nullptr) {
       return Status::error(Errc::InvalidArgument, "master, epoch or members is NULL");
     }
-    const ft::MembershipMaster::Snapshot snap = master->master->snapshot();
+    const core::Master::Snapshot snap = master->master->snapshot();
     *epoch = snap.epoch;
     *members = snap.members;
     return Status();

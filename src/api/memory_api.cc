@@ -10,8 +10,7 @@
 #include "common/cuda_driver.h"
 #include "conflux.h"
 #include "core/group.h"
-#include "transport/cuda_ipc/vmm_memory.h"
-#include "transport/shm/shm_export.h"
+#include "core/memory.h"
 
 namespace cfx::api {
 namespace {
@@ -68,33 +67,7 @@ CFX_API ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
                                                             "be (a negative or uninitialized size?)",
                                                             size));
     }
-    // As in NCCL: memory of the calling thread's current device when it has one (a CUDA program), else host
-    // memory for host-only programs. On a device, a block peers can map and read in place whenever the driver
-    // can export one (transport/cuda_ipc/vmm_memory.h), else plain cuMemAlloc memory.
-    if (const cuda::Driver* d = cuda::driver()) {
-      cuda::CUcontext ctx = nullptr;
-      if (d->ctxGetCurrent(&ctx) == cuda::kSuccess && ctx != nullptr) {
-        Result<void*> shareable = transport::cuda_ipc::allocShareable(size);
-        if (shareable.ok()) {
-          *ptr = shareable.value();
-          CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (device, shareable with same-host peers)", *ptr, size);
-          return Status();
-        }
-        // Any failure (no virtual memory API, a driver or container that cannot export descriptors, no room)
-        // falls back to plain device memory, which only loses the zero-copy; cuMemAlloc reports real exhaustion.
-        CFX_INFO(log::Sys::Alloc, "ncclMemAlloc: %s; using cuMemAlloc", shareable.status().message().c_str());
-        cuda::CUdeviceptr dp = 0;
-        CFX_TRY(cuda::check(d->memAlloc(&dp, size), strprintf("ncclMemAlloc: cuMemAlloc(%zu bytes)", size).c_str()));
-        *ptr = reinterpret_cast<void*>(dp);
-        CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (device)", *ptr, size);
-        return Status();
-      }
-    }
-    // Host memory that same-host peers can map, so direct messages from it cost one plain copy.
-    auto p = transport::shm::allocExported(size);
-    if (!p.ok()) return Status::error(p.status().code(), "ncclMemAlloc: " + p.status().message());
-    *ptr = *p;
-    CFX_INFO(log::Sys::Alloc, "ncclMemAlloc %p size %zu (host, exported to same-host peers)", *ptr, size);
+    CFX_TRY_ASSIGN(*ptr, core::allocMemory(size));
     return Status();
   });
 }
@@ -103,13 +76,7 @@ CFX_NCCL_ALIAS(ncclMemAlloc)
 CFX_API ncclResult_t pncclMemFree(void* ptr) {
   return api::call("ncclMemFree", [&]() -> Status {
     if (ptr == nullptr) return Status();
-    if (transport::shm::freeExported(ptr)) return Status();
-    CFX_TRY_ASSIGN(const bool shareable, transport::cuda_ipc::freeShareable(ptr));
-    if (shareable) return Status();
-    if (cuda::classify(ptr).kind == cuda::MemKind::Device) {
-      return cuda::check(cuda::driver()->memFree(reinterpret_cast<cuda::CUdeviceptr>(ptr)), "ncclMemFree: cuMemFree");
-    }
-    return Status::error(Errc::InvalidArgument, strprintf("ncclMemFree: %p was not returned by ncclMemAlloc", ptr));
+    return core::freeMemory(ptr);
   });
 }
 CFX_NCCL_ALIAS(ncclMemFree)

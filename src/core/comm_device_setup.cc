@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The device-direct (CUDA IPC) path of a communicator (core layer): whether it is on, its scratch and kernels, and
 // its device-side barriers: the flag board's setup, its release, and the watchdog that bounds a barrier's wait
-// (transport/cuda_ipc/flag_board.h, collectives/device_program.h).
+// (transport/device_ipc.h, collectives/device_program.h).
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -12,8 +12,7 @@
 #include "common/param.h"
 #include "core/communicator.h"
 #include "primitives/device_kernels.h"
-#include "transport/cuda_ipc/flag_board.h"
-#include "transport/cuda_ipc/ipc_scratch.h"
+#include "transport/device_ipc.h"
 
 namespace cfx::core {
 
@@ -91,30 +90,30 @@ Status Communicator::setupDeviceDirect() {
     }
   }
   CFX_TRY_ASSIGN(
-      ipc_, transport::cuda_ipc::IpcScratch::create(*bootstrap_, peers_, rank_, ctx,
-                                                    static_cast<size_t>(cudaIpcBytesParam.get()), options_.timeout));
+      ipc_, transport::DeviceIpc::open(*bootstrap_, peers_, rank_, ctx, static_cast<size_t>(cudaIpcBytesParam.get()),
+                                       options_.timeout));
   // Measured on an H100 with 4 processes on it (docs/gpu_proof.md, run 6): the staged path beat this one up to
   // 4 MiB (all-reduce 1.4 ms against 1.9 ms) and lost from 16 MiB (6.9 ms against 2.0 ms).
   constexpr size_t kSharedGpuMinBytes = size_t{8} << 20;
   const int64_t minBytes = cudaIpcMinBytesParam.get();
   if (ipc_)
     ipcMinBytes_ = minBytes >= 0 ? static_cast<size_t>(minBytes) : ipc_->ranksShareDevice() ? kSharedGpuMinBytes : 0;
-  return setupDeviceSync(ctx);
+  return setupDeviceSync();
 }
 
-Status Communicator::setupDeviceSync(cuda::CUcontext ctx) {
+Status Communicator::setupDeviceSync() {
   const int mode = deviceSyncParam.get();
   if (mode == 0 || ipc_ == nullptr || (mode < 0 && ipc_->ranksShareDevice())) return Status();
-  CFX_TRY_ASSIGN(board_, transport::cuda_ipc::FlagBoard::create(*bootstrap_, peers_, rank_, ctx, options_.timeout));
-  if (board_ && prims::DeviceKernels::built()) {
+  CFX_TRY(ipc_->openBoard(*bootstrap_, peers_, rank_, options_.timeout));
+  if (ipc_->board() && prims::DeviceKernels::built()) {
     // Two slots at the end of the scratch, and at least half of it left to the windowed forms.
-    oneShotBytes_ = std::min<size_t>(static_cast<size_t>(oneShotBytesParam.get()), ipc_->bytes() / 4) / 256 * 256;
+    oneShotBytes_ = std::min<size_t>(static_cast<size_t>(oneShotBytesParam.get()), ipc_->scratchBytes() / 4) / 256 * 256;
   }
   return Status();
 }
 
 void Communicator::releaseDeviceBarriers() {
-  if (board_) board_->release();
+  if (ipc_) ipc_->releaseBarriers();
 }
 
 void Communicator::watchDeviceBarriers() {
@@ -141,16 +140,18 @@ void Communicator::boardWatchLoop() {
   std::snprintf(name, sizeof(name), "cfx-barr-%u", static_cast<unsigned>(rank_) % 100000u);
   pthread_setname_np(pthread_self(), name);
   log::setThreadRank(rank_);
-  const transport::cuda_ipc::FlagBoard& board = *board_;
-  uint32_t watched = board.passed();
+  const transport::DeviceIpc& board = *ipc_;
+  uint32_t watched = board.barrierState().passed;
   auto since = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(boardWatchMutex_);
   while (!boardWatchStop_) {
-    const bool idle = board.passed() == board.issued();
+    const transport::DeviceIpc::BarrierState at = board.barrierState();
+    const bool idle = at.passed == at.issued;
     boardWatchCv_.wait_for(lock, idle ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(50));
     if (boardWatchStop_) break;
-    const uint32_t arrived = board.arrived();
-    const uint32_t passed = board.passed();
+    const transport::DeviceIpc::BarrierState now = board.barrierState();
+    const uint32_t arrived = now.arrived;
+    const uint32_t passed = now.passed;
     if (arrived == passed || arrived != watched) {  // not waiting, or at a barrier it just reached
       watched = arrived;
       since = std::chrono::steady_clock::now();
@@ -160,7 +161,7 @@ void Communicator::boardWatchLoop() {
     if (options_.timeout.count() == 0 || waited < options_.timeout) continue;
     std::string missing;
     for (int p = 0; p < nRanks_; ++p) {
-      if (p == rank_ || static_cast<int32_t>(board.fromPeer(p) - arrived) >= 0) continue;
+      if (p == rank_ || static_cast<int32_t>(board.barrierFromPeer(p) - arrived) >= 0) continue;
       missing += strprintf("%s%d", missing.empty() ? "" : ", ", p);
     }
     if (missing.empty()) continue;  // they arrived meanwhile
@@ -173,8 +174,8 @@ void Communicator::boardWatchLoop() {
                   arrived, missing.c_str()));
     CFX_WARN("%s", st.message().c_str());
     setAsyncError(st);
-    board_->release();
-    watched = board.issued();
+    ipc_->releaseBarriers();
+    watched = board.barrierState().issued;
   }
 }
 

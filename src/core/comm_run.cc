@@ -1,34 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // A communicator's running work and its stopping (core layer): the async state, ops run on the calling thread or
-// queued for the progress thread, drain, finalize and revoke (by ncclCommRevoke, by a peer's notice, or by a
-// mismatched call this rank found), and the user reduction ops. Creation, setup and abort (which reaches into the
+// queued for the progress thread (core/progress_queue.h), drain, finalize and revoke (by ncclCommRevoke, by a peer's
+// notice, or by a mismatched call this rank found), and the user reduction ops. Creation, setup and abort (which reaches into the
 // transports) are in communicator.cc.
-#include <chrono>
-
 #include "common/log.h"
 #include "core/communicator.h"
 
 namespace cfx::core {
-
-// ---- JobState ----
-
-void JobState::finish(Status st) {
-  std::lock_guard<std::mutex> lock(mutex);
-  status = std::move(st);
-  done = true;
-  cv.notify_all();
-}
-
-Status JobState::wait() {
-  std::unique_lock<std::mutex> lock(mutex);
-  cv.wait(lock, [this] { return done; });
-  return status;
-}
-
-bool JobState::isDone() {
-  std::lock_guard<std::mutex> lock(mutex);
-  return done;
-}
 
 // ---- state ----
 
@@ -105,7 +83,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.yieldEvery = yieldEvery_;
   eo.timeout = options_.timeout;
   eo.health = health_.get();
-  eo.endpoints = &endpoints_;
+  eo.endpoints = &endpoints();
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
   // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here.
@@ -121,44 +99,14 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
 }
 
 std::shared_ptr<JobState> Communicator::enqueue(DeferredJob deferred, std::vector<std::shared_ptr<JobState>> deps) {
-  auto state = std::make_shared<JobState>();
-  {
-    std::lock_guard<std::mutex> lock(queueMutex_);
-    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
-    Job job;
-    job.deps = std::move(deps);
-    job.state = state;
-    job.deferred = std::move(deferred);
-    queue_.push_back(std::move(job));
-  }
-  queueCv_.notify_all();
-  return state;
+  return progress_->enqueue(std::move(deferred), std::move(deps));
 }
 
-bool Communicator::enqueueReplay(DeferredJob deferred) {
-  {
-    std::lock_guard<std::mutex> lock(queueMutex_);
-    if (stopping_ || abortFlag_.load(std::memory_order_acquire)) return false;
-    if (!progressThread_.joinable()) progressThread_ = std::thread([this] { progressLoop(); });
-    Job job;
-    job.state = std::make_shared<JobState>();
-    job.deferred = std::move(deferred);
-    replays_.push_back(std::move(job));
-  }
-  queueCv_.notify_all();
-  return true;
-}
+bool Communicator::enqueueReplay(DeferredJob deferred) { return progress_->enqueueReplay(std::move(deferred)); }
 
-void Communicator::wakeProgress() {
-  // Taking the lock orders this wake after the progress thread's last look at the queue: no lost wake-up.
-  { std::lock_guard<std::mutex> lock(queueMutex_); }
-  queueCv_.notify_all();
-}
+void Communicator::wakeProgress() { progress_->wake(); }
 
-bool Communicator::hasQueuedWork() {
-  std::lock_guard<std::mutex> lock(queueMutex_);
-  return !queue_.empty() || !replays_.empty() || busyJobs_ > 0;
-}
+bool Communicator::hasQueuedWork() { return progress_->busy(); }
 
 DeviceState& Communicator::device() {
   std::lock_guard<std::mutex> lock(deviceMutex_);
@@ -166,98 +114,20 @@ DeviceState& Communicator::device() {
   return *device_;
 }
 
-void Communicator::progressLoop() {
-  char name[16];  // Linux thread names hold 15 characters
-  std::snprintf(name, sizeof(name), "cfx-prog-%u", static_cast<unsigned>(rank_) % 100000u);
-  pthread_setname_np(pthread_self(), name);
-  log::setThreadRank(rank_);
-  // Which job runs next: the head of the queue once its stream reached it (or the communicator aborted: its hooks
-  // then fail fast), else a graph replay (its stream is there already, and on one stream it comes before the head).
-  // A head whose stream has not reached it is never started early, even when stopping: a replay may be what its
-  // stream waits for.
-  enum class Next { None, Head, Replay };
-  auto next = [this] {
-    if (!queue_.empty()) {
-      const DeferredJob& head = queue_.front().deferred;
-      if (!head.ready || head.ready() || abortFlag_.load(std::memory_order_acquire)) return Next::Head;
-    }
-    return replays_.empty() ? Next::None : Next::Replay;
-  };
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(queueMutex_);
-      const auto start = std::chrono::steady_clock::now();
-      Next which = next();
-      while (which == Next::None) {
-        if (stopping_ && queue_.empty()) return;  // stopping and drained
-        if (queueCv_.wait_for(lock, std::chrono::seconds(10)) == std::cv_status::timeout && !queue_.empty()) {
-          // No deadline (a stream may run long kernels first), but a person debugging a hang must see where.
-          CFX_INFO(
-              log::Sys::Proxy,
-              "rank %d: a device op still waits for its CUDA stream to reach it (%lld s); the "
-              "stream is busy with earlier work",
-              rank_,
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count()));
-        }
-        which = next();
-      }
-      std::deque<Job>& from = which == Next::Head ? queue_ : replays_;
-      job = std::move(from.front());
-      from.pop_front();
-      ++busyJobs_;
-    }
-    Status st;
-    for (auto& dep : job.deps) {
-      Status depSt = dep->wait();
-      if (!depSt.ok() && st.ok()) st = Status::error(depSt.code(), "an earlier operation on the stream failed: " + depSt.message());
-    }
-    if (st.ok() && job.deferred.before) st = job.deferred.before();
-    if (st.ok() && job.deferred.build) {
-      auto built = job.deferred.build();
-      if (built.ok()) job.works = std::move(built).value();
-      else st = built.status();
-    }
-    if (st.ok()) {
-      std::vector<prims::Work*> works;
-      for (auto& w : job.works) works.push_back(w.get());
-      st = runInline(works);
-    }
-    job.works.clear();
-    if (job.deferred.after) job.deferred.after(st);
-    if (!st.ok() && job.deferred.after) {
-      // Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the
-      // text ncclGetLastError gives (a blocking call's error is logged by the call). Not after this rank's own abort
-      // or revoke, which end every pending op on purpose; a peer's revoke, or one for a mismatch, is news here.
-      if (!abortFlag_.load(std::memory_order_acquire) || revokedByPeer() || revokeCode() != Errc::Ok) {
-        CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
-                 rank_, st.message().c_str());
-      }
-      setAsyncError(st);
-    }
-    job.state->finish(st);
-    {
-      std::lock_guard<std::mutex> lock(queueMutex_);
-      --busyJobs_;
-    }
-    queueCv_.notify_all();
+// Nobody waits on a device job's state: its failure is the communicator's async error, and this WARN is the text
+// ncclGetLastError gives (a blocking call's error is logged by the call). Not after this rank's own abort or revoke,
+// which end every pending op on purpose; a peer's revoke, or one for a mismatch, is news here.
+void Communicator::deviceJobFailed(const Status& st) {
+  if (!abortFlag_.load(std::memory_order_acquire) || revokedByPeer() || revokeCode() != Errc::Ok) {
+    CFX_WARN("rank %d: an operation on device buffers failed (its streams went on; its outputs are undefined): %s",
+             rank_, st.message().c_str());
   }
+  setAsyncError(st);
 }
 
 Status Communicator::drain() {
-  std::unique_lock<std::mutex> lock(queueMutex_);
-  queueCv_.wait(lock, [this] { return queue_.empty() && replays_.empty() && busyJobs_ == 0; });
+  progress_->drain();
   return asyncStatus();
-}
-
-void Communicator::stopProgressThread() {
-  {
-    std::lock_guard<std::mutex> lock(queueMutex_);
-    stopping_ = true;
-  }
-  queueCv_.notify_all();
-  if (progressThread_.joinable()) progressThread_.join();
 }
 
 Status Communicator::finalize() {

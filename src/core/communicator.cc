@@ -19,12 +19,8 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "topology/calibration.h"
-#include "transport/cuda_ipc/flag_board.h"
-#include "transport/cuda_ipc/ipc_scratch.h"
-#include "transport/cuda_ipc/ipc_window.h"  // the destructor frees the windows
-#include "transport/shm/shm_transport.h"
-#include "transport/tcp/tcp_transport.h"
-#include "transport/ucx/ucx_transport.h"
+#include "transport/peer_info.h"
+#include "transport/transport_set.h"
 
 namespace cfx::core {
 
@@ -115,33 +111,6 @@ uint64_t hashBytes(const void* data, size_t n, uint64_t h = 1469598103934665603u
   return h;
 }
 
-enum class Net : uint32_t { Tcp = 1, Ucx = 2 };
-
-const char* netText(Net net) { return net == Net::Ucx ? "ucx" : "tcp"; }
-
-// The network transport from NCCL_NET / ncclConfig_t.netName, else CFX_NET; tcp when neither is set.
-Result<Net> chooseNet(const std::string& ncclNet, const std::string& cfxNet) {
-  const bool fromNccl = !ncclNet.empty();
-  const std::string& name = fromNccl ? ncclNet : cfxNet;
-  const char* source = fromNccl ? "NCCL_NET (or ncclConfig_t.netName)" : "CFX_NET";
-  std::string lower = name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.empty() || lower == "socket" || lower == "tcp") return Net::Tcp;
-  if (lower == "ucx" || lower == "ib") {
-    if (!transport::ucx::UcxTransport::available()) {
-      return Status::error(Errc::InvalidUsage,
-                           strprintf("%s=%s needs the UCX transport, but this library was built without UCX; "
-                                     "rebuild with UCX's development package installed, or use Socket",
-                                     source, name.c_str()));
-    }
-    // NCCL's IB plugin talks verbs directly; ours reaches verbs (and RoCE) through UCX.
-    return Net::Ucx;
-  }
-  return Status::error(Errc::InvalidUsage, strprintf("%s=%s is not a network this library offers: use Socket (or "
-                                                     "TCP), UCX, or IB (UCX over verbs)",
-                                                     source, name.c_str()));
-}
-
 std::string hostName() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
@@ -199,7 +168,10 @@ bool isLiveComm(const void* comm) {
 // ---- creation ----
 
 Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
-    : rank_(rank), nRanks_(nRanks), config_(config) {
+    : rank_(rank), nRanks_(nRanks), config_(config), windows_(rank) {
+  progress_ = std::make_unique<ProgressQueue>(
+      rank, abortFlag_, [this](std::vector<prims::Work*>& works) { return runInline(works); },
+      [this](const Status& st) { deviceJobFailed(st); });
   compress_.loadDefaults();
   handle_->comm = this;
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);
@@ -219,7 +191,7 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
 Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   // A registration still running waits on its peers at most the timeout (ncclCommAbort ends it at once).
-  if (windowSetupThread_.joinable()) windowSetupThread_.join();
+  windows_.wait();
   stopProgressThread();
   {
     // CUDA host functions that run from now on (a graph replayed after destroy) find no communicator.
@@ -229,16 +201,18 @@ Communicator::~Communicator() {
   device_.reset();  // every device job has finished: release the streams and free the staging
   stopBoardWatch();
   releaseDeviceBarriers();  // programs with device-side barriers are no jobs: a stream may still wait in one
-  board_.reset();
+  if (ipc_) ipc_->closeBoard();
   windows_.clear();
   ipc_.reset();
-  health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before shm_ unmaps it
+  health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before the transports unmap it
   // Transports go before the bootstrap: their destructors may still flush to peers.
-  endpoints_ = transport::Endpoints();
-  tcp_.reset();
-  ucx_.reset();
-  shm_.reset();
+  transports_.reset();
   bootstrap_.reset();
+}
+
+transport::Endpoints& Communicator::endpoints() {
+  static transport::Endpoints none;  // before connect() has built the transports: no ends, as then
+  return transports_ ? transports_->endpoints() : none;
 }
 
 std::unique_ptr<Communicator> Communicator::createPending(int rank, int nRanks, const CommConfig& config) {
@@ -304,7 +278,14 @@ bool Communicator::takeGrowId(const transport::UniqueId& id) {
 
 Status Communicator::connect(const transport::UniqueId& id) {
   log::setThreadRank(rank_);
-  CFX_TRY_ASSIGN(const Net net, chooseNet(config_.netName, options_.net));
+  transport::TransportRequest request;
+  request.ncclNet = config_.netName;
+  request.cfxNet = options_.net;
+  request.protection = options_.bootstrap.wireProtection;
+  request.ifName = options_.bootstrap.options.ifName;
+  request.family = options_.bootstrap.options.family;
+  request.abortFlag = &bootstrapAbort_;
+  CFX_TRY(transport::TransportSet::check(request));
   transport::BootstrapOptions bo = options_.bootstrap.options;
   bo.abortFlag = &bootstrapAbort_;  // ncclCommAbort during a non-blocking init unblocks it
   CFX_TRY_ASSIGN(bootstrap_, transport::Bootstrap::init(id, rank_, nRanks_, bo));
@@ -322,112 +303,13 @@ Status Communicator::connect(const transport::UniqueId& id) {
   CFX_TRY(bootstrap_->allGather(peers_.data(), sizeof(transport::PeerInfo)));
   CFX_TRY(checkSecretAcrossHosts());
 
-  endpoints_.resize(nRanks_);
-  auto shmOptions = transport::shm::ShmOptions::fromParams();
-  CFX_TRY_ASSIGN(shm_, transport::shm::ShmTransport::create(*bootstrap_, peers_, shmOptions, endpoints_));
-  doorbell_ = &shm_->doorbell();
-
-  // Peers without a shm end talk over the network transport (tcp, or ucx when selected). shm_->connects() gives
-  // the same answer on every rank, so the collective create() below is entered by all ranks or by none.
-  std::vector<bool> useNet(static_cast<size_t>(nRanks_), false);
-  bool anyNetPair = false;
-  for (int i = 0; i < nRanks_; ++i) {
-    for (int j = 0; j < nRanks_; ++j) {
-      if (i != j && !shm_->connects(i, j)) anyNetPair = true;
-    }
-  }
-  for (int p = 0; p < nRanks_; ++p) {
-    if (p != rank_ && !shm_->connects(rank_, p)) useNet[static_cast<size_t>(p)] = true;
-  }
-  size_t slice = shm_->geometry().slotBytes;  // shrunk when many ranks share a host
-  if (anyNetPair) {
-    // tcp and ucx exchange different records: agree on the choice first, so a mismatch is named, not garbled.
-    std::vector<uint32_t> nets(static_cast<size_t>(nRanks_), 0);
-    nets[static_cast<size_t>(rank_)] = static_cast<uint32_t>(net);
-    CFX_TRY(bootstrap_->allGather(nets.data(), sizeof(uint32_t)));
-    for (int p = 0; p < nRanks_; ++p) {
-      if (nets[static_cast<size_t>(p)] != static_cast<uint32_t>(net)) {
-        return Status::error(Errc::InvalidUsage,
-                             strprintf("rank %d selected the %s network transport but rank %d selected %s: set "
-                                       "NCCL_NET/CFX_NET alike on every rank",
-                                       p, nets[static_cast<size_t>(p)] == static_cast<uint32_t>(Net::Ucx) ? "ucx" : "tcp",
-                                       rank_, netText(net)));
-      }
-    }
-  }
-  int chunkSlices = 1;  // see prims::Prims::ringChunkSlices()
-  if (anyNetPair && net == Net::Ucx) {
-    // ucx moves slots as tagged messages, received in place (RDMA where there is a device): nothing seals them.
-    const transport::WireProtection asked = options_.bootstrap.wireProtection;
-    if (asked == transport::WireProtection::Integrity || asked == transport::WireProtection::Encryption) {
-      return Status::error(Errc::InvalidUsage,
-                           "CFX_WIRE_PROTECTION=integrity/encryption is not implemented for the ucx transport "
-                           "(NCCL_NET/CFX_NET=ucx): use the tcp transport for protected frames, or set "
-                           "CFX_WIRE_PROTECTION=off (ucx then authenticates each endpoint's hello only)");
-    }
-    static std::once_flag ucxOnce;
-    if (asked == transport::WireProtection::Auto) {
-      std::call_once(ucxOnce, [] {
-        CFX_WARN("ucx: data frames are not authenticated (only each endpoint's hello is); the tcp transport "
-                 "protects them (docs/notes/security.md)");
-      });
-    }
-    const auto ucxOptions = transport::ucx::UcxOptions::fromParams();
-    slice = std::min(slice, ucxOptions.geometry.slotBytes);
-    CFX_TRY_ASSIGN(ucx_, transport::ucx::UcxTransport::create(*bootstrap_, peers_, useNet, *doorbell_, ucxOptions,
-                                                              endpoints_));
-  } else if (anyNetPair) {
-    auto tcpOptions = transport::tcp::TcpOptions::fromParams();
-    tcpOptions.protection = options_.bootstrap.wireProtection;
-    tcpOptions.bindAddress = bootstrap_->localAddress();  // same interface as the bootstrap, any free port
-    tcpOptions.railInterfaces.ifName = options_.bootstrap.options.ifName;
-    tcpOptions.railInterfaces.family = options_.bootstrap.options.family;
-    if (tcpOptions.bindAddress.ss_family == AF_INET6) {
-      reinterpret_cast<sockaddr_in6*>(&tcpOptions.bindAddress)->sin6_port = 0;
-    } else {
-      reinterpret_cast<sockaddr_in*>(&tcpOptions.bindAddress)->sin_port = 0;
-    }
-    CFX_TRY_ASSIGN(tcp_, transport::tcp::TcpTransport::create(*bootstrap_, peers_, useNet, *doorbell_, tcpOptions,
-                                                              endpoints_));
-    // On a long fat path the tcp slots grew (every rank alike) so that a slice covers the round trip a ring step
-    // waits for; the shm slot bounds only a rank that has shm peers (the allGather below still takes the min).
-    bool shmPeer = false;
-    for (int p = 0; p < nRanks_; ++p) shmPeer = shmPeer || (p != rank_ && shm_->connects(rank_, p));
-    const size_t tcpSlot = tcp_->slotBytes();
-    const bool grown = tcpSlot > tcpOptions.geometry.slotBytes && !shmPeer;
-    slice = grown ? tcpSlot : std::min(slice, tcpSlot);
-    // With one slice per ring chunk, a 2-rank all-reduce over 50 ms paid a round trip per two 8 MiB slices and
-    // reached 0.66 of iperf3; several slices per chunk keep the path busy across loops.
-    if (grown) chunkSlices = std::max(1, tcpOptions.geometry.nSlots - 1);
-  }
-  // Every hop must slice a message identically: agree on the smallest slice any rank can carry, and on the
-  // fewest slices per ring chunk (1 wherever some rank has a shared-memory peer or ordinary slots).
-  // With them, the network rails the planner prices (the fewest any rank listens on), so every rank plans alike.
-  constexpr int kAgreed = 3;
-  std::vector<uint64_t> slices(static_cast<size_t>(kAgreed * nRanks_), 0);
-  slices[static_cast<size_t>(kAgreed * rank_)] = slice;
-  slices[static_cast<size_t>(kAgreed * rank_ + 1)] = static_cast<uint64_t>(chunkSlices);
-  slices[static_cast<size_t>(kAgreed * rank_ + 2)] = static_cast<uint64_t>(tcp_ ? tcp_->rails() : 1);
-  CFX_TRY(bootstrap_->allGather(slices.data(), kAgreed * sizeof(uint64_t)));
-  sliceBytes_ = SIZE_MAX;
-  uint64_t agreedChunk = UINT64_MAX;
-  uint64_t agreedRails = UINT64_MAX;
-  for (int p = 0; p < nRanks_; ++p) {
-    sliceBytes_ = std::min<size_t>(sliceBytes_, slices[static_cast<size_t>(kAgreed * p)]);
-    agreedChunk = std::min(agreedChunk, slices[static_cast<size_t>(kAgreed * p + 1)]);
-    agreedRails = std::min(agreedRails, slices[static_cast<size_t>(kAgreed * p + 2)]);
-  }
-  ringChunkSlices_ = static_cast<int>(std::clamp<uint64_t>(agreedChunk, 1, 64));
-  netRails_ = static_cast<int>(std::clamp<uint64_t>(agreedRails, 1, 64));
-  // Direct messages go only where every pair supports them, from the agreed threshold on (the Direct algorithms
-  // send whole blocks from strands of their own, prims.h); shm_->direct() is the same on every rank, so every rank
-  // plans alike.
-  bool allDirect = nRanks_ > 1;
-  for (int i = 0; i < nRanks_ && allDirect; ++i) {
-    for (int j = 0; j < nRanks_ && allDirect; ++j) allDirect = i == j || shm_->direct(i, j);
-  }
-  directMinBytes_ = allDirect ? shm_->directThreshold() : 0;
-  directAnyBuffer_ = allDirect && shm_->directAnyBuffer();
+  CFX_TRY_ASSIGN(transports_, transport::TransportSet::connect(*bootstrap_, peers_, rank_, request));
+  doorbell_ = &transports_->doorbell();
+  sliceBytes_ = transports_->sliceBytes();
+  ringChunkSlices_ = transports_->ringChunkSlices();
+  netRails_ = transports_->netRails();
+  directMinBytes_ = transports_->directMinBytes();
+  directAnyBuffer_ = transports_->directAnyBuffer();
   CFX_TRY(learnPlacement());
   CFX_TRY(agreeCalibration());
   learnTopology();
@@ -438,12 +320,12 @@ Status Communicator::connect(const transport::UniqueId& id) {
   int nNet = 0;
   for (int p = 0; p < nRanks_; ++p) {
     if (p == rank_) continue;
-    const auto* end = endpoints_.send[transport::kCollChannel][static_cast<size_t>(p)].get();
+    const auto* end = transports_->endpoints().send[transport::kCollChannel][static_cast<size_t>(p)].get();
     if (end && std::strcmp(end->kind(), "shm") == 0) ++nShm;
     else if (end) ++nNet;
   }
   CFX_INFO(log::Sys::Init, "comm %p rank %d nranks %d: %d peers via shm, %d via %s, slice %zu B, ring chunk %d slice%s",
-           static_cast<void*>(this), rank_, nRanks_, nShm, nNet, netText(net), sliceBytes_, ringChunkSlices_,
+           static_cast<void*>(this), rank_, nRanks_, nShm, nNet, transports_->netName(), sliceBytes_, ringChunkSlices_,
            ringChunkSlices_ == 1 ? "" : "s");
   return Status();
 }
@@ -481,7 +363,7 @@ Status Communicator::startHealth() {
     id.pid = info.pid;
     id.host.assign(info.hostName, strnlen(info.hostName, sizeof(info.hostName)));
     id.watchPid =
-        p != rank_ && shm_->connects(rank_, p) && transport::pidVisible(peers_[static_cast<size_t>(rank_)], info);
+        p != rank_ && transports_->sharesMemory(rank_, p) && transport::pidVisible(peers_[static_cast<size_t>(rank_)], info);
     id.address = addrs[static_cast<size_t>(p)];
   }
   // A revoke by any rank stops this rank's work too (NCCL: ncclCommRevoke stops all in-flight operations).
@@ -711,8 +593,7 @@ void Communicator::abort() {
   bootstrapAbort_.store(true, std::memory_order_release);  // read by the bootstrap's waits
   if (health_) health_->stop();  // peers stop expecting heartbeats; failures stay readable
   if (bootstrap_) bootstrap_->abort();
-  if (tcp_) tcp_->abort();  // fails every tcp end now and skips the destructor's flush to dead peers
-  if (ucx_) ucx_->abort();  // likewise for ucx
+  if (transports_) transports_->abort();  // fails every network end now; no flush to dead peers at destruction
   if (doorbell_) doorbell_->ring();
   stopProgressThread();
   if (device_) device_->releaseAll();  // streams waiting on work that will never run go on

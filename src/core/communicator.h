@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator: one rank's membership of one communicator, and the object behind ncclComm_t (core layer).
 //
-// It owns one member object per subsystem: the bootstrap, the transports and their endpoints, the plan
-// options, the user reduction ops, and the progress thread that runs asynchronous (host-stream) work.
+// It keeps the communicator's identity, configuration and lifecycle, and owns one member object per subsystem: the
+// bootstrap, the transport set (transport/transport_set.h) and the device-direct pieces (transport/device_ipc.h), the
+// window registry (core/window_registry.h), the progress queue that runs asynchronous work (core/progress_queue.h),
+// the plan options and the user reduction ops.
 //
 // Threading: NCCL's rule holds — one thread at a time issues calls on a communicator. abort(), the async
 // error and the progress thread are safe to touch from any thread.
@@ -12,7 +14,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,38 +28,19 @@
 #include "core/comm_config.h"
 #include "core/compress_state.h"
 #include "core/device_stream.h"
+#include "core/progress_queue.h"
+#include "core/window_registry.h"
 #include "faulttol/health_monitor.h"
 #include "primitives/executor.h"
 #include "transport/bootstrap/bootstrap.h"
+#include "transport/device_ipc.h"
 #include "transport/transport.h"
 
-namespace cfx::transport::shm {
-class ShmTransport;
-}
-namespace cfx::transport::tcp {
-class TcpTransport;
-}
-namespace cfx::transport::ucx {
-class UcxTransport;
-}
-namespace cfx::transport::cuda_ipc {
-class FlagBoard;
-class IpcScratch;
-class IpcWindow;
+namespace cfx::transport {
+class TransportSet;
 }
 
 namespace cfx::core {
-
-// Completion state of one unit of asynchronous work; shared by the job, its stream and waiters.
-struct JobState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool done = false;
-  Status status;
-  void finish(Status st);
-  Status wait();
-  bool isDone();
-};
 
 class Communicator;
 
@@ -131,17 +113,8 @@ class Communicator {
 
   // Runs works on the calling thread (blocking NULL-stream path).
   Status runInline(std::vector<prims::Work*>& works);
-  // A job whose works are built on the progress thread, between two hooks: `before` (its inputs become
-  // ready), `build`, then the works, then `after` with the outcome, which runs whatever happened before it.
-  // `ready`, when set, says whether `before` can start now (a device job's stream reached it); the progress thread
-  // runs graph replays (enqueueReplay) while the job at the head of the queue is not ready, and whoever makes it
-  // ready calls wakeProgress().
-  struct DeferredJob {
-    std::function<Status()> before;
-    std::function<Result<std::vector<std::unique_ptr<prims::Work>>>()> build;
-    std::function<void(const Status&)> after;
-    std::function<bool()> ready;
-  };
+  // A job for the progress thread (core/progress_queue.h); whoever makes a job's `ready` true calls wakeProgress().
+  using DeferredJob = core::DeferredJob;
   // Queues a job for the progress thread; it starts once every dependency is done (and its `ready`, if any).
   std::shared_ptr<JobState> enqueue(DeferredJob job, std::vector<std::shared_ptr<JobState>> deps = {});
   // A replay of an op captured in a CUDA graph, queued by the graph's host node once the stream reached it (so it
@@ -156,12 +129,14 @@ class Communicator {
   // Device-buffer state (stream flag, staging), created on first use.
   DeviceState& device();
   // Every rank's device scratch, mapped here; null unless the device-direct path is on (the same on all ranks).
-  const transport::cuda_ipc::IpcScratch* ipcScratch() const { return ipc_.get(); }
+  const transport::cuda_ipc::IpcScratch* ipcScratch() const { return ipc_ ? ipc_->scratch() : nullptr; }
+  // The device-direct pieces behind it (transport/device_ipc.h); null where ipcScratch() is.
+  const transport::DeviceIpc* deviceIpc() const { return ipc_.get(); }
   // The device-direct path takes ops of at least this many bytes (CFX_CUDA_IPC_MIN_BYTES); smaller ones stage.
   size_t ipcMinBytes() const { return ipcMinBytes_; }
   // Device-side barriers (core/comm_device_sync.cc): the flag board, null unless CFX_CUDA_IPC_DEVICE_SYNC set one
   // up (the same on every rank), and IpcOneShot's slot size (0: none) and op count.
-  transport::cuda_ipc::FlagBoard* flagBoard() const { return board_.get(); }
+  transport::cuda_ipc::FlagBoard* flagBoard() const { return ipc_ ? ipc_->board() : nullptr; }
   size_t oneShotBytes() const { return oneShotBytes_; }
   uint64_t* oneShotCount() { return &oneShotCount_; }
   // A program with device-side barriers was enqueued: the watchdog (started on first use) names a peer that does not
@@ -179,7 +154,7 @@ class Communicator {
   // becomes the communicator's async error. Aborting ends it within a poll.
   Status registerWindowAsync(const void* key, const void* buff, size_t bytes);
   // True while a non-blocking registration is queued or running.
-  bool windowSetupPending() const { return windowSetupPending_.load(std::memory_order_acquire); }
+  bool windowSetupPending() const { return windows_.pending(); }
   // InvalidUsage naming the pending registration while there is one, else Ok: calls that must wait for it.
   Status checkNoWindowSetup() const;
   // What ncclCommGetAsyncError reports: asyncError(), or InProgress while a non-blocking registration runs.
@@ -187,10 +162,7 @@ class Communicator {
   void deregisterWindow(const void* key);
   // The first registered zero-copy window holding all of [p, p + bytes) on this rank, and p's offset in it: the same
   // offset reaches the op's buffer in every peer's window, as NCCL_WIN_COLL_SYMMETRIC promises. Null when none.
-  struct WindowSpan {
-    const transport::cuda_ipc::IpcWindow* window = nullptr;
-    size_t offset = 0;
-  };
+  using WindowSpan = WindowRegistry::Span;
   WindowSpan findWindow(const void* p, size_t bytes);
   // Set by abort(): hooks of queued device jobs stop waiting.
   const std::atomic<bool>& abortFlag() const { return abortFlag_; }
@@ -199,7 +171,7 @@ class Communicator {
 
   // Verbs on a channel for this rank.
   prims::Prims prims(int channel) {
-    prims::Prims p(endpoints_, channel, rank_, nRanks_, sliceBytes_);
+    prims::Prims p(endpoints(), channel, rank_, nRanks_, sliceBytes_);
     p.setRingChunkSlices(ringChunkSlices_);
     return p;
   }
@@ -261,17 +233,17 @@ class Communicator {
   Status setupDeviceDirect();
   // With the IPC scratch set up: the flag board of device-side barriers where CFX_CUDA_IPC_DEVICE_SYNC asks for one
   // (core/comm_device_sync.cc). Collective; every rank takes the same branch.
-  Status setupDeviceSync(cuda::CUcontext ctx);
+  Status setupDeviceSync();
   void boardWatchLoop();
   void stopBoardWatch();
   // registerWindow's collective part, on whichever thread runs it; stops early on abort or a failed peer.
   Status mapWindow(const void* key, const void* buff, size_t bytes);
-  void runWindowSetups();            // windowSetupThread_'s body: the queue, in order, until empty or a failure
   void revokedRemotely(const ft::RevokeNotice& notice);  // from the health monitor: another rank revoked it
   // This rank's op found a mismatched call: revoke with that error, so every rank's op fails with it.
   void revokeForMismatch(const Status& st);
-  void progressLoop();
-  void stopProgressThread();
+  void stopProgressThread() { progress_->stop(); }
+  // A device job failed on the progress thread: nobody waits on its state.
+  void deviceJobFailed(const Status& st);
 
   int rank_;
   int nRanks_;
@@ -282,13 +254,12 @@ class Communicator {
 
   std::unique_ptr<transport::Bootstrap> bootstrap_;
   std::vector<transport::PeerInfo> peers_;
-  std::unique_ptr<transport::shm::ShmTransport> shm_;
+  // Every transport this rank reaches its peers with (transport/transport_set.h), and their ends.
+  std::unique_ptr<transport::TransportSet> transports_;
+  transport::Endpoints& endpoints();
   size_t directMinBytes_ = 0;  // coll::PlanRequest::directMinBytes
   bool directAnyBuffer_ = false;  // coll::PlanRequest::directAnyBuffer
-  std::unique_ptr<transport::tcp::TcpTransport> tcp_;
-  std::unique_ptr<transport::ucx::UcxTransport> ucx_;
-  transport::Endpoints endpoints_;
-  Doorbell* doorbell_ = nullptr;  // owned by shm_
+  Doorbell* doorbell_ = nullptr;  // owned by transports_
   // Rings doorbell_ and calls setAsyncError: created after the transports, destroyed before them.
   std::unique_ptr<ft::HealthMonitor> health_;
   size_t sliceBytes_ = 0;
@@ -344,45 +315,19 @@ class Communicator {
   std::vector<std::optional<UserRedOp>> redOps_;
   CompressState compress_;
 
-  struct Job {
-    std::vector<std::unique_ptr<prims::Work>> works;
-    std::vector<std::shared_ptr<JobState>> deps;
-    std::shared_ptr<JobState> state;
-    DeferredJob deferred;  // set for device jobs: works come from deferred.build
-  };
   std::mutex deviceMutex_;
   std::unique_ptr<DeviceState> device_;
-  std::unique_ptr<transport::cuda_ipc::IpcScratch> ipc_;
+  std::unique_ptr<transport::DeviceIpc> ipc_;  // the scratch, and the flag board where one was set up
   size_t ipcMinBytes_ = 0;
-  std::unique_ptr<transport::cuda_ipc::FlagBoard> board_;
   size_t oneShotBytes_ = 0;
   uint64_t oneShotCount_ = 0;  // user thread, in call order
   std::mutex boardWatchMutex_;
   std::condition_variable boardWatchCv_;
   bool boardWatchStop_ = false;
   std::thread boardWatch_;
-  std::mutex windowsMutex_;
-  // In registration order, which is every rank's (registration is collective): where windows overlap, every rank
-  // finds an op's buffer in the same one. Each with its window handle.
-  std::vector<std::pair<const void*, std::unique_ptr<transport::cuda_ipc::IpcWindow>>> windows_;
-  // Non-blocking registrations (registerWindowAsync): the front one is running on windowSetupThread_.
-  struct WindowSetup {
-    const void* key;
-    const void* buff;
-    size_t bytes;
-  };
-  std::mutex windowSetupMutex_;
-  std::deque<WindowSetup> windowSetups_;
-  std::atomic<bool> windowSetupPending_{false};
-  std::thread windowSetupThread_;
-  std::mutex queueMutex_;
-  std::condition_variable queueCv_;
-  std::deque<Job> queue_;
-  std::deque<Job> replays_;  // graph replays whose streams reached them (enqueueReplay)
+  WindowRegistry windows_;
   std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();
-  size_t busyJobs_ = 0;
-  bool stopping_ = false;
-  std::thread progressThread_;
+  std::unique_ptr<ProgressQueue> progress_;
   std::thread initThread_;
 };
 

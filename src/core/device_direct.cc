@@ -9,7 +9,7 @@
 #include "core/group_launch.h"
 #include "primitives/device/reduce_args.h"
 #include "primitives/device_kernels.h"
-#include "transport/cuda_ipc/ipc_scratch.h"
+#include "transport/device_ipc.h"
 
 namespace cfx::core {
 
@@ -147,7 +147,7 @@ coll::DevicePlan planDeviceOp(Communicator* comm, const coll::CollArgs& a, bool 
   req.onDevice = buffersOnDevice(a, comm->rank() == a.root);
   req.ipc = scratch != nullptr;
   req.ipcMinBytes = comm->ipcMinBytes();
-  req.sharedGpu = scratch != nullptr && scratch->ranksShareDevice();
+  req.sharedGpu = scratch != nullptr && comm->deviceIpc()->ranksShareDevice();
   req.kernels = prims::DeviceKernels::covers(a.type);
   req.maxReduceSources = prims::device::kMaxReduceSources;
   req.hostOnly = a.compress != nullptr || a.delta != nullptr ||

@@ -8,6 +8,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/param.h"
+#include "faulttol/member_master.h"
 #include "transport/bootstrap/bootstrap.h"
 
 namespace cfx::core {
@@ -24,6 +25,22 @@ std::string kickText(uint32_t reason) {
 }
 
 }  // namespace
+
+Master::Master(std::unique_ptr<ft::MembershipMaster> master) : master_(std::move(master)) {}
+
+Master::~Master() = default;
+
+Result<std::unique_ptr<Master>> Master::start(const sockaddr_storage& address, std::vector<uint8_t> secret) {
+  CFX_TRY_ASSIGN(auto m, ft::MembershipMaster::start(address, std::move(secret), ft::MasterOptions::fromParams()));
+  return std::unique_ptr<Master>(new Master(std::move(m)));
+}
+
+const sockaddr_storage& Master::address() const { return master_->address(); }
+
+Master::Snapshot Master::snapshot() const {
+  const ft::MembershipMaster::Snapshot snap = master_->snapshot();
+  return Snapshot{snap.epoch, snap.members};
+}
 
 CFX_PARAM(bool, allOrNothingParam, "CFX_MEMBER_ALL_OR_NOTHING", true,
           "Membership communicators (cfxMemberUpdate): every collective either succeeds on every member of the epoch "

@@ -31,7 +31,33 @@
 #include "core/communicator.h"
 #include "faulttol/member_wire.h"
 
+namespace cfx::ft {
+class MembershipMaster;
+}
+
 namespace cfx::core {
+
+// The membership master (faulttol/member_master.h) as the api layer starts it (cfxMasterStart): with the options of
+// its knobs. Stopping it is destroying it.
+class Master {
+ public:
+  // Listens on `address` (port 0: any free port) and starts serving. `secret` authenticates members.
+  static Result<std::unique_ptr<Master>> start(const sockaddr_storage& address, std::vector<uint8_t> secret);
+  ~Master();
+  Master(const Master&) = delete;
+  Master& operator=(const Master&) = delete;
+  const sockaddr_storage& address() const;
+  // The current epoch and its members.
+  struct Snapshot {
+    uint64_t epoch = 0;
+    int members = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  explicit Master(std::unique_ptr<ft::MembershipMaster> master);
+  std::unique_ptr<ft::MembershipMaster> master_;
+};
 
 struct EpochInfo {
   uint64_t epoch = 0;

@@ -20,7 +20,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,74 +42,17 @@ struct PeerInfo {
   uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid; 0 when unknown
 };
 
-// Whether b's pid names b's process in a's pid namespace too (same host, same known pid namespace). Ranks in
-// containers on one host can share its network and /dev/shm but not their pid namespaces; a peer's pid then names
-// another process of this namespace, or none, so probing it would declare a healthy peer gone.
-inline bool pidVisible(const PeerInfo& a, const PeerInfo& b) {
-  return a.hostHash == b.hostHash && a.pidNamespace != 0 && a.pidNamespace == b.pidNamespace;
-}
-
-// Inline polling (tcp owner-driven I/O, ucx inline progress): an owner whose recv ring is empty drives its transport
-// itself on every this many empty polls. A system call or a worker progress that finds nothing costs about as much
-// as 10-20 polls of the ring, and the executor's spin before it sleeps stays short this way.
-inline constexpr uint32_t kInlinePollEvery = 8;
-
-// Owner-driven I/O (tcp_connection.h, ucx_proxy.h): an owner that moves its links' bytes itself ticks a counter at
-// every drive, and the transport's proxy thread keeps off the sockets (or the worker) while the count moves, looking
-// again every park step; once it stands still for a step (the owner sleeps, or went back to its application with
-// bytes in flight) the proxy works as before. The step is long enough that an owner reducing a slot between two
-// drives keeps them (a 128 KiB reduction takes 10-40 us here) and short against the owner's spin before it sleeps:
-// 50 us made 2-rank tcp all-reduces of 64 KiB-1 MiB 25-35 % slower than 200 us, 1000 us gained nothing over 200.
-inline constexpr std::chrono::microseconds kOwnerParkStep{200};
-
-// The proxy's side: at each wake-up, whether the owner is driving: its count moved since the last look, and that
-// look was recent (at most two park steps ago) or the proxy was parked. After a long sleep a moved count says only
-// that the owner drove at some time, so the proxy then takes a round itself first. Proxy thread only.
-class OwnerWatch {
- public:
-  explicit OwnerWatch(uint64_t ticks) : seen_(ticks), lastLook_(std::chrono::steady_clock::now()) {}
-  bool ownerDriving(uint64_t ticks, bool parked) {
-    const auto now = std::chrono::steady_clock::now();
-    const bool driving = ticks != seen_ && (parked || now - lastLook_ <= 2 * kOwnerParkStep);
-    seen_ = ticks;
-    lastLook_ = now;
-    return driving;
-  }
-
- private:
-  uint64_t seen_;
-  std::chrono::steady_clock::time_point lastLook_;
-};
-
-// How many of `peers` (rank included) share rank's host.
-inline int ranksOnHostOf(const std::vector<PeerInfo>& peers, int rank) {
-  int n = 0;
-  for (const PeerInfo& p : peers) n += p.hostHash == peers[static_cast<size_t>(rank)].hostHash ? 1 : 0;
-  return n;
-}
-
-// Rank's position among the ranks of `peers` that share its host, in rank order.
-inline int localIndexOf(const std::vector<PeerInfo>& peers, int rank) {
-  int n = 0;
-  for (int r = 0; r < rank; ++r)
-    n += peers[static_cast<size_t>(r)].hostHash == peers[static_cast<size_t>(rank)].hostHash;
-  return n;
-}
-
-// The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`. When the bytes
-// lie in memory the sender exported (shm_export.h: ncclMemAlloc's host blocks), the block is named too, so the
-// receiver can map it and read with plain loads instead of a system call per piece.
+// The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`. The sending end may
+// say more about where the bytes lie in `detail`, for its own kind of receiver only (shm names the exported block
+// holding them, so the receiver can map it and read with plain loads: shm_fifo.cc); all zeros when it says nothing.
 struct DirectRegion {
   uint64_t magic = 0;  // kDirectMagic
   uint64_t address = 0;
   uint64_t bytes = 0;
   int32_t pid = 0;
-  int32_t blockFd = -1;     // the block's fd in the sender; -1 when the bytes are not in an exported block
-  uint64_t blockId = 0;     // 0 when not exported
-  uint64_t blockBase = 0;   // the block's first byte in the sender's address space
-  uint64_t blockBytes = 0;
-  uint64_t nonce = 0;       // the sender's process nonce
+  unsigned char detail[36] = {};
 };
+static_assert(sizeof(DirectRegion) == 64, "a DirectRegion fills one cache line of a slot");
 inline constexpr uint64_t kDirectMagic = 0x3230544345524944ull;  // "DIRECT02"
 // Set in a slot's tag when the slot holds a DirectRegion (bit 31: primitives/ keep message sizes in bits 0..30).
 inline constexpr uint64_t kDirectTagFlag = uint64_t{1} << 31;

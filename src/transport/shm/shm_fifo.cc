@@ -17,6 +17,45 @@
 
 namespace cfx::transport::shm {
 
+namespace {
+
+// What a shm sender says in DirectRegion::detail: the exported block holding the bytes (shm_export.h) and its
+// process's nonce; block id 0 when the bytes are in no exported block. Laid out as fd, id, base, bytes, nonce.
+struct BlockDetail {
+  ExportedBlock block;
+  uint64_t nonce = 0;
+};
+constexpr size_t kDetailBytes = sizeof(int32_t) + 4 * sizeof(uint64_t);
+static_assert(kDetailBytes <= sizeof(DirectRegion::detail));
+
+void putBlockDetail(const ExportedBlock& block, uint64_t nonce, DirectRegion* region) {
+  const auto fd = static_cast<int32_t>(block.fd);
+  const auto base = static_cast<uint64_t>(block.base);
+  unsigned char* d = region->detail;
+  std::memcpy(d, &fd, sizeof(fd));
+  std::memcpy(d + 4, &block.id, 8);
+  std::memcpy(d + 12, &base, 8);
+  std::memcpy(d + 20, &block.bytes, 8);
+  std::memcpy(d + 28, &nonce, 8);
+}
+
+BlockDetail blockDetail(const DirectRegion& region) {
+  const unsigned char* d = region.detail;
+  int32_t fd = 0;
+  uint64_t base = 0;
+  BlockDetail out;
+  std::memcpy(&fd, d, sizeof(fd));
+  std::memcpy(&out.block.id, d + 4, 8);
+  std::memcpy(&base, d + 12, 8);
+  std::memcpy(&out.block.bytes, d + 20, 8);
+  std::memcpy(&out.nonce, d + 28, 8);
+  out.block.fd = fd;
+  out.block.base = static_cast<uintptr_t>(base);
+  return out;
+}
+
+}  // namespace
+
 ShmSendEnd::ShmSendEnd(FifoView fifo, const FifoGeometry& geometry, std::shared_ptr<const ShmPeer> receiver,
                        size_t directThreshold, bool anyBuffer)
     : fifo_(fifo),
@@ -69,13 +108,7 @@ bool ShmSendEnd::describeDirect(const void* p, size_t bytes, DirectRegion* regio
   const std::optional<ExportedBlock> block = findExported(p, bytes);
   if (!block && !anyBuffer_) return false;
   SendEnd::describeDirect(p, bytes, region);
-  if (block) {
-    region->blockFd = block->fd;
-    region->blockId = block->id;
-    region->blockBase = block->base;
-    region->blockBytes = block->bytes;
-    region->nonce = processNonce();
-  }
+  if (block) putBlockDetail(*block, processNonce(), region);
   return true;
 }
 
@@ -148,9 +181,10 @@ Status ShmRecvEnd::checkRegion(const DirectRegion& region, size_t offset, size_t
                                    "off: it runs a different Conflux build or its memory is corrupt",
                                    who().c_str()));
   }
-  const bool inBlock = region.blockId == 0 ||
-                       (region.address >= region.blockBase && region.address - region.blockBase <= region.blockBytes &&
-                        region.bytes <= region.blockBytes - (region.address - region.blockBase) && region.blockFd >= 0);
+  const BlockDetail d = blockDetail(region);
+  const bool inBlock = d.block.id == 0 ||
+                       (region.address >= d.block.base && region.address - d.block.base <= d.block.bytes &&
+                        region.bytes <= d.block.bytes - (region.address - d.block.base) && d.block.fd >= 0);
   if (region.magic != kDirectMagic || region.pid != sender_->pid() || offset > region.bytes ||
       bytes > region.bytes - offset || region.address + region.bytes < region.address || !inBlock) {
     return Status::error(Errc::RemoteError,
@@ -164,9 +198,9 @@ Status ShmRecvEnd::checkRegion(const DirectRegion& region, size_t offset, size_t
 Result<const char*> ShmRecvEnd::mapDirect(const DirectRegion& region) {
   CFX_TRY(checkRegion(region, 0, 0));
   if (sameProcess_) return reinterpret_cast<const char*>(static_cast<uintptr_t>(region.address));
-  if (region.blockId == 0) return static_cast<const char*>(nullptr);
-  auto base = mapPeerBlock(sender_->pid(), region.nonce,
-                           ExportedBlock{region.blockId, region.blockFd, region.blockBase, region.blockBytes});
+  const BlockDetail d = blockDetail(region);
+  if (d.block.id == 0) return static_cast<const char*>(nullptr);
+  auto base = mapPeerBlock(sender_->pid(), d.nonce, d.block);
   if (!base.ok()) {
     // process_vm_readv may still work (the probe at init proved it did); say once why this pair is slower.
     if (!mapFailureLogged_) {
@@ -176,12 +210,14 @@ Result<const char*> ShmRecvEnd::mapDirect(const DirectRegion& region) {
     }
     return static_cast<const char*>(nullptr);
   }
-  return *base + (region.address - region.blockBase);
+  return *base + (region.address - d.block.base);
 }
 
 void ShmRecvEnd::unmapDirect(const DirectRegion& region) {
-  if (sameProcess_ || region.blockId == 0) return;
-  unpinPeerBlock(sender_->pid(), region.nonce, region.blockId);
+  if (sameProcess_) return;
+  const BlockDetail d = blockDetail(region);
+  if (d.block.id == 0) return;
+  unpinPeerBlock(sender_->pid(), d.nonce, d.block.id);
 }
 
 Status ShmRecvEnd::readDirect(const DirectRegion& region, size_t offset, void* dst, size_t bytes) {

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <new>
 
+#include "transport/owner_drive.h"
+
 namespace cfx::transport::tcp {
 
 namespace {

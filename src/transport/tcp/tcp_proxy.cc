@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/thread_affinity.h"
+#include "transport/owner_drive.h"
 
 namespace cfx::transport::tcp {
 

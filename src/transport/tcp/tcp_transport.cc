@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "common/thread_affinity.h"
+#include "transport/peer_info.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_connector.h"
 #include "transport/tcp/tcp_handshake.h"

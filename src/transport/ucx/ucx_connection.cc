@@ -12,6 +12,8 @@
 #include <cstring>
 #include <new>
 
+#include "transport/owner_drive.h"
+
 namespace cfx::transport::ucx {
 
 void SlotRing::AlignedFree::operator()(uint8_t* p) const { std::free(p); }

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/thread_affinity.h"
 #include "common/wire.h"
+#include "transport/owner_drive.h"
 #include "transport/ucx/ucx_hello.h"
 
 namespace cfx::transport::ucx {

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/thread_affinity.h"
 #include "common/wire.h"
+#include "transport/peer_info.h"
 #include "transport/ucx/ucx_hello.h"
 #include "transport/ucx/ucx_proxy.h"
 
