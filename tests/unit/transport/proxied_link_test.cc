@@ -49,6 +49,14 @@ struct Rig {
   ProxiedSendEnd send{link};
   ProxiedRecvEnd recv{link};
 
+  // The owner: posts a one-byte message into every slot of the send ring.
+  void fill() {
+    for (int i = 0; i < kGeometry.nSlots; ++i) {
+      ASSERT_NE(send.tryAcquire(), nullptr);
+      send.post(1, 1);
+    }
+  }
+
   // The proxy: moves every posted send slot to the recv ring, as a loopback wire would.
   void loop() {
     SlotRing& out = link->sendRing();
@@ -106,10 +114,7 @@ TEST(ProxiedLink, PostWakesTheProxyOnlyWhereTheOwnerDidNotDrive) {
 
 TEST(ProxiedLink, AFullSendRingAsksTheLinkEveryFewPolls) {
   Rig rig;
-  for (int i = 0; i < kGeometry.nSlots; ++i) {
-    ASSERT_NE(rig.send.tryAcquire(), nullptr);
-    rig.send.post(1, 1);
-  }
+  rig.fill();
   rig.link->moments.clear();
   for (uint32_t i = 1; i < kInlinePollEvery; ++i) EXPECT_EQ(rig.send.tryAcquire(), nullptr);
   EXPECT_TRUE(rig.link->moments.empty());
@@ -130,10 +135,7 @@ TEST(ProxiedLink, AnEmptyRecvRingAsksTheLinkEveryFewPolls) {
 
 TEST(ProxiedLink, ReleaseSaysWhetherTheRingWasFull) {
   Rig rig;
-  for (int i = 0; i < kGeometry.nSlots; ++i) {
-    ASSERT_NE(rig.send.tryAcquire(), nullptr);
-    rig.send.post(1, 1);
-  }
+  rig.fill();
   rig.loop();
   rig.link->moments.clear();
   size_t bytes = 0;
