@@ -119,7 +119,7 @@ class LinkRun {
  private:
   const int nStreams_;
   std::shared_ptr<tcp::TcpLink> link_;
-  tcp::TcpRecvEnd owner_;
+  cfx::transport::link::ProxiedRecvEnd owner_;
   std::vector<bool> stalled_;
   std::map<uint64_t, SlotSeen> seen_;
   uint64_t consumed_ = 0;

@@ -1,23 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// The TCP transport's slot FIFOs, its ends, the stripe bookkeeping of a link, and the proxy-side stripe I/O of
-// one socket (transport layer).
+// The TCP transport's link (its stripe bookkeeping and owner-driven hooks) and the proxy-side stripe I/O of one
+// socket (transport layer).
 #include "transport/tcp/tcp_connection.h"
 
 #include <endian.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <new>
-
-#include "transport/owner_drive.h"
 
 namespace cfx::transport::tcp {
 
@@ -26,51 +20,11 @@ namespace {
 constexpr int kMaxIovecs = 32;
 }  // namespace
 
-void SlotRing::AlignedFree::operator()(uint8_t* p) const { std::free(p); }
-
-SlotRing::SlotRing(const FifoGeometry& geometry)
-    : slotBytes_(geometry.slotBytes), nSlots_(geometry.nSlots), headers_(new SlotHeader[geometry.nSlots]) {
-  const size_t total = slotBytes_ * static_cast<size_t>(nSlots_);
-  // 4 KiB alignment: slots start on page boundaries (slotBytes is a multiple of 64), which the kernel's copy
-  // routines like, and which a later zero-copy path needs.
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
-  if (p == nullptr) throw std::bad_alloc();
-  data_.reset(p);
-}
-
-Result<std::shared_ptr<ProxyWaker>> ProxyWaker::create() {
-  net::UniqueFd fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!fd.valid()) return Status::error(Errc::SystemError, strprintf("tcp: eventfd(): %s", std::strerror(errno)));
-  return std::make_shared<ProxyWaker>(std::move(fd));
-}
-
-void ProxyWaker::wake() {
-  // acq_rel pairs with drain()'s exchange: if ours is ordered before it, the proxy's acquire sees every store
-  // this thread made before wake(); if after, we read false and write the eventfd, so the proxy wakes again.
-  if (!pending_.exchange(true, std::memory_order_acq_rel)) {
-    const uint64_t one = 1;
-    // The only possible failure is a counter overflow after 2^64 wakes, which cannot happen.
-    (void)!::write(fd_.get(), &one, sizeof(one));
-  }
-}
-
-void ProxyWaker::drain() {
-  uint64_t count = 0;
-  (void)!::read(fd_.get(), &count, sizeof(count));
-  // acq_rel: see wake().
-  pending_.exchange(false, std::memory_order_acq_rel);
-}
-
 TcpLink::TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
                  uint32_t minStripeBytes, std::vector<std::shared_ptr<ProxyWaker>> wakers)
-    : peer_(peer),
-      channel_(channel),
-      description_(std::move(description)),
-      send_(geometry),
-      recv_(geometry),
+    : ProxiedLink(peer, channel, std::move(description), geometry, /*room=*/0, std::move(wakers), "tcp"),
       nStreams_(nStreams),
       minStripeBytes_(minStripeBytes),
-      wakers_(std::move(wakers)),
       txNext_(static_cast<size_t>(nStreams), 0),
       rxNext_(static_cast<size_t>(nStreams), 0),
       rxSlots_(static_cast<size_t>(geometry.nSlots)) {}
@@ -81,8 +35,8 @@ bool TcpLink::streamSent(int stream, uint64_t next) {
   const uint64_t freed = *std::min_element(txNext_.begin(), txNext_.end());
   if (freed == txFreed_) return false;
   txFreed_ = freed;
-  // Release pairs with TcpSendEnd::tryAcquire()'s acquire load: the owner may now overwrite these slots.
-  send_.tail.store(freed, std::memory_order_release);
+  // Release pairs with ProxiedSendEnd::tryAcquire()'s acquire load: the owner may now overwrite these slots.
+  sendRing().tail.store(freed, std::memory_order_release);
   return true;
 }
 
@@ -96,7 +50,7 @@ uint64_t TcpLink::sendWindowEnd() {
 
 TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::string* why) {
   std::lock_guard<std::mutex> lock(stripeMutex_);
-  const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
+  const auto nSlots = static_cast<uint64_t>(recvRing().nSlots());
   const StripeLayout layout = this->layout(h.bytes);
   uint64_t& next = rxNext_[static_cast<size_t>(stream)];
   if (h.seq < next || (stream == 0 && h.seq != next)) {
@@ -105,8 +59,8 @@ TcpLink::Admit TcpLink::admitStripe(int stream, const StripeHeader& h, std::stri
                   stream, stream == 0 ? "" : "at least ", static_cast<unsigned long long>(next));
     return Admit::Reject;
   }
-  // Acquire pairs with TcpRecvEnd::release()'s release store: the owner is done with slots before tail.
-  if (h.seq - recv_.tail.load(std::memory_order_acquire) >= nSlots) return Admit::Wait;
+  // Acquire pairs with ProxiedRecvEnd::release()'s release store: the owner is done with slots before tail.
+  if (h.seq - recvRing().tail.load(std::memory_order_acquire) >= nSlots) return Admit::Wait;
   // A stream never skips a slot that has a stripe on it: check the slots it jumps over that are already known.
   for (uint64_t s = std::max(next, rxPublished_); s < h.seq; ++s) {
     const RxSlot& skipped = rxSlots_[s % nSlots];
@@ -144,28 +98,20 @@ bool TcpLink::streamEnded(int) {
 
 bool TcpLink::stripeArrived(uint64_t seq) {
   std::lock_guard<std::mutex> lock(stripeMutex_);
-  const auto nSlots = static_cast<uint64_t>(recv_.nSlots());
+  const auto nSlots = static_cast<uint64_t>(recvRing().nSlots());
   ++rxSlots_[seq % nSlots].arrived;
   const uint64_t before = rxPublished_;
   for (;;) {
     RxSlot& slot = rxSlots_[rxPublished_ % nSlots];
     if (!slot.known || slot.arrived < slot.stripes) break;
-    recv_.header(rxPublished_) = SlotHeader{slot.bytes, slot.tag};
+    recvRing().header(rxPublished_) = SlotHeader{slot.bytes, slot.tag};
     slot = RxSlot{};
     ++rxPublished_;
   }
   if (rxPublished_ == before) return false;
-  // Release pairs with TcpRecvEnd::tryPeek()'s acquire load: every stripe and the header are visible.
-  recv_.head.store(rxPublished_, std::memory_order_release);
+  // Release pairs with ProxiedRecvEnd::tryPeek()'s acquire load: every stripe and the header are visible.
+  recvRing().head.store(rxPublished_, std::memory_order_release);
   return true;
-}
-
-void TcpLink::fail(Status error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failed_.load(std::memory_order_relaxed)) return;  // under mutex_: the first failure wins
-  error_ = std::move(error);
-  // Release pairs with failed()'s acquire load.
-  failed_.store(true, std::memory_order_release);
 }
 
 void TcpLink::attachStream(TcpStream* stream) {
@@ -194,87 +140,25 @@ bool TcpLink::sendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag) 
   return streams_[0]->trySendFrom(s, src, bytes, tag);
 }
 
-Status TcpLink::status() const {
-  if (!failed()) return Status();
-  std::lock_guard<std::mutex> lock(mutex_);
-  return error_;
-}
-
-void* TcpSendEnd::tryAcquire() {
-  SlotRing& ring = link_->sendRing();
-  const auto nSlots = static_cast<uint64_t>(ring.nSlots());
-  if (next_ - freedSeen_ >= nSlots) {
-    // Acquire pairs with the proxy's release store of tail in progressSend(): the slot's old frame is out.
-    freedSeen_ = ring.tail.load(std::memory_order_acquire);
-    if (next_ - freedSeen_ >= nSlots) {
-      // Owner-driven I/O (tcp_connection.h): what frees a slot is our own sending.
-      if (!link_->inlineEnabled() || ++fullPolls_ % kInlinePollEvery != 0) return nullptr;
-      if (!link_->driveHealthy(/*sendOnly=*/true)) return nullptr;
-      freedSeen_ = ring.tail.load(std::memory_order_acquire);
-      if (next_ - freedSeen_ >= nSlots) return nullptr;
-    }
+bool TcpLink::driveFromOwner(link::OwnerMoment moment) {
+  if (!inline_) return false;
+  switch (moment) {
+    case link::OwnerMoment::SendFull:
+    case link::OwnerMoment::Posted:
+      // What frees a slot is our own sending; a post goes out at once. The proxy is woken where it holds a stream
+      // or the link failed (it closes what died), and otherwise takes over what stays queued once this owner stops
+      // driving (tcp_proxy.h).
+      return driveHealthy(/*sendOnly=*/true);
+    case link::OwnerMoment::RecvEmpty:
+      // The message may be in the socket, with the proxy asleep.
+      return driveHealthy(/*sendOnly=*/false);
+    case link::OwnerMoment::Released:
+      return true;
+    case link::OwnerMoment::ReleasedFull:
+      // Read the stripe that waited for this slot (TcpLink::admitStripe) here, unless the proxy holds the stream.
+      return driveInline(/*sendOnly=*/false);
   }
-  return ring.slot(next_);
-}
-
-void TcpSendEnd::post(size_t bytes, uint64_t tag) {
-  SlotRing& ring = link_->sendRing();
-  assert(bytes <= ring.slotBytes() && "post() beyond slotBytes()");
-  assert(next_ - freedSeen_ < static_cast<uint64_t>(ring.nSlots()) && "post() without a slot from tryAcquire()");
-  ring.header(next_) = SlotHeader{bytes, tag};
-  ++next_;
-  // Release pairs with the proxy's acquire load of head in progressSend(): payload and header are visible.
-  ring.head.store(next_, std::memory_order_release);
-  // Owner-driven I/O sends at once; the proxy is woken where it holds a stream or the link failed (it closes what
-  // died), and otherwise takes over what stays queued once this owner stops driving (tcp_proxy.h).
-  if (link_->inlineEnabled() && link_->driveHealthy(/*sendOnly=*/true)) return;
-  link_->wakeProxy();
-}
-
-void TcpSendEnd::postFrom(const void* src, size_t bytes, uint64_t tag) {
-  SlotRing& ring = link_->sendRing();
-  assert(bytes <= ring.slotBytes() && "postFrom() beyond slotBytes()");
-  assert(next_ - freedSeen_ < static_cast<uint64_t>(ring.nSlots()) && "postFrom() without a slot from tryAcquire()");
-  if (sendsFromCaller() && link_->sendFrom(next_, src, bytes, tag)) {
-    ++next_;                                  // published by sendFrom()
-    if (link_->failed()) link_->wakeProxy();  // the proxy closes what died
-    return;
-  }
-  std::memcpy(ring.slot(next_), src, bytes);
-  post(bytes, tag);
-}
-
-const void* TcpRecvEnd::tryPeek(size_t* bytes, uint64_t* tag) {
-  SlotRing& ring = link_->recvRing();
-  if (next_ == publishedSeen_) {
-    // Acquire pairs with the proxy's release store of head in progressRecv(): the frame is complete.
-    publishedSeen_ = ring.head.load(std::memory_order_acquire);
-    if (next_ == publishedSeen_) {
-      if (!link_->inlineEnabled() || ++emptyPeeks_ % kInlinePollEvery != 0) return nullptr;
-      // Owner-driven I/O (file comment of tcp_connection.h): the message may be in the socket, with the proxy
-      // asleep. A failure it finds is in the link for check().
-      if (!link_->driveHealthy(/*sendOnly=*/false)) return nullptr;
-      publishedSeen_ = ring.head.load(std::memory_order_acquire);
-      if (next_ == publishedSeen_) return nullptr;
-    }
-  }
-  const SlotHeader& h = ring.header(next_);
-  *bytes = static_cast<size_t>(h.bytes);
-  *tag = h.tag;
-  return ring.slot(next_);
-}
-
-void TcpRecvEnd::release() {
-  SlotRing& ring = link_->recvRing();
-  assert(next_ < publishedSeen_ && "release() without a slot from tryPeek()");
-  // A stripe can be waiting for a free slot only while the ring is full (TcpLink::admitStripe).
-  const bool wasFull = ring.head.load(std::memory_order_acquire) - next_ >= static_cast<uint64_t>(ring.nSlots());
-  ++next_;
-  // Release pairs with the proxy's acquire load of tail in progressRecv(): we are done reading the slot.
-  ring.tail.store(next_, std::memory_order_release);
-  // Owner-driven I/O reads the stripe that waited for this slot itself, unless the proxy holds the stream; an
-  // owner that is not driving wakes the proxy for every slot, which may have been the one a stripe waited for.
-  if (!link_->inlineEnabled() || (wasFull && !link_->driveInline(/*sendOnly=*/false))) link_->wakeProxy();
+  return false;
 }
 
 TcpStream::TcpStream(net::Socket socket, std::shared_ptr<TcpLink> link, int index, SocketKeys keys)
@@ -437,7 +321,7 @@ bool TcpStream::progressSend() {
   SlotRing& ring = link_->sendRing();
   bool freed = false;
   while (!dead()) {
-    // Acquire pairs with TcpSendEnd::post()'s release store: posted payloads and headers are visible.
+    // Acquire pairs with ProxiedSendEnd::post()'s release store: posted payloads and headers are visible.
     const uint64_t posted = std::min(ring.head.load(std::memory_order_acquire), link_->sendWindowEnd());
     freed |= skipForeignSlots(posted);
     if (txSlot_ == posted || !canWrite_) break;

@@ -6,11 +6,9 @@
 //   SendEnd::tryAcquire/post  -> send ring -> TcpStream::progressSend (per socket) -> stripe frames ->
 //   RecvEnd::tryPeek/release  <- recv ring <- TcpStream::progressRecv (per socket) <- stripe frames <-
 //
-// Each ring is single-producer/single-consumer: `head` counts slots published by the producer, `tail` slots
-// given back by the consumer; both only grow. For the send ring the owner produces and the proxy consumes (a
-// slot is given back once every stream has handed every byte of its stripe to the kernel); for the recv ring the
-// proxy produces (a slot is published once all its stripes have arrived, and only after every earlier slot) and
-// the owner consumes.
+// The rings, the ends and their owner-driven hooks are the proxied link's (transport/link/proxied_link.h); a slot
+// is given back to the owner once every stream has handed every byte of its stripe to the kernel, and published
+// once all its stripes have arrived, and only after every earlier slot.
 //
 // Striping: a link has nStreams TcpStreams (sockets); tcp_stripe.h says how a slot is cut into stripes. Each
 // stream sends and receives its stripes in slot order, independently of the others, so a slow socket holds back
@@ -39,6 +37,7 @@
 #include "common/crypto.h"
 #include "common/socket.h"
 #include "common/status.h"
+#include "transport/link/proxied_link.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
@@ -47,87 +46,17 @@ namespace cfx::transport::tcp {
 
 class TcpStream;
 
-// What a ring keeps next to each slot: its payload size and tag.
-struct SlotHeader {
-  uint64_t bytes = 0;
-  uint64_t tag = 0;
-};
+using link::ProxyWaker;
+using link::SlotHeader;
+using link::SlotRing;
 
-// nSlots x slotBytes of payload plus one header per slot. See the file comment for head/tail.
-class SlotRing {
- public:
-  explicit SlotRing(const FifoGeometry& geometry);
-  SlotRing(const SlotRing&) = delete;
-  SlotRing& operator=(const SlotRing&) = delete;
-
-  size_t slotBytes() const { return slotBytes_; }
-  int nSlots() const { return nSlots_; }
-  uint8_t* slot(uint64_t index) { return data_.get() + (index % static_cast<uint64_t>(nSlots_)) * slotBytes_; }
-  SlotHeader& header(uint64_t index) { return headers_[index % static_cast<uint64_t>(nSlots_)]; }
-
-  // Written only by the producer (release), read by the consumer (acquire): see the users for the pairing.
-  alignas(64) std::atomic<uint64_t> head{0};
-  // Written only by the consumer (release), read by the producer (acquire).
-  alignas(64) std::atomic<uint64_t> tail{0};
-
- private:
-  struct AlignedFree {
-    void operator()(uint8_t* p) const;
-  };
-  size_t slotBytes_;
-  int nSlots_;
-  std::unique_ptr<uint8_t[], AlignedFree> data_;
-  std::unique_ptr<SlotHeader[]> headers_;
-};
-
-// Wakes the proxy thread out of epoll_wait through an eventfd. Wakes are coalesced: only the first wake() after
-// the proxy drained the eventfd costs a system call, so posting many slots in a row stays cheap.
-class ProxyWaker {
- public:
-  static Result<std::shared_ptr<ProxyWaker>> create();
-  explicit ProxyWaker(net::UniqueFd fd) : fd_(std::move(fd)) {}
-  // Any thread; never blocks.
-  void wake();
-  // Proxy thread, when epoll reports the eventfd: clears it. Everything published before the wake() that set
-  // it is visible to the proxy after this returns.
-  void drain();
-  int fd() const { return fd_.get(); }
-  // Owner activity: an owner driving its sockets ticks every proxy of the link; a proxy that sees the count move
-  // keeps off the sockets (tcp_proxy.h). Relaxed: a hint, which the proxy reads once per wake-up.
-  void tick() { ticks_.fetch_add(1, std::memory_order_relaxed); }
-  uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
-
- private:
-  net::UniqueFd fd_;
-  alignas(64) std::atomic<uint64_t> ticks_{0};
-  // True from the first wake() until drain(): wake() writes the eventfd only on the false -> true edge.
-  std::atomic<bool> pending_{false};
-};
-
-// What the ends and the proxy share about one (peer, channel) connection: the rings, its health, and the
-// proxy's bookkeeping of which stripes have gone out and come in.
-class TcpLink {
+// The proxied link of one (peer, channel) connection, with the proxy's bookkeeping of which stripes have gone out
+// and come in, and the streams the owner drives inline.
+class TcpLink final : public link::ProxiedLink {
  public:
   // `wakers`: those of every proxy thread that serves one of the link's streams.
   TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
           uint32_t minStripeBytes, std::vector<std::shared_ptr<ProxyWaker>> wakers);
-
-  int peer() const { return peer_; }
-  int channel() const { return channel_; }
-  // "peer rank 3 (host-b pid 4242, 10.0.0.2:41234), channel 0": for error messages.
-  const std::string& description() const { return description_; }
-  SlotRing& sendRing() { return send_; }
-  SlotRing& recvRing() { return recv_; }
-  void wakeProxy() {
-    for (const auto& waker : wakers_) waker->wake();
-  }
-  // Owner thread, at each inline drive: tells the proxies the owner is driving (file comment).
-  void tickProxies() {
-    for (const auto& waker : wakers_) waker->tick();
-  }
-
-  // Records the first failure; later ones are ignored. Any thread.
-  void fail(Status error);
 
   // ---- owner-driven I/O (file comment) ----
   // Set before the proxies start, cleared before they are destroyed (the streams are theirs).
@@ -148,20 +77,20 @@ class TcpLink {
   // Owner thread, one-socket owner-driven links: publishes send slot s with `bytes` bytes at src and tag, handing
   // them to the socket from src when nothing is queued before it (what the socket does not take is copied into
   // the slot). False, with nothing done, when the stream is busy or not idle: the caller copies and posts.
-  bool sendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag);
+  bool sendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag) override;
   void setInline(bool on) { inline_ = on; }
   bool inlineEnabled() const { return inline_; }
-  bool failed() const {
-    // Acquire pairs with fail()'s release store: a reader that sees true also sees error_.
-    return failed_.load(std::memory_order_acquire);
-  }
-  Status status() const;
+  // The ends' hooks (proxied_link.h): sends and reads from the owner's thread where inline I/O is on.
+  bool driveFromOwner(link::OwnerMoment moment) override;
+  bool sendsFromCaller() const override { return inline_ && nStreams_ == 1; }
 
   int nStreams() const { return nStreams_; }
   StripeLayout layout(size_t bytes) const { return stripeLayout(bytes, nStreams_, minStripeBytes_); }
   StripeLimits stripeLimits(int stream) const {
-    return StripeLimits{
-        .stream = stream, .nStreams = nStreams_, .slotBytes = recv_.slotBytes(), .minStripeBytes = minStripeBytes_};
+    return StripeLimits{.stream = stream,
+                        .nStreams = nStreams_,
+                        .slotBytes = recvRing().slotBytes(),
+                        .minStripeBytes = minStripeBytes_};
   }
 
   // ---- proxy threads only ----
@@ -201,14 +130,8 @@ class TcpLink {
     int arrived = 0;
   };
 
-  const int peer_;
-  const int channel_;
-  const std::string description_;
-  SlotRing send_;
-  SlotRing recv_;
   const int nStreams_;
   const uint32_t minStripeBytes_;
-  std::vector<std::shared_ptr<ProxyWaker>> wakers_;
   std::mutex stripeMutex_;        // guards the proxy-side state below
   std::vector<uint64_t> txNext_;  // by stream: first slot not yet fully sent by it
   uint64_t txFreed_ = 0;          // the send ring's tail as last stored
@@ -216,48 +139,9 @@ class TcpLink {
   std::vector<RxSlot> rxSlots_;   // by slot index modulo nSlots, for slots [recv head, recv tail + nSlots)
   uint64_t rxPublished_ = 0;      // the recv ring's head as last stored
   int rxEnded_ = 0;               // streams that read an orderly end of stream
-  std::atomic<bool> failed_{false};
-  mutable std::mutex mutex_;  // guards error_
-  Status error_;
   bool inline_ = false;
   std::mutex streamsMutex_;               // guards streams_ against detachStreams(); the owner only try-locks it
   std::vector<TcpStream*> streams_;       // for inline I/O; owned by the proxies
-};
-
-// The owner's view of the send direction. Keeps the link (and so the rings) alive even if the TcpTransport is
-// destroyed first; check() then reports the connection as closed.
-class TcpSendEnd final : public SendEnd {
- public:
-  explicit TcpSendEnd(std::shared_ptr<TcpLink> link) : link_(std::move(link)) {}
-  void* tryAcquire() override;
-  void post(size_t bytes, uint64_t tag) override;
-  bool sendsFromCaller() const override { return link_->inlineEnabled() && link_->nStreams() == 1; }
-  void postFrom(const void* src, size_t bytes, uint64_t tag) override;
-  size_t slotBytes() const override { return link_->sendRing().slotBytes(); }
-  int nSlots() const override { return link_->sendRing().nSlots(); }
-  Status check() override { return link_->status(); }
-  const char* kind() const override { return "tcp"; }
-
- private:
-  std::shared_ptr<TcpLink> link_;
-  uint64_t next_ = 0;       // the slot tryAcquire() hands out; equals the ring's head
-  uint64_t freedSeen_ = 0;  // the ring's tail as last loaded
-  uint32_t fullPolls_ = 0;  // tryAcquire()s that found every slot in flight, to space out inline sends
-};
-
-class TcpRecvEnd final : public RecvEnd {
- public:
-  explicit TcpRecvEnd(std::shared_ptr<TcpLink> link) : link_(std::move(link)) {}
-  const void* tryPeek(size_t* bytes, uint64_t* tag) override;
-  void release() override;
-  Status check() override { return link_->status(); }
-  const char* kind() const override { return "tcp"; }
-
- private:
-  std::shared_ptr<TcpLink> link_;
-  uint64_t next_ = 0;           // the slot tryPeek() returns; equals the ring's tail
-  uint64_t publishedSeen_ = 0;  // the ring's head as last loaded
-  uint32_t emptyPeeks_ = 0;     // tryPeek()s that found nothing, to space out inline reads
 };
 
 // One socket of a link (stream `index` of link().nStreams()), driven by its proxy thread and, inline, by the

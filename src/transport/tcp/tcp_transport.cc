@@ -184,16 +184,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
                                    "at most 1 GiB)",
                                    g.nSlots, g.slotBytes));
   }
-  for (int ch = 0; ch < kNumChannels; ++ch) {
-    for (int p = 0; p < nRanks; ++p) {
-      if (p == bootstrap.rank() || !connect[static_cast<size_t>(p)]) continue;
-      if (out.has(ch, p)) {
-        return Status::error(Errc::InvalidArgument,
-                             strprintf("tcp: channel %d to rank %d already has an end of another transport", ch, p));
-      }
-    }
-  }
-  return Status();
+  return link::checkEndsFree("tcp", bootstrap.rank(), connect, out);
 }
 
 // The smallest smoothed round trip the kernel measured on any socket to a peer (TCP_INFO: timed on the kernel's
@@ -379,7 +370,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   const bool inlineIo = options.inlineIo && ranksFitCpus(ranksOnHostOf(peers, rank));
   std::vector<std::shared_ptr<ProxyWaker>> wakers;
   for (int t = 0; t < nThreads; ++t) {
-    CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create());
+    CFX_TRY_ASSIGN(std::shared_ptr<ProxyWaker> waker, ProxyWaker::create("tcp"));
     wakers.push_back(std::move(waker));
   }
   std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
@@ -418,8 +409,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
     for (int ch = 0; ch < kNumChannels; ++ch) {
       const std::shared_ptr<TcpLink>& link = byKey[static_cast<size_t>(p * kNumChannels + ch)];
       if (link == nullptr) continue;
-      out.send[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<TcpSendEnd>(link);
-      out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<TcpRecvEnd>(link);
+      link::addEnds(link, out);
     }
   }
   CFX_INFO(log::Sys::Net,
@@ -441,20 +431,13 @@ TcpTransport::~TcpTransport() {
   for (auto& proxy : proxies_) proxy->requestStop(linger);
   for (auto& proxy : proxies_) proxy->join();
   proxies_.clear();  // closes every socket
-  for (auto& link : links_) {
-    link->fail(Status::error(
-        Errc::InvalidUsage,
-        strprintf("tcp: connection to %s was closed by this rank (transport destroyed)", link->description().c_str())));
-  }
+  for (auto& link : links_) link->failLocally(/*aborted=*/false);
   if (!links_.empty()) doorbell_.ring();
 }
 
 void TcpTransport::abort() {
   aborted_.store(true, std::memory_order_relaxed);
-  for (auto& link : links_) {
-    link->fail(Status::error(Errc::InvalidUsage,
-                             strprintf("tcp: connection to %s was aborted by this rank", link->description().c_str())));
-  }
+  for (auto& link : links_) link->failLocally(/*aborted=*/true);
   doorbell_.ring();
 }
 

@@ -142,7 +142,7 @@ UcxProxy::UcxProxy(UcxInstance instance, int rank, uint32_t key24, Doorbell& doo
 Result<std::unique_ptr<UcxProxy>> UcxProxy::create(UcxInstance instance, const Setup& setup, Doorbell& doorbell) {
   std::unique_ptr<UcxProxy> proxy(new UcxProxy(std::move(instance), setup.rank, setup.key24, doorbell));
   proxy->inlineProgress_ = setup.inlineProgress;
-  CFX_TRY_ASSIGN(proxy->waker_, ProxyWaker::create());
+  CFX_TRY_ASSIGN(proxy->waker_, ProxyWaker::create("ucx"));
   proxy->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (proxy->epoll_ < 0) {
     return Status::error(Errc::SystemError, strprintf("ucx: epoll_create1(): %s", std::strerror(errno)));
@@ -468,17 +468,18 @@ bool UcxProxy::stepSend(LinkState& s) {
   SlotRing& ring = s.link->sendRing();
   const auto n = static_cast<uint64_t>(s.nSlots);
   bool progressed = false;
-  // Acquire pairs with UcxSendEnd::post()'s release store: posted payloads and headers are visible.
+  // Acquire pairs with ProxiedSendEnd::post()'s release store: posted payloads and headers are visible.
   const uint64_t posted = ring.head.load(std::memory_order_acquire);
   while (!s.link->failed() && s.sendIssued < posted && s.sendIssued < s.peerReleased + n) {
     const uint64_t seq = s.sendIssued;
-    const size_t bytes = static_cast<size_t>(ring.headerBytes(seq));
+    const size_t bytes = static_cast<size_t>(ring.header(seq).bytes);
+    encodeFrameHeader(ring, seq);
     RequestContext& ctx = s.sendCtx[seq % n];
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = onSendDone;
     p.user_data = &ctx;
-    void* r = ucp_tag_send_nbx(s.peer->ep, ring.frame(seq), kFrameHeaderBytes + bytes,
+    void* r = ucp_tag_send_nbx(s.peer->ep, frame(ring, seq), kFrameHeaderBytes + bytes,
                                makeTag(key24_, TagKind::Data, s.link->channel(), rank_, seq), &p);
     if (!started(r, ctx, *s.link, "sending to")) break;
     if (r == nullptr) s.sendComplete[seq % n] = 1;
@@ -490,7 +491,7 @@ bool UcxProxy::stepSend(LinkState& s) {
     ++s.sendDone;
   }
   if (s.sendDone != before) {
-    // Release pairs with UcxSendEnd::tryAcquire()'s acquire load: the owner may now overwrite these slots.
+    // Release pairs with ProxiedSendEnd::tryAcquire()'s acquire load: the owner may now overwrite these slots.
     ring.tail.store(s.sendDone, std::memory_order_release);
     progressed = true;
   }
@@ -506,7 +507,8 @@ bool UcxProxy::stepRecv(LinkState& s) {
   while (s.recvPublished < s.recvPosted && s.recvComplete[s.recvPublished % n] != 0) {
     const uint64_t seq = s.recvPublished;
     const size_t length = s.recvLength[seq % n];
-    const uint64_t bytes = ring.headerBytes(seq);
+    const SlotHeader header = decodeFrameHeader(ring, seq);
+    const uint64_t bytes = header.bytes;
     if (length < kFrameHeaderBytes || bytes > ring.slotBytes() || length != kFrameHeaderBytes + bytes) {
       s.link->fail(Status::error(Errc::RemoteError,
                                  strprintf("ucx: %s sent a malformed frame (%zu bytes, header says %llu): the peer "
@@ -516,17 +518,18 @@ bool UcxProxy::stepRecv(LinkState& s) {
       progressed = true;
       break;
     }
+    ring.header(seq) = header;
     s.recvComplete[seq % n] = 0;
     ++s.recvPublished;
   }
   if (s.recvPublished != before) {
-    // Release pairs with UcxRecvEnd::tryPeek()'s acquire load: the whole frame is in the slot.
+    // Release pairs with ProxiedRecvEnd::tryPeek()'s acquire load: the whole frame is in the slot, its header read.
     ring.head.store(s.recvPublished, std::memory_order_release);
     progressed = true;
   }
   if (s.link->failed()) return progressed;
   // Post a receive on every slot the owner has given back (and on all of them at the start).
-  // Acquire pairs with UcxRecvEnd::release()'s release store: the owner is done reading those slots.
+  // Acquire pairs with ProxiedRecvEnd::release()'s release store: the owner is done reading those slots.
   const uint64_t released = ring.tail.load(std::memory_order_acquire);
   while (s.recvPosted < released + n) {
     const uint64_t seq = s.recvPosted;
@@ -537,7 +540,7 @@ bool UcxProxy::stepRecv(LinkState& s) {
     p.cb.recv = onRecvDone;
     p.user_data = &ctx;
     p.recv_info.tag_info = &info;
-    void* r = ucp_tag_recv_nbx(ucx_.worker.get(), ring.frame(seq), ring.maxFrameBytes(),
+    void* r = ucp_tag_recv_nbx(ucx_.worker.get(), frame(ring, seq), maxFrameBytes(ring),
                                makeTag(key24_, TagKind::Data, s.link->channel(), s.peer->rank, seq), kFullMask, &p);
     if (!started(r, ctx, *s.link, "receiving from")) return true;
     if (r == nullptr) recvFinished(&ctx, UCS_OK, &info);

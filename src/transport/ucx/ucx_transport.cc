@@ -43,16 +43,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
                                    "bytes)",
                                    g.nSlots, g.slotBytes, kMaxSlots));
   }
-  for (int ch = 0; ch < kNumChannels; ++ch) {
-    for (int p = 0; p < nRanks; ++p) {
-      if (p == bootstrap.rank() || !connect[static_cast<size_t>(p)]) continue;
-      if (out.has(ch, p)) {
-        return Status::error(Errc::InvalidArgument,
-                             strprintf("ucx: channel %d to rank %d already has an end of another transport", ch, p));
-      }
-    }
-  }
-  return Status();
+  return link::checkEndsFree("ucx", bootstrap.rank(), connect, out);
 }
 
 Result<uint32_t> tagKey(const Secret& secret) {
@@ -144,8 +135,7 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(Bootstrap& bootstrap,
     for (int ch = 0; ch < kNumChannels; ++ch) {
       std::shared_ptr<UcxLink> link = transport->proxy_->link(p, ch);
       if (link == nullptr) continue;
-      out.send[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<UcxSendEnd>(link);
-      out.recv[static_cast<size_t>(ch)][static_cast<size_t>(p)] = std::make_unique<UcxRecvEnd>(link);
+      link::addEnds(link, out);
     }
   }
   CFX_INFO(log::Sys::Net,
@@ -161,11 +151,7 @@ UcxTransport::~UcxTransport() {
   if (!proxy_) return;
   // Relaxed: see aborted_.
   proxy_->stop(aborted_.load(std::memory_order_relaxed) ? std::chrono::milliseconds(0) : linger_);
-  for (const auto& link : proxy_->links()) {
-    link->fail(Status::error(
-        Errc::InvalidUsage,
-        strprintf("ucx: connection to %s was closed by this rank (transport destroyed)", link->description().c_str())));
-  }
+  for (const auto& link : proxy_->links()) link->failLocally(/*aborted=*/false);
   proxy_.reset();
   doorbell_.ring();
 }
@@ -173,10 +159,7 @@ UcxTransport::~UcxTransport() {
 void UcxTransport::abort() {
   aborted_.store(true, std::memory_order_relaxed);
   if (!proxy_) return;
-  for (const auto& link : proxy_->links()) {
-    link->fail(Status::error(Errc::InvalidUsage,
-                             strprintf("ucx: connection to %s was aborted by this rank", link->description().c_str())));
-  }
+  for (const auto& link : proxy_->links()) link->failLocally(/*aborted=*/true);
   doorbell_.ring();
 }
 
