@@ -125,7 +125,7 @@ void Root::run() {
       return finishWithError(Errc::Timeout, "the bootstrap root gave up waiting: " + text);
     }
     std::vector<pollfd> fds;
-    fds.push_back({cfg_.listener.fd(), POLLIN, 0});
+    fds.push_back({cfg_.listener.fd(), static_cast<short>(pending_.size() < kMaxPendingHandshakes ? POLLIN : 0), 0});
     for (const auto& hs : pending_) fds.push_back({hs.fd(), hs.pollEvents(), 0});
     std::vector<std::pair<bool, int>> connOfFd;  // (leader connection, index)
     for (size_t i = 0; i < members_.size(); ++i) {
@@ -143,6 +143,10 @@ void Root::run() {
       return finishWithError(Errc::SystemError, "the bootstrap root failed: poll: " + why);
     }
     const size_t firstConnFd = 1 + pending_.size();
+    // Everything readable is served before a lost connection is acted on, so ranks whose Query arrived in the same
+    // round as another rank's goodbye still get their answer naming the missing ranks.
+    std::optional<std::pair<bool, int>> lost;
+    std::string lostWhy;
     for (size_t i = 0; i < connOfFd.size(); ++i) {
       if (fds[firstConnFd + i].revents == 0) continue;
       const auto [isLeader, index] = connOfFd[i];
@@ -153,16 +157,27 @@ void Root::run() {
         if (finished) return;
         continue;
       }
+      if (!lost) {
+        lost = connOfFd[i];
+        lostWhy = why;
+      }
+    }
+    if (lost) {
+      const auto [isLeader, index] = *lost;
+      Conn& c = isLeader ? leaders_.at(index) : *members_[static_cast<size_t>(index)];
       const bool gaveUp = c.queried;
       const std::string who = connName(isLeader, index);
+      // One that gave up on its own deadline did join: the others are told whom it waited for, not that it is gone.
+      const std::string waitedFor = gaveUp ? missingText() : std::string();
       if (isLeader) {
         leaders_.erase(index);
       } else {
         members_[static_cast<size_t>(index)].reset();
         --joined_;
       }
-      const std::string text = strprintf("%s %s before all ranks joined; %s", who.c_str(),
-                                         gaveUp ? "timed out" : why.c_str(), missingText().c_str());
+      const std::string text =
+          strprintf("%s %s before all ranks joined; %s", who.c_str(), gaveUp ? "timed out" : lostWhy.c_str(),
+                    gaveUp ? waitedFor.c_str() : missingText().c_str());
       CFX_INFO(log::Sys::Bootstrap, "Bootstrap root %s: %s", name_.c_str(), text.c_str());
       return finishWithError(gaveUp ? Errc::Timeout : Errc::RemoteError, text);
     }
@@ -188,7 +203,9 @@ std::string Root::connName(bool isLeaderConn, int index) const {
 }
 
 void Root::acceptNew() {
-  for (;;) {
+  // At the cap the rest wait in the listen backlog: every rank of a large job connects at once, and dropping one
+  // mid-handshake (as this did, from 128 on) failed its init. A stranger holds a slot for handshakeTimeout at most.
+  while (pending_.size() < kMaxPendingHandshakes) {
     Result<std::optional<net::Socket>> sock = cfg_.listener.tryAccept();
     if (!sock.ok()) {
       // EMFILE and friends: keep serving the connections we have, and pause so a listener that stays readable
@@ -198,12 +215,6 @@ void Root::acceptNew() {
       return;
     }
     if (!*sock) return;
-    if (pending_.size() >= kMaxPendingHandshakes) {
-      CFX_WARN_LIMITED(gRejectWarns,
-                       "Bootstrap root %s: %zu connections are mid-handshake; dropping the oldest, from %s",
-                       name_.c_str(), pending_.size(), pending_.front().peerName().c_str());
-      pending_.erase(pending_.begin());
-    }
     pending_.emplace_back(std::move(**sock), cfg_.cred, std::min(cfg_.handshakeTimeout, cfg_.timeout));
   }
 }
