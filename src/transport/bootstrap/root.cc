@@ -90,6 +90,8 @@ class Root {
   void sendGroupToLeader();
   void finishWithTable();
   void finishWithForward(std::span<const uint8_t> table);
+  // The Table frame of `table` (payload) to this root's members from index fromIndex on.
+  void sendTableToMembers(std::span<const uint8_t> table, int fromIndex);
   void finishWithError(Errc code, const std::string& message);
   Deadline shortDeadline() const { return Deadline(std::min(cfg_.handshakeTimeout, cfg_.timeout)); }
   bool severalGroups() const { return groups_ > 1; }
@@ -507,29 +509,27 @@ void Root::finishWithTable() {
                name_.c_str(), g, st.message().c_str());
     }
   }
-  for (int i = 0; i < range_.count; ++i) {
-    Conn& m = *members_[static_cast<size_t>(i)];
-    if (Status st = sendFrame(m.sock, m.keys.send, h, table.data(), deadline, nullptr); !st.ok()) {
-      CFX_INFO(log::Sys::Bootstrap, "Bootstrap root %s: cannot send the table to rank %d: %s", name_.c_str(),
-               range_.first + i, st.message().c_str());
-    }
-  }
+  sendTableToMembers(table, 0);
   const double secs = std::chrono::duration<double>(Deadline::Clock::now() - start_).count();
   CFX_INFO(log::Sys::Bootstrap, "Bootstrap root %s: all %d ranks joined after %.3f s (%d here, %d groups)",
            name_.c_str(), nRanks_, secs, range_.count, groups_);
 }
 
-void Root::finishWithForward(std::span<const uint8_t> table) {
-  cfg_.listener.close();
+void Root::sendTableToMembers(std::span<const uint8_t> table, int fromIndex) {
   const FrameHeader h{FrameKind::Table, static_cast<uint64_t>(nRanks_), table.size()};
   const Deadline deadline(cfg_.timeout);
-  for (int i = 1; i < range_.count; ++i) {
+  for (int i = fromIndex; i < range_.count; ++i) {
     Conn& m = *members_[static_cast<size_t>(i)];
     if (Status st = sendFrame(m.sock, m.keys.send, h, table.data(), deadline, nullptr); !st.ok()) {
       CFX_INFO(log::Sys::Bootstrap, "Bootstrap root %s: cannot send the table to rank %d: %s", name_.c_str(),
                range_.first + i, st.message().c_str());
     }
   }
+}
+
+void Root::finishWithForward(std::span<const uint8_t> table) {
+  cfg_.listener.close();
+  sendTableToMembers(table, 1);  // the leader brought it
   const double secs = std::chrono::duration<double>(Deadline::Clock::now() - start_).count();
   CFX_INFO(log::Sys::Bootstrap, "Bootstrap root %s: group %d of %d (%d ranks) has the table after %.3f s",
            name_.c_str(), group_, groups_, range_.count, secs);
