@@ -45,12 +45,11 @@ cuda::CUcontext currentContext() {
 // Creates a communicator the NCCL way: blocking (possibly deferred to ncclGroupEnd) or non-blocking. It binds to the
 // device of `ctx`, by default the calling thread's current one read now: NCCL reads the device at the call, also when
 // a group defers the creation to ncclGroupEnd (which runs it on a thread of its own).
-Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
-                cuda::CUcontext ctx = currentContext()) {
+Status initRank(ncclComm_t* newcomm, int nranks, const transport::UniqueId& id, int rank, const ncclConfig_t* config,
+                cuda::CUcontext ctx) {
   CFX_TRY(validateInitArgs(newcomm, nranks, rank));
   log::printVersionOnce();
   CFX_TRY_ASSIGN(core::CommConfig cfg, parseConfig(config));
-  CFX_TRY_ASSIGN(transport::UniqueId id, transport::UniqueId::decode(reinterpret_cast<const uint8_t*>(commId.internal)));
   const core::CommOptions options = core::CommOptions::fromParams();
   if (!cfg.blocking) {
     // Non-blocking: the handle exists at once and reports ncclInProgress until every rank has joined.
@@ -74,6 +73,53 @@ Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int
     *newcomm = toHandle(c);
     return Status();
   });
+}
+
+Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
+                cuda::CUcontext ctx = currentContext()) {
+  CFX_TRY_ASSIGN(transport::UniqueId id,
+                 transport::UniqueId::decode(reinterpret_cast<const uint8_t*>(commId.internal)));
+  return initRank(newcomm, nranks, id, rank, config, ctx);
+}
+
+// ncclCommInitRankScalable's ids as one id for the bootstrap (UniqueId::allIds). The same id nId times (what
+// ncclGetUniqueId returns under NCCL_COMM_ID) is one root; otherwise the ids must be distinct, and at most nranks.
+Result<transport::UniqueId> scalableId(int nranks, int nId, const ncclUniqueId* commIds) {
+  if (nId < 1 || commIds == nullptr) {
+    return Status::error(Errc::InvalidArgument, strprintf("invalid nId %d or NULL commIds", nId));
+  }
+  std::vector<transport::UniqueId> ids;
+  for (int i = 0; i < nId; ++i) {
+    Result<transport::UniqueId> id = transport::UniqueId::decode(reinterpret_cast<const uint8_t*>(commIds[i].internal));
+    if (!id.ok()) {
+      return Status::error(id.status().code(), strprintf("commIds[%d]: %s", i, id.status().message().c_str()));
+    }
+    ids.push_back(std::move(*id));
+  }
+  const auto same = [&](int a, int b) {
+    return std::memcmp(commIds[a].internal, commIds[b].internal, sizeof(commIds[a].internal)) == 0;
+  };
+  bool allSame = true;
+  for (int i = 1; i < nId; ++i) allSame = allSame && same(0, i);
+  if (allSame) return ids[0];
+  for (int i = 0; i < nId; ++i) {
+    for (int j = 0; j < i; ++j) {
+      if (same(i, j) || ids[i].magic == ids[j].magic) {
+        return Status::error(Errc::InvalidArgument,
+                             strprintf("commIds[%d] and commIds[%d] are the same id: each of the nId roots needs an id "
+                                       "of its own (one ncclGetUniqueId call each)",
+                                       j, i));
+      }
+    }
+  }
+  if (nId > nranks) {
+    return Status::error(Errc::InvalidArgument, strprintf("nId %d exceeds nranks %d: every id's root serves at least "
+                                                          "one rank, so pass at most nranks ids",
+                                                          nId, nranks));
+  }
+  transport::UniqueId id = ids[0];
+  id.allIds = std::move(ids);
+  return id;
 }
 
 Result<transport::UniqueId> idFromCommId(const transport::BootstrapParams& bp) {
@@ -137,11 +183,10 @@ CFX_NCCL_ALIAS(ncclCommInitRankConfig)
 CFX_API ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                ncclUniqueId* commIds, ncclConfig_t* config) {
   return api::call("ncclCommInitRankScalable", [&]() -> Status {
-    if (nId < 1 || commIds == nullptr) {
-      return Status::error(Errc::InvalidArgument, strprintf("invalid nId %d or NULL commIds", nId));
-    }
-    // Every rank is given the same ids in the same order; one root is enough to form the communicator here.
-    return api::initRank(newcomm, nranks, commIds[0], myrank, config);
+    CFX_TRY(api::validateInitArgs(newcomm, nranks, myrank));
+    // Rank r joins the root of id r * nId / nranks, and the roots combine their groups (transport/bootstrap).
+    CFX_TRY_ASSIGN(const transport::UniqueId id, api::scalableId(nranks, nId, commIds));
+    return api::initRank(newcomm, nranks, id, myrank, config, api::currentContext());
   });
 }
 CFX_NCCL_ALIAS(ncclCommInitRankScalable)

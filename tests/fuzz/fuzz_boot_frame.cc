@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the bootstrap frame header (every frame between ranks and from the root) and the root's answer
-// to a joining rank (Table, Error or Status frame). Input: byte 0 picks nRanks (1..256), bytes 1..24 are the
-// header, the rest the payload. Properties: no crash; an accepted header respects the limit it was given; an
-// accepted answer is a table of exactly nRanks addresses with ports, or printable text of bounded size with an
-// error code a caller can act on (never Ok, never InProgress).
+// to a joining rank (Table, Error or Status frame; or a leader's Forward of a table to its root). Input: byte 0
+// picks nRanks (1..256), bytes 1..24 are the header, the rest the payload. Properties: no crash; an accepted
+// header respects the limit it was given; an accepted answer is a table of exactly nRanks addresses with ports, or
+// printable text of bounded size with an error code a caller can act on (never Ok, never InProgress).
 #include <algorithm>
 #include <cstring>
 
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfx::Result<boot::RootAnswer> answer = boot::decodeRootAnswer(*h, payload, nRanks);
   if (!answer.ok()) return 0;
   cfx::fuzz::check(payload.size() == h->bytes, "the payload is as long as the header says");
-  if (answer->kind == boot::FrameKind::Table) {
+  if (answer->kind == boot::FrameKind::Table || answer->kind == boot::FrameKind::Forward) {  // Forward: a table
     cfx::fuzz::check(answer->table.size() == static_cast<size_t>(nRanks), "a table has one address per rank");
     for (const sockaddr_storage& a : answer->table) {
       cfx::fuzz::check(a.ss_family == AF_INET || a.ss_family == AF_INET6, "a table holds IP addresses");

@@ -120,6 +120,25 @@ void frames() {
   write("boot_frame", "status", frame(2, {boot::FrameKind::Status, 0, textBytes.size()}, textBytes));
   write("boot_frame", "query", frame(0, {boot::FrameKind::Query, 0, 0}, {}));
   write("boot_frame", "user", frame(7, {boot::FrameKind::User, 42, 4}, {1, 2, 3, 4}));
+  write("boot_frame", "forward3", frame(2, {boot::FrameKind::Forward, 3, table.size()}, table));
+
+  // boot_group: byte 0 = nRanks - 1, byte 1 = the groups expected, then a Hello or a Group frame. Group 1 of 2 of
+  // 5 ranks is ranks 3 and 4.
+  const auto hello = boot::encodeHello({v6("::1", 4001, 0), 1, 2});
+  Bytes helloSeed{4, 2};
+  append(helloSeed, hello.data(), hello.size());
+  write("boot_group", "hello", helloSeed);
+  Bytes block;
+  append(block, address(v4("10.0.0.4", 4003)));
+  append(block, address(v6("::1", 4004, 0)));
+  Bytes groupSeed{4, 2};
+  uint8_t hdr[boot::kFrameHeaderBytes];
+  boot::encodeFrameHeader({boot::FrameKind::Group, (uint64_t{2} << 32) | 1, block.size()}, hdr);
+  append(groupSeed, hdr, sizeof(hdr));
+  append(groupSeed, block);
+  write("boot_group", "group1of2", groupSeed);
+  groupSeed[1] = 0;  // root 0 before it knows the groups
+  write("boot_group", "group1of2_any", groupSeed);
 }
 
 // The sealed Hello frame a joining client sends after the handshake of the fixed nonces.
@@ -131,12 +150,14 @@ Bytes helloFrame(const boot::Credentials& cred, const std::array<uint8_t, 32>& c
     ++g_failures;
     return {};
   }
-  Bytes out(boot::kFrameHeaderBytes + boot::kAddressBytes + keys->send.tagBytes());
-  boot::encodeFrameHeader({boot::FrameKind::Hello, 0, boot::kAddressBytes}, out.data());
-  boot::encodeAddress(v4("192.168.0.9", 5555), out.data() + boot::kFrameHeaderBytes);
+  Bytes out(boot::kFrameHeaderBytes + boot::kHelloBytes + keys->send.tagBytes());
+  boot::encodeFrameHeader({boot::FrameKind::Hello, 0, boot::kHelloBytes}, out.data());
+  const auto hello = boot::encodeHello({v4("192.168.0.9", 5555), 1, 3});
+  std::copy(hello.begin(), hello.end(), out.begin() + boot::kFrameHeaderBytes);
   uint8_t* payload = out.data() + boot::kFrameHeaderBytes;
-  if (!keys->send.seal({out.data(), boot::kFrameHeaderBytes}, payload, payload, boot::kAddressBytes,
-                       payload + boot::kAddressBytes)
+  if (!keys->send
+           .seal({out.data(), boot::kFrameHeaderBytes}, payload, payload, boot::kHelloBytes,
+                 payload + boot::kHelloBytes)
            .ok()) {
     ++g_failures;
   }

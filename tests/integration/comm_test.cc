@@ -269,9 +269,11 @@ TEST(CommInitTest, TwoCommunicatorsUsedConcurrentlyFromTwoThreads) {
   });
 }
 
+// Every id's root serves the ranks r with r * nId / nranks == its index; the roots combine their groups (each
+// rank only ever reaches its own group's root, so a communicator that forms proves every root took part).
 TEST(CommInitTest, ScalableInitWithSeveralRootsWorks) {
   runRanks(5, [](RankContext& ctx) {
-    for (int nId : {1, 2}) {
+    for (int nId : {1, 2, 3, 5}) {
       std::vector<ncclUniqueId> ids;
       for (int i = 0; i < nId; ++i) ids.push_back(ctx.newUniqueId());
       ncclComm_t comm = nullptr;
@@ -280,6 +282,28 @@ TEST(CommInitTest, ScalableInitWithSeveralRootsWorks) {
       expectAllReduceSum(comm, ctx.rank() + 1, 15);
       EXPECT_TRUE(succeeded(ncclCommDestroy(comm)));
     }
+  });
+}
+
+// A bad set of ids is refused before any root is contacted, naming what is wrong. In a rank process: the knobs
+// ncclGetUniqueId reads are cached per process, and later tests fork their ranks from this one.
+TEST(CommInitTest, ScalableInitRejectsABadIdSet) {
+  runRanks(1, [](RankContext&) {
+    std::vector<ncclUniqueId> ids(3);
+    for (auto& id : ids) ASSERT_TRUE(succeeded(ncclGetUniqueId(&id)));
+    const auto refused = [](int nranks, int nId, ncclUniqueId* commIds, const char* words) {
+      ncclComm_t comm = nullptr;
+      EXPECT_EQ(ncclCommInitRankScalable(&comm, nranks, 0, nId, commIds, nullptr), ncclInvalidArgument) << words;
+      EXPECT_NE(std::string(ncclGetLastError(nullptr)).find(words), std::string::npos) << ncclGetLastError(nullptr);
+      EXPECT_EQ(comm, nullptr);
+    };
+    refused(2, 3, ids.data(), "nId 3 exceeds nranks 2");
+    std::vector<ncclUniqueId> repeated = {ids[0], ids[1], ids[0]};
+    refused(4, 3, repeated.data(), "commIds[0] and commIds[2] are the same id");
+    std::vector<ncclUniqueId> garbled = {ids[0], ids[1]};
+    garbled[1].internal[20] ^= 0x5a;
+    refused(4, 2, garbled.data(), "commIds[1]");
+    refused(4, 0, ids.data(), "invalid nId 0");
   });
 }
 

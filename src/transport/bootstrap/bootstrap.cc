@@ -72,8 +72,9 @@ Status startRootOn(net::Listener listener, const UniqueId& id, const BootstrapOp
   return boot::startRoot(std::move(cfg));
 }
 
-// Waits for the root's answer to this rank's Hello: the table, or an error naming whom the communicator lacks.
-Result<boot::RootAnswer> awaitTable(net::Socket& root, boot::FrameKeys& keys, int rank, int nRanks,
+// Waits for the root's answer to this rank's Hello: the table, or an error naming whom the communicator lacks. With
+// `groups` > 1 and this rank its group's leader (root k > 0), the answer is the group's addresses (kind Group).
+Result<boot::RootAnswer> awaitTable(net::Socket& root, boot::FrameKeys& keys, int rank, int nRanks, int groups,
                                     const BootstrapOptions& options, Clock::time_point start,
                                     const std::atomic<bool>* abortFlag) {
   const std::string prefix = strprintf("rank %d: bootstrap root %s: ", rank, root.peerName().c_str());
@@ -100,6 +101,19 @@ Result<boot::RootAnswer> awaitTable(net::Socket& root, boot::FrameKeys& keys, in
     }
     return withContext(frame.status(), prefix);
   }
+  if (frame->header.kind == boot::FrameKind::Group && groups > 1) {
+    Result<boot::GroupBlock> block = boot::decodeGroup(frame->header, frame->payload, nRanks, groups);
+    if (!block.ok()) return withContext(block.status(), prefix);
+    if (block->group != boot::groupOf(rank, nRanks, groups)) {
+      return Status::error(Errc::RemoteError,
+                           strprintf("%ssent the addresses of group %d to a rank of group %d", prefix.c_str(),
+                                     block->group, boot::groupOf(rank, nRanks, groups)));
+    }
+    boot::RootAnswer answer;
+    answer.kind = boot::FrameKind::Group;
+    answer.table = std::move(block->addresses);
+    return answer;
+  }
   Result<boot::RootAnswer> answer = boot::decodeRootAnswer(frame->header, frame->payload, nRanks);
   if (!answer.ok()) return withContext(answer.status(), prefix);
   switch (answer->kind) {
@@ -107,11 +121,61 @@ Result<boot::RootAnswer> awaitTable(net::Socket& root, boot::FrameKeys& keys, in
       return std::move(*answer);
     case boot::FrameKind::Error:
       return Status::error(answer->code, prefix + answer->text);
-    default:
+    case boot::FrameKind::Status:
       return Status::error(Errc::Timeout,
                            strprintf("%stimed out after %lld ms waiting for all %d ranks to join: %s", prefix.c_str(),
                                      static_cast<long long>(options.timeout.count()), nRanks, answer->text.c_str()));
+    default:
+      return Status::error(Errc::RemoteError, prefix + "answered with a Forward frame");
   }
+}
+
+// A group leader's part of an init through several roots (boot/wire.h): takes its group's addresses from its root
+// (`root`, group `group` of `groups`) to root 0, and root 0's table back to its root, which hands it to the group.
+Result<boot::RootAnswer> leadGroup(const UniqueId& id, net::Socket& root, boot::FrameKeys& keys, int rank, int nRanks,
+                                   int group, int groups, const BootstrapOptions& options, Clock::time_point start,
+                                   const std::atomic<bool>* abortFlag) {
+  CFX_TRY_ASSIGN(boot::RootAnswer block, awaitTable(root, keys, rank, nRanks, groups, options, start, abortFlag));
+  if (block.kind != boot::FrameKind::Group) {
+    return Status::error(Errc::RemoteError, strprintf("rank %d: bootstrap root %s: sent the table, not its group's "
+                                                      "addresses, to the leader of group %d",
+                                                      rank, root.peerName().c_str(), group));
+  }
+  const UniqueId& first = id.allIds[0];
+  const Deadline deadline = deadlineFrom(start, options.timeout);
+  const std::string rootName = net::addressToString(first.root);
+  Result<boot::RootAnswer> table = [&]() -> Result<boot::RootAnswer> {
+    Result<net::Socket> root0 =
+        net::Socket::connect(first.root, {options.connectRetries, options.retrySleep}, deadline, abortFlag);
+    if (!root0.ok()) {
+      return withContext(root0.status(), strprintf("rank %d (the leader of group %d): cannot reach bootstrap root 0 "
+                                                   "at %s: ",
+                                                   rank, group, rootName.c_str()));
+    }
+    CFX_TRY_ASSIGN(boot::FrameKeys keys0,
+                   boot::clientHandshake(*root0, credentialsOf(first, options), boot::ConnKind::GroupJoin, group,
+                                         nRanks, nullptr, deadline, abortFlag));
+    const std::vector<uint8_t> payload = boot::encodeGroupAddresses(block.table);
+    const boot::FrameHeader h{boot::FrameKind::Group,
+                              (static_cast<uint64_t>(groups) << 32) | static_cast<uint64_t>(group), payload.size()};
+    CFX_TRY(boot::sendFrame(*root0, keys0.send, h, payload.data(), deadline, abortFlag));
+    return awaitTable(*root0, keys0, rank, nRanks, 1, options, start, abortFlag);
+  }();
+  if (!table.ok()) {
+    // Tell the group why it will not form (best effort: its root also notices this rank leave).
+    const std::string text = table.status().message().substr(0, boot::kMaxControlBytes);
+    const boot::FrameHeader h{boot::FrameKind::Error, static_cast<uint64_t>(table.status().code()), text.size()};
+    (void)boot::sendFrame(root, keys.send, h, text.data(), deadline, abortFlag);
+    return table.status();
+  }
+  std::vector<uint8_t> forward = boot::encodeGroupAddresses(table->table);
+  forward.insert(forward.end(), table->sessionNonce.begin(), table->sessionNonce.end());
+  const boot::FrameHeader h{boot::FrameKind::Forward, static_cast<uint64_t>(nRanks), forward.size()};
+  if (Status st = boot::sendFrame(root, keys.send, h, forward.data(), deadline, abortFlag); !st.ok()) {
+    return withContext(st, strprintf("rank %d (the leader of group %d): passing the table to bootstrap root %s: ", rank,
+                                     group, root.peerName().c_str()));
+  }
+  return table;
 }
 
 }  // namespace
@@ -240,55 +304,69 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::init(const UniqueId& id, int rank,
   if (nRanks < 1 || rank < 0 || rank >= nRanks) {
     return Status::error(Errc::InvalidArgument, strprintf("bootstrap: rank %d is outside [0, %d)", rank, nRanks));
   }
+  const int groups = id.allIds.empty() ? 1 : static_cast<int>(id.allIds.size());
+  if (groups > nRanks) {
+    return Status::error(Errc::InvalidArgument, strprintf("bootstrap: %d ids for %d ranks: every id's root needs at "
+                                                          "least one rank, so pass at most nRanks ids",
+                                                          groups, nRanks));
+  }
+  const int group = boot::groupOf(rank, nRanks, groups);
+  const boot::GroupRange range = boot::groupRange(group, nRanks, groups);
+  const UniqueId& mine = groups == 1 ? id : id.allIds[static_cast<size_t>(group)];
   const Clock::time_point start = Clock::now();
   const Deadline deadline(options.timeout);
   const std::atomic<bool>* abortFlag = options.abortFlag;
-  const std::string rootName = net::addressToString(id.root);
+  const std::string rootName = net::addressToString(mine.root);
 
-  CFX_TRY_ASSIGN(const net::Interface itf, pickInterface(options, &id.root));
+  CFX_TRY_ASSIGN(const net::Interface itf, pickInterface(options, &mine.root));
   Result<net::Listener> listener = net::Listener::listen(itf.addr);
   if (!listener.ok()) return withContext(listener.status(), strprintf("rank %d: bootstrap: ", rank));
 
-  if (id.startRootInInit && rank == 0) {
-    Result<net::Listener> rootListener = net::Listener::listen(id.root);
+  if (mine.startRootInInit && rank == range.first) {
+    Result<net::Listener> rootListener = net::Listener::listen(mine.root);
     if (!rootListener.ok()) {
       return withContext(rootListener.status(),
-                         strprintf("rank 0: cannot serve the bootstrap root at %s (NCCL_COMM_ID must name an address "
-                                   "of rank 0's host): ",
-                                   rootName.c_str()));
+                         strprintf("rank %d: cannot serve the bootstrap root at %s (NCCL_COMM_ID must name an address "
+                                   "of rank %d's host): ",
+                                   rank, rootName.c_str(), rank));
     }
-    CFX_TRY(startRootOn(std::move(*rootListener), id, options));
+    CFX_TRY(startRootOn(std::move(*rootListener), mine, options));
   }
 
-  const boot::Credentials cred = credentialsOf(id, options);
   Result<net::Socket> root =
-      net::Socket::connect(id.root, {options.connectRetries, options.retrySleep}, deadline, abortFlag);
+      net::Socket::connect(mine.root, {options.connectRetries, options.retrySleep}, deadline, abortFlag);
   if (!root.ok()) {
     return withContext(root.status(),
                        strprintf("rank %d: cannot reach the bootstrap root at %s: ", rank, rootName.c_str()));
   }
-  const sockaddr_storage listenAddr = listener->address();
-  Result<boot::FrameKeys> keys =
-      boot::clientHandshake(*root, cred, boot::ConnKind::RootJoin, rank, nRanks, &listenAddr, deadline, abortFlag);
+  const boot::JoinHello hello{listener->address(), group, groups};
+  Result<boot::FrameKeys> keys = boot::clientHandshake(*root, credentialsOf(mine, options), boot::ConnKind::RootJoin,
+                                                       rank, nRanks, &hello, deadline, abortFlag);
   if (!keys.ok()) return withContext(keys.status(), strprintf("rank %d: joining at the bootstrap root: ", rank));
   const double connectSecs = secondsSince(start);
-  Result<boot::RootAnswer> table = awaitTable(*root, *keys, rank, nRanks, options, start, abortFlag);
+  Result<boot::RootAnswer> table =
+      groups > 1 && group > 0 && rank == range.first
+          ? leadGroup(id, *root, *keys, rank, nRanks, group, groups, options, start, abortFlag)
+          : awaitTable(*root, *keys, rank, nRanks, 1, options, start, abortFlag);
   root->close();
   if (!table.ok()) {
     // Where the root runs in this process, let it tell the other ranks whom they wait for (root.h) before this
     // rank returns and its process perhaps exits, taking the root with it. Not after an abort, which must be prompt.
     const bool abortRaised = abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed);
-    if (const std::shared_ptr<boot::RootDone> hosted = abortRaised ? nullptr : boot::hostedRoot(id.magic)) {
+    if (const std::shared_ptr<boot::RootDone> hosted = abortRaised ? nullptr : boot::hostedRoot(mine.magic)) {
       (void)hosted->wait(std::max(options.handshakeTimeout, std::chrono::milliseconds(1000)));
     }
     return table.status();
   }
 
+  const boot::Credentials cred = credentialsOf(id, options);
+  const sockaddr_storage listenAddr = listener->address();
   boot::SocketBootstrap::Setup setup;
   setup.rank = rank;
   setup.nRanks = nRanks;
   setup.cred = cred;
-  setup.authenticated = !id.insecure();
+  setup.authenticated = !id.insecure() && std::none_of(id.allIds.begin(), id.allIds.end(),
+                                                       [](const UniqueId& other) { return other.insecure(); });
   CFX_TRY_ASSIGN(const crypto::Digest session,
                  crypto::hmacSha256(id.secret, {crypto::bytesOf("cfx-session-v1"), table->sessionNonce}));
   std::copy(session.begin(), session.end(), setup.sessionSecret.begin());
@@ -296,10 +374,12 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::init(const UniqueId& id, int rank,
   setup.listener = std::move(*listener);
   setup.table = std::move(table->table);
   CFX_TRY_ASSIGN(std::unique_ptr<boot::SocketBootstrap> b, boot::SocketBootstrap::start(std::move(setup)));
-  CFX_INFO(log::Sys::Bootstrap,
-           "Bootstrap timings total %.6f (connect %.6f, wait for ranks %.6f) rank %d nRanks %d root %s listen %s",
-           secondsSince(start), connectSecs, secondsSince(start) - connectSecs, rank, nRanks, rootName.c_str(),
-           net::addressToString(listenAddr).c_str());
+  CFX_INFO(
+      log::Sys::Bootstrap,
+      "Bootstrap timings total %.6f (connect %.6f, wait for ranks %.6f) rank %d nRanks %d root %s (group %d of %d) "
+      "listen %s",
+      secondsSince(start), connectSecs, secondsSince(start) - connectSecs, rank, nRanks, rootName.c_str(), group,
+      groups, net::addressToString(listenAddr).c_str());
   return std::unique_ptr<Bootstrap>(std::move(b));
 }
 

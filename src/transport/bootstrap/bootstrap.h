@@ -20,7 +20,8 @@
 //            SystemError (a local failure: no interface, bind, thread creation).
 // Connections: every rank listens on one socket. Rank r sends to rank p over one outgoing connection it opens
 //            to p's listener on first use; frames from p arrive on p's own outgoing connection. allGather is a
-//            ring over these (r sends to r+1), barrier a dissemination (r sends to r+2^k).
+//            Bruck all-gather over these (r sends to r+2^k; a ring for blocks too large for it), barrier a
+//            dissemination (r sends to r+2^k).
 #pragma once
 
 #include <sys/socket.h>
@@ -51,8 +52,13 @@ struct UniqueId {
   sockaddr_storage root{};  // where the root listener accepts ranks
   Secret secret{};
   uint64_t magic = 0;  // random: tells apart two communicators created from the same root address
-  // NCCL_COMM_ID mode: no root runs yet; Bootstrap::init of rank 0 binds `root` and serves it.
+  // NCCL_COMM_ID mode: no root runs yet; Bootstrap::init of rank 0 (of its group's first rank, below) binds `root`
+  // and serves it.
   bool startRootInInit = false;
+  // ncclCommInitRankScalable with m > 1 distinct ids: all m, in the order given (this id is allIds[0], whose secret
+  // and magic the communicator uses); empty otherwise. Not part of the wire form. Bootstrap::init then joins rank r
+  // at root groupOf(r, nRanks, m) and the roots combine their groups (boot/wire.h); m must not exceed nRanks.
+  std::vector<UniqueId> allIds;
   static constexpr size_t kBytes = 128;
   // No secret: anyone who can reach the root can join (uniqueIdFromAddress without a secret text).
   bool insecure() const;
@@ -126,8 +132,9 @@ class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
 
-  // Joins the communicator: connects to the root, learns every rank's bootstrap address, and links this rank
-  // into the bootstrap network. Collective over all nRanks ranks.
+  // Joins the communicator: connects to the root (its group's root, with id.allIds), learns every rank's bootstrap
+  // address, and links this rank into the bootstrap network. Collective over all nRanks ranks. InvalidArgument when
+  // id.allIds holds more ids than nRanks.
   static Result<std::unique_ptr<Bootstrap>> init(const UniqueId& id, int rank, int nRanks,
                                                  const BootstrapOptions& options);
 

@@ -2,9 +2,13 @@
 // SocketBootstrap: point-to-point frames, the ring allGather and the dissemination barrier over authenticated
 // TCP connections (transport layer, bootstrap internals).
 //
-// allGather on nRanks ranks is a ring: in step s (0 <= s < nRanks-1) rank r sends block (r - s) to r+1 and
-// receives block (r - s - 1) from r-1, so after nRanks-1 steps every rank holds every block. Cost:
-// (nRanks-1) * (alpha + bytesPerRank * beta).
+// allGather on nRanks ranks is Bruck's: in round k (dist = 2^k) rank r, holding blocks r-h+1 .. r, sends its newest
+// min(dist, nRanks-h) of them to r+dist and receives as many from r-dist, so after ceil(log2 nRanks) rounds every
+// rank holds every block. Cost: log2(nRanks) * alpha + (nRanks-1) * bytesPerRank * beta, over the barrier's
+// connections. At hundreds of ranks on a few cores alpha is a wake-up of an oversubscribed process, so the ring this
+// replaced (nRanks-1 steps one after the other) took most of a bootstrap (docs/notes/scale.md). When half the blocks
+// would not fit in one frame the ring remains: in step s rank r sends block (r - s) to r+1 and receives block
+// (r - s - 1) from r-1. Cost: (nRanks-1) * (alpha + bytesPerRank * beta).
 //
 // barrier is a dissemination barrier: in round k rank r sends one byte to r + 2^k and waits for one from
 // r - 2^k; after ceil(log2 nRanks) rounds every rank has transitively heard from all. Cost: log2(nRanks) * alpha.
@@ -225,6 +229,10 @@ Status SocketBootstrap::recv(int peer, uint64_t tag, void* data, size_t bytes) {
 Status SocketBootstrap::allGather(void* data, size_t bytesPerRank) {
   const uint64_t seq = collSeq_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (nRanks_ == 1) return aborted() ? Status::error(Errc::RemoteError, "bootstrap allGather aborted") : Status();
+  // Bruck's rounds whenever its largest message (half the blocks) fits in a frame; every rank decides alike.
+  if (bytesPerRank * static_cast<size_t>((nRanks_ + 1) / 2) <= kMaxFrameBytes) {
+    return bruckAllGather(seq, static_cast<uint8_t*>(data), bytesPerRank);
+  }
   const Deadline deadline(options_.timeout);
   auto* base = static_cast<uint8_t*>(data);
   const int next = (rank_ + 1) % nRanks_;
@@ -239,6 +247,40 @@ Status SocketBootstrap::allGather(void* data, size_t bytesPerRank) {
                    deadline, what));
     CFX_TRY(recvFrom(prev, FrameKind::AllGather, tag, base + static_cast<size_t>(recvBlock) * bytesPerRank,
                      bytesPerRank, deadline, what));
+  }
+  return {};
+}
+
+Status SocketBootstrap::bruckAllGather(uint64_t seq, uint8_t* base, size_t bytesPerRank) {
+  const Deadline deadline(options_.timeout);
+  const int n = nRanks_;
+  // Copies `count` blocks starting at block `first` (modulo n) between the caller's array and `packed`.
+  const auto blocks = [&](int first, int count, uint8_t* packed, bool pack) {
+    for (int i = 0; i < count; ++i) {
+      uint8_t* block = base + static_cast<size_t>(((first + i) % n + n) % n) * bytesPerRank;
+      uint8_t* slot = packed + static_cast<size_t>(i) * bytesPerRank;
+      if (bytesPerRank != 0) std::memcpy(pack ? slot : block, pack ? block : slot, bytesPerRank);
+    }
+  };
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> in;
+  int rounds = 0;
+  for (int d = 1; d < n; d <<= 1) ++rounds;
+  int have = 1;  // this rank holds blocks rank-have+1 .. rank
+  int round = 0;
+  for (int dist = 1; have < n; dist <<= 1, ++round) {
+    const int count = std::min(dist, n - have);
+    const std::string what =
+        strprintf("allGather #%llu (round %d of %d)", static_cast<unsigned long long>(seq), round + 1, rounds);
+    const uint64_t tag = collTag(seq, static_cast<uint64_t>(round));
+    const size_t bytes = static_cast<size_t>(count) * bytesPerRank;
+    out.resize(bytes);
+    in.resize(bytes);
+    blocks(rank_ - count + 1, count, out.data(), true);
+    CFX_TRY(sendTo((rank_ + dist) % n, FrameKind::AllGather, tag, out.data(), bytes, deadline, what));
+    CFX_TRY(recvFrom(((rank_ - dist) % n + n) % n, FrameKind::AllGather, tag, in.data(), bytes, deadline, what));
+    blocks(rank_ - dist - count + 1, count, in.data(), false);
+    have += count;
   }
   return {};
 }

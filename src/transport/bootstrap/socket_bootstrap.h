@@ -92,6 +92,7 @@ class SocketBootstrap final : public Bootstrap {
   Status recvFrom(int peer, FrameKind kind, uint64_t tag, void* data, size_t bytes, const Deadline& deadline,
                   const std::string& what);
   Status connectTo(int peer, const Deadline& deadline);
+  Status bruckAllGather(uint64_t seq, uint8_t* base, size_t bytesPerRank);
   std::string peerName(int peer) const;
 
   // Service-thread side.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common/wire.h"
 
@@ -119,7 +120,7 @@ Result<FrameHeader> decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], size_
   FrameHeader h;
   h.tag = r.u64();
   h.bytes = r.u64();
-  const bool known = (kind >= 1 && kind <= 3) || (kind >= 16 && kind <= 20);
+  const bool known = (kind >= 1 && kind <= 3) || (kind >= 16 && kind <= 22);
   if (!known || pad0 != 0 || pad1 != 0 || pad2 != 0) {
     return Status::error(Errc::RemoteError, strprintf("bad frame kind %u", kind));
   }
@@ -274,7 +275,8 @@ Result<Auth> checkAuth(const Credentials& cred, std::span<const uint8_t, kNonceB
   r.bytes(auth.clientNonce);
   uint8_t mac[crypto::kDigestBytes];
   r.bytes(mac, sizeof(mac));
-  if (kind != static_cast<uint16_t>(ConnKind::RootJoin) && kind != static_cast<uint16_t>(ConnKind::Peer)) {
+  if (kind != static_cast<uint16_t>(ConnKind::RootJoin) && kind != static_cast<uint16_t>(ConnKind::Peer) &&
+      kind != static_cast<uint16_t>(ConnKind::GroupJoin)) {
     return Status::error(Errc::RemoteError, strprintf("asked for an unknown connection kind %u", kind));
   }
   if (!knownProtection(protection) || (pad0 | pad1 | pad2) != 0) {
@@ -292,6 +294,85 @@ Result<Auth> checkAuth(const Credentials& cred, std::span<const uint8_t, kNonceB
   return auth;
 }
 
+// ---- several roots -------------------------------------------------------------------------------------------
+
+int groupOf(int rank, int nRanks, int groups) { return static_cast<int>(static_cast<int64_t>(rank) * groups / nRanks); }
+
+GroupRange groupRange(int group, int nRanks, int groups) {
+  // The smallest rank r with r * groups / nRanks >= g is ceil(g * nRanks / groups).
+  const auto firstOf = [&](int g) {
+    return static_cast<int>((static_cast<int64_t>(g) * nRanks + groups - 1) / groups);
+  };
+  const int first = firstOf(group);
+  return {first, firstOf(group + 1) - first};
+}
+
+std::array<uint8_t, kHelloBytes> encodeHello(const JoinHello& hello) {
+  std::array<uint8_t, kHelloBytes> out{};
+  encodeAddress(hello.listen, out.data());
+  wire::Writer w(std::span<uint8_t>(out).subspan(kAddressBytes));
+  w.u32(static_cast<uint32_t>(hello.group));
+  w.u32(static_cast<uint32_t>(hello.groups));
+  return out;
+}
+
+Result<JoinHello> decodeHello(std::span<const uint8_t> in) {
+  if (in.size() != kHelloBytes) {
+    return Status::error(Errc::RemoteError, strprintf("a Hello is %zu bytes, not %zu", kHelloBytes, in.size()));
+  }
+  Result<sockaddr_storage> addr = decodeAddress(in.first(kAddressBytes));
+  if (!addr.ok()) return Status::error(Errc::RemoteError, "sent a bad listen address: " + addr.status().message());
+  wire::Reader r(in.subspan(kAddressBytes));
+  const uint32_t group = r.u32();
+  const uint32_t groups = r.u32();
+  if (groups < 1 || groups > static_cast<uint32_t>(std::numeric_limits<int32_t>::max()) || group >= groups) {
+    return Status::error(Errc::RemoteError, strprintf("names group %u of %u", group, groups));
+  }
+  return JoinHello{*addr, static_cast<int>(group), static_cast<int>(groups)};
+}
+
+std::vector<uint8_t> encodeGroupAddresses(std::span<const sockaddr_storage> addresses) {
+  std::vector<uint8_t> out(addresses.size() * kAddressBytes);
+  for (size_t i = 0; i < addresses.size(); ++i) encodeAddress(addresses[i], out.data() + i * kAddressBytes);
+  return out;
+}
+
+Result<GroupBlock> decodeGroup(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks, int groups) {
+  if (h.kind != FrameKind::Group) return Status::error(Errc::RemoteError, "sent a frame other than a Group frame");
+  if (payload.size() != h.bytes) {
+    return Status::error(Errc::RemoteError, strprintf("the frame promised %llu bytes but carries %zu",
+                                                      static_cast<unsigned long long>(h.bytes), payload.size()));
+  }
+  const uint64_t claimedGroups = h.tag >> 32;
+  const uint64_t group = h.tag & 0xffffffffu;
+  if (nRanks < 1 || claimedGroups < 2 || claimedGroups > static_cast<uint64_t>(nRanks) || group >= claimedGroups ||
+      (groups >= 1 && claimedGroups != static_cast<uint64_t>(groups))) {
+    return Status::error(
+        Errc::RemoteError,
+        strprintf("sent a Group frame for group %llu of %llu, which does not fit %d ranks%s",
+                  static_cast<unsigned long long>(group), static_cast<unsigned long long>(claimedGroups), nRanks,
+                  groups >= 1 ? strprintf(" in %d groups", groups).c_str() : ""));
+  }
+  GroupBlock block;
+  block.group = static_cast<int>(group);
+  block.groups = static_cast<int>(claimedGroups);
+  const GroupRange range = groupRange(block.group, nRanks, block.groups);
+  if (payload.size() != static_cast<size_t>(range.count) * kAddressBytes) {
+    return Status::error(Errc::RemoteError, strprintf("sent %zu bytes for the %d addresses of group %d", payload.size(),
+                                                      range.count, block.group));
+  }
+  block.addresses.resize(static_cast<size_t>(range.count));
+  for (int i = 0; i < range.count; ++i) {
+    Result<sockaddr_storage> a = decodeAddress(payload.subspan(static_cast<size_t>(i) * kAddressBytes, kAddressBytes));
+    if (!a.ok()) {
+      return Status::error(Errc::RemoteError,
+                           strprintf("bad address for rank %d: %s", range.first + i, a.status().message().c_str()));
+    }
+    block.addresses[static_cast<size_t>(i)] = *a;
+  }
+  return block;
+}
+
 Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks) {
   if (payload.size() != h.bytes) {
     return Status::error(Errc::RemoteError, strprintf("the frame promised %llu bytes but carries %zu",
@@ -300,7 +381,8 @@ Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_
   RootAnswer answer;
   answer.kind = h.kind;
   switch (h.kind) {
-    case FrameKind::Table: {
+    case FrameKind::Table:
+    case FrameKind::Forward: {
       if (nRanks < 1 || h.tag != static_cast<uint64_t>(nRanks) || h.bytes != tablePayloadBytes(nRanks)) {
         return Status::error(Errc::RemoteError, "sent a table of the wrong size");
       }
@@ -400,7 +482,7 @@ Result<Frame> recvFrame(net::Socket& sock, crypto::FrameCipher& key, size_t maxB
 // ---- client handshake ---------------------------------------------------------------------------------------
 
 Result<FrameKeys> clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
-                                  const sockaddr_storage* hello, const Deadline& deadline,
+                                  const JoinHello* hello, const Deadline& deadline,
                                   const std::atomic<bool>* abortFlag) {
   uint8_t challengeBytes[kChallengeBytes];
   CFX_TRY(sock.recvAll(challengeBytes, sizeof(challengeBytes), deadline, abortFlag));
@@ -432,9 +514,9 @@ Result<FrameKeys> clientHandshake(net::Socket& sock, const Credentials& cred, Co
                                                  stricter(cred.protection, challenge->protection), clientNonce,
                                                  challenge->nonce, /*isClient=*/true));
   if (hello != nullptr) {
-    uint8_t addr[kAddressBytes];
-    encodeAddress(*hello, addr);
-    CFX_TRY(sendFrame(sock, keys.send, FrameHeader{FrameKind::Hello, 0, kAddressBytes}, addr, deadline, abortFlag));
+    const auto payload = encodeHello(*hello);
+    CFX_TRY(
+        sendFrame(sock, keys.send, FrameHeader{FrameKind::Hello, 0, kHelloBytes}, payload.data(), deadline, abortFlag));
   }
   return keys;
 }
@@ -486,7 +568,7 @@ ServerHandshake::State ServerHandshake::progress() {
       if (stage_ == Stage::SendChallenge) {
         startRecv(kAuthBytes, Stage::RecvAuth);
       } else if (kind_ == ConnKind::RootJoin) {
-        startRecv(kFrameHeaderBytes + kAddressBytes + keys_.recv.tagBytes(), Stage::RecvHello);
+        startRecv(kFrameHeaderBytes + kHelloBytes + keys_.recv.tagBytes(), Stage::RecvHello);
       } else {
         state_ = State::Done;
       }
@@ -536,18 +618,18 @@ ServerHandshake::State ServerHandshake::onAuth() {
 }
 
 ServerHandshake::State ServerHandshake::onHello() {
-  Result<FrameHeader> h = decodeFrameHeader(std::span<const uint8_t>(in_.data(), kFrameHeaderBytes), kAddressBytes);
-  if (!h.ok() || h->kind != FrameKind::Hello || h->bytes != kAddressBytes) {
+  Result<FrameHeader> h = decodeFrameHeader(std::span<const uint8_t>(in_.data(), kFrameHeaderBytes), kHelloBytes);
+  if (!h.ok() || h->kind != FrameKind::Hello || h->bytes != kHelloBytes) {
     return fail("sent something other than its Hello after the handshake" +
                 (h.ok() ? std::string() : ": " + h.status().message()));
   }
   uint8_t* payload = in_.data() + kFrameHeaderBytes;
-  if (Status st = openFrame(keys_.recv, in_.data(), {payload, kAddressBytes}, payload + kAddressBytes); !st.ok()) {
+  if (Status st = openFrame(keys_.recv, in_.data(), {payload, kHelloBytes}, payload + kHelloBytes); !st.ok()) {
     return fail(st.message());
   }
-  Result<sockaddr_storage> addr = decodeAddress(std::span<const uint8_t>(payload, kAddressBytes));
-  if (!addr.ok()) return fail("sent a bad listen address: " + addr.status().message());
-  hello_ = *addr;
+  Result<JoinHello> hello = decodeHello(std::span<const uint8_t>(payload, kHelloBytes));
+  if (!hello.ok()) return fail(hello.status().message());
+  hello_ = *hello;
   state_ = State::Done;
   return state_;
 }

@@ -2,7 +2,8 @@
 // Bootstrap wire format (transport layer, bootstrap internals): addresses, frames, and the mutual HMAC handshake
 // every bootstrap connection starts with. Integers are little-endian (common/wire.h).
 //
-// Handshake (protocol 2):
+// Handshake (protocol 3; 3 added the Hello's group fields, ConnKind::GroupJoin and the Group and Forward frames
+// of an init through several roots):
 //   server -> client  Challenge   magic u32 | version u16 | protection u8 | 0 u8 | serverNonce[32]           40 B
 //   client -> server  Auth        magic u32 | version u16 | kind u16 | rank i32 | nRanks i32 | protection u8 |
 //                                 0[3] | clientNonce[32] | HMAC(secret, "cfx-boot-v2/client" || serverNonce ||
@@ -19,7 +20,18 @@
 // `bytes` payload bytes, then (protection not off) a 16-byte AES-GCM tag over header and payload, the payload
 // encrypted with protection encryption. The frame number of its direction is the nonce (crypto::FrameCipher),
 // so a frame replayed, dropped, reordered or moved to another connection fails. A joining rank's first frame is
-// its Hello: its listen address, which the root puts into the table.
+// its Hello: its listen address, which the root puts into the table, and the group it joins in (JoinHello).
+//
+// Init through several roots (ncclCommInitRankScalable with m ids, m <= nRanks): rank r joins root
+// groupOf(r, nRanks, m) with that id's secret. Root 0 serves group 0 and the leaders (first ranks) of the other
+// groups; every other root serves its group only:
+//   root k (k > 0)   group complete -> Group frame (the group's addresses) to its leader
+//   leader k         connects to root 0 with id 0's secret (GroupJoin, rank = k) and sends that Group frame on
+//   root 0           group 0 complete and m-1 Group frames in -> Table (all addresses, session nonce) to group 0 and
+//                    to every leader
+//   leader k         Forward frame (that Table's payload) to root k
+//   root k           checks its group's entries in it, then sends it as the Table to the rest of its group
+// So no root handles more than about nRanks/m + m connections.
 #pragma once
 
 #include <sys/socket.h>
@@ -43,7 +55,7 @@ namespace cfx::transport::boot {
 
 inline constexpr uint32_t kHandshakeMagic = 0x43465842;  // "CFXB"
 inline constexpr uint32_t kFrameMagic = 0x43465846;      // "CFXF"
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kAddressBytes = 24;
 inline constexpr size_t kFrameHeaderBytes = 24;
@@ -54,6 +66,8 @@ inline constexpr size_t kAuthBytes = 84;
 inline constexpr size_t kProofBytes = 32;
 // The table's trailer: a nonce the root draws for this communicator (Bootstrap::secret()).
 inline constexpr size_t kSessionNonceBytes = 32;
+// A Hello's payload: the listen address, then the group u32 and the number of groups u32.
+inline constexpr size_t kHelloBytes = kAddressBytes + 8;
 
 void encodeAddress(const sockaddr_storage& addr, uint8_t out[kAddressBytes]);
 // InvalidArgument for an unknown family code or a port of 0.
@@ -61,8 +75,9 @@ Result<sockaddr_storage> decodeAddress(const uint8_t in[kAddressBytes]);
 
 // What a connection carries once authenticated.
 enum class ConnKind : uint16_t {
-  RootJoin = 1,  // a rank joining at the root: Hello, then the root answers with Table, Error or Status frames
-  Peer = 2,      // rank -> rank, one direction: frames of kinds User, AllGather, Barrier
+  RootJoin = 1,   // a rank joining at the root: Hello, then the root answers with Table, Error or Status frames
+  Peer = 2,       // rank -> rank, one direction: frames of kinds User, AllGather, Barrier
+  GroupJoin = 3,  // a group's leader joining root 0 (rank = its group): a Group frame, then Table/Error/Status back
 };
 
 enum class FrameKind : uint8_t {
@@ -73,8 +88,19 @@ enum class FrameKind : uint8_t {
   Error = 17,     // root -> rank: tag = Errc, payload = message text
   Query = 18,     // rank -> root: "who is missing?" (no payload)
   Status = 19,    // root -> rank: payload = text naming the missing ranks
-  Hello = 20,     // rank -> root, first frame of a join: payload = the rank's listen address
+  Hello = 20,     // rank -> root, first frame of a join: payload = JoinHello (kHelloBytes)
+  Group = 21,     // root k -> its leader, leader -> root 0: tag = groups << 32 | group, payload = the group's addresses
+  Forward = 22,   // leader -> root k: payload = the Table payload root 0 sent, for root k to hand to its group
 };
+
+// The groups of an init through `groups` roots: rank r belongs to group r * groups / nRanks (floor), so group g is
+// the ranks [first, first + count) below, every group is non-empty when groups <= nRanks, and sizes differ by <= 1.
+struct GroupRange {
+  int first = 0;
+  int count = 0;
+};
+int groupOf(int rank, int nRanks, int groups);
+GroupRange groupRange(int group, int nRanks, int groups);
 
 struct FrameHeader {
   FrameKind kind = FrameKind::User;
@@ -121,6 +147,28 @@ Result<FrameKeys> deriveFrameKeys(const Secret& secret, uint64_t commMagic, cryp
 Result<sockaddr_storage> decodeAddress(std::span<const uint8_t> in);
 Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t> in, size_t maxBytes);
 
+// A joining rank's Hello payload. decodeHello checks the address and that 0 <= group < groups (it cannot know
+// nRanks: the root checks the group against the rank).
+struct JoinHello {
+  sockaddr_storage listen{};
+  int group = 0;
+  int groups = 1;
+};
+std::array<uint8_t, kHelloBytes> encodeHello(const JoinHello& hello);
+Result<JoinHello> decodeHello(std::span<const uint8_t> in);
+
+// A Group frame (header already decoded, payload exactly h.bytes long, already opened) of an init of nRanks ranks
+// through `groups` roots (groups < 1: any, as root 0 sees a leader before anyone told it): the group it names and
+// exactly that group's addresses. RemoteError naming what is wrong.
+struct GroupBlock {
+  int group = 0;
+  int groups = 0;
+  std::vector<sockaddr_storage> addresses;  // of ranks groupRange(group).first ...
+};
+Result<GroupBlock> decodeGroup(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks, int groups);
+// The payload of a Group frame.
+std::vector<uint8_t> encodeGroupAddresses(std::span<const sockaddr_storage> addresses);
+
 // The client's view of the server's Challenge: its nonce and protection, once magic and version check out.
 struct Challenge {
   std::array<uint8_t, kNonceBytes> nonce{};
@@ -157,6 +205,7 @@ struct RootAnswer {
   Errc code = Errc::RemoteError;        // Error: the root's code, never Ok or InProgress (init must not look pending)
   std::string text;                     // Error, Status: the root's words, printable ASCII only
 };
+// A Forward frame's payload is a Table's and decodes as one here (its kind stays Forward).
 Result<RootAnswer> decodeRootAnswer(const FrameHeader& h, std::span<const uint8_t> payload, int nRanks);
 // The bytes of a Table frame's payload.
 inline size_t tablePayloadBytes(int nRanks) { return static_cast<size_t>(nRanks) * kAddressBytes + kSessionNonceBytes; }
@@ -184,8 +233,7 @@ Status openFrame(crypto::FrameCipher& key, const uint8_t header[kFrameHeaderByte
 // The client half of the handshake, blocking. `hello` is sent as the first frame after the server's proof checks
 // out (RootJoin). RemoteError when the server closes the connection (it rejected us) or its proof is wrong.
 Result<FrameKeys> clientHandshake(net::Socket& sock, const Credentials& cred, ConnKind kind, int rank, int nRanks,
-                                  const sockaddr_storage* hello, const Deadline& deadline,
-                                  const std::atomic<bool>* abortFlag);
+                                  const JoinHello* hello, const Deadline& deadline, const std::atomic<bool>* abortFlag);
 
 // The server half, non-blocking, so a silent or slow stranger never holds up the thread that serves the
 // legitimate ranks. Drive it with progress() whenever poll() reports pollEvents() on fd(), and at least once
@@ -212,7 +260,7 @@ class ServerHandshake {
   ConnKind kind() const { return kind_; }
   int rank() const { return rank_; }
   int nRanks() const { return nRanks_; }
-  const sockaddr_storage& hello() const { return hello_; }
+  const JoinHello& hello() const { return hello_; }
   net::Socket takeSocket() { return std::move(sock_); }
   FrameKeys takeKeys() { return std::move(keys_); }
 
@@ -224,7 +272,7 @@ class ServerHandshake {
   State onAuth();
   State onHello();
 
-  static constexpr size_t kHelloFrameBytes = kFrameHeaderBytes + kAddressBytes + crypto::kTagBytes;
+  static constexpr size_t kHelloFrameBytes = kFrameHeaderBytes + kHelloBytes + crypto::kTagBytes;
   static constexpr size_t kBufferBytes = kHelloFrameBytes > kAuthBytes ? kHelloFrameBytes : kAuthBytes;
 
   net::Socket sock_;
@@ -244,7 +292,7 @@ class ServerHandshake {
   ConnKind kind_ = ConnKind::Peer;
   int rank_ = -1;
   int nRanks_ = -1;
-  sockaddr_storage hello_{};
+  JoinHello hello_;
   FrameKeys keys_;
 };
 

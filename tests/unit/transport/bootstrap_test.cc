@@ -292,7 +292,7 @@ void strangerHasWrongSecret(const UniqueId& id, int rank, int nRanks) {
   ASSERT_TRUE(s.ok());
   boot::Credentials wrong{id.secret, id.magic};
   wrong.secret[0] ^= 0xff;
-  sockaddr_storage fake = id.root;
+  const boot::JoinHello fake{id.root, 0, 1};
   Result<boot::FrameKeys> keys = boot::clientHandshake(*s, wrong, boot::ConnKind::RootJoin, rank, nRanks, &fake,
                                                        Deadline(milliseconds(10000)), nullptr);
   EXPECT_EQ(keys.status().code(), Errc::RemoteError) << keys.status().message();
@@ -454,10 +454,11 @@ TEST(BootstrapTest, StrangerAtARankListenerIsRejectedAndP2pCarriesOn) {
   auto ranks = joinAll(id, 2, options);
   strangerSendsGarbage(ranks[1]->localAddress());
   strangerStaysSilent(ranks[1]->localAddress());
-  strangerHasWrongSecret(UniqueId{ranks[1]->localAddress(), id.secret, id.magic, false}, 0, 2);
+  strangerHasWrongSecret(UniqueId{ranks[1]->localAddress(), id.secret, id.magic, false, {}}, 0, 2);
   EXPECT_EQ(impostorAtRank(id, ranks[1]->localAddress(), boot::ConnKind::Peer, 1, 2).code(), Errc::RemoteError);
   EXPECT_EQ(impostorAtRank(id, ranks[1]->localAddress(), boot::ConnKind::Peer, 0, 3).code(), Errc::RemoteError);
   EXPECT_EQ(impostorAtRank(id, ranks[1]->localAddress(), boot::ConnKind::RootJoin, 0, 2).code(), Errc::RemoteError);
+  EXPECT_EQ(impostorAtRank(id, ranks[1]->localAddress(), boot::ConnKind::GroupJoin, 1, 2).code(), Errc::RemoteError);
   const int v = 42;
   ASSERT_TRUE(ranks[0]->send(1, 3, &v, sizeof(v)).ok());
   int got = 0;
