@@ -18,7 +18,9 @@ wall time), the final loss, and the ratios to sync. The bytes and losses do not 
 times do, so the load average is printed beside them.
 
 Example (root, from the repository root, after `make build`; torch is Debian's, in /usr/bin/python3):
-  /usr/bin/python3 tests/netbed/diloco_bench.py --rows sync,diloco:none,diloco:int8,diloco:topk:0.05,streaming:int8,noloco,churn
+  /usr/bin/python3 tests/netbed/diloco_bench.py --build build
+(the defaults are docs/notes/wan_training.md's figures: 32 outer steps of H = 32, 2 fragments with tau 14,
+churn 10:20, every row).
 """
 from __future__ import annotations
 
