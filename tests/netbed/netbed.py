@@ -453,10 +453,10 @@ class Bed:
         return ["ip", "netns", "exec", self.hosts[h], "env", *[f"{k}={v}" for k, v in full.items()], *argv]
 
     @staticmethod
-    def _wait_ranks(procs, timeout: float, grace: float = 5.0) -> dict:
-        """Waits for every rank until `timeout`; once one fails, the others get `grace` seconds to report their own
-        view (a peer's death, with its name) and are then killed. rank -> exit code, None (timed out) or
-        "killed"."""
+    def _wait_ranks(procs, timeout: float, grace: float = 5.0, may_die: frozenset = frozenset()) -> dict:
+        """Waits for every rank until `timeout`; once one fails (other than those in may_die), the others get `grace`
+        seconds to report their own view (a peer's death, with its name) and are then killed. rank -> exit code,
+        None (timed out) or "killed"."""
         deadline = time.monotonic() + timeout
         rcs: dict = {}
         try:
@@ -464,7 +464,7 @@ class Bed:
                 for rank, p, _ in procs:
                     if rank not in rcs and p.poll() is not None:
                         rcs[rank] = p.returncode
-                        if p.returncode != 0:
+                        if p.returncode != 0 and rank not in may_die:
                             deadline = min(deadline, time.monotonic() + grace)
                 time.sleep(0.05)
         finally:
@@ -472,18 +472,20 @@ class Bed:
                 if p.poll() is None:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
-                    rcs.setdefault(rank, None if not any(rcs.values()) else "killed")
+                    rcs.setdefault(rank, None if not any(v for r, v in rcs.items() if r not in may_die)
+                                   else "killed")
                 rcs.setdefault(rank, p.returncode)
         return rcs
 
     def run_ranks(self, ranks_per_host: int, argv: list[str], env: dict[str, str] | None = None,
                   timeout: float = 120, port: int = 29500, quiet: bool = False,
-                  outputs: dict[int, str] | None = None, topology: bool = True) -> int:
+                  outputs: dict[int, str] | None = None, topology: bool = True,
+                  may_die: frozenset = frozenset()) -> int:
         """Runs argv as ranks_per_host ranks on every host (torchrun-style variables and a fresh CFX_SECRET);
         returns 0 when every rank exited 0. Rank 0's output is printed unless quiet; a failed rank's output is
         always printed with its rank. `outputs`, when given, receives every rank's output. With `topology`, ranks
         get NCCL_TOPO_FILE describing the bed (Spec.topology_xml), so Conflux plans for the links it really has; `env`
-        can override."""
+        can override. Ranks in `may_die` (a churn run kills one on purpose) may exit with any status."""
         world = self.spec.hosts * ranks_per_host
         procs = []
         with tempfile.TemporaryDirectory(prefix="cfxnb") as tmp:
@@ -504,9 +506,10 @@ class Bed:
                     p = subprocess.Popen(self.exec_argv(h, argv, {k: str(v) for k, v in e.items()}), stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
                     procs.append((rank, p, out))
-            rcs = self._wait_ranks(procs, timeout)
+            rcs = self._wait_ranks(procs, timeout, may_die=may_die)
             # Ranks that failed on their own first: a rank killed because a peer died only echoes the cause.
-            failed = sorted((r for r, _, _ in procs if rcs[r] != 0), key=lambda r: (rcs[r] == "killed", r))
+            failed = sorted((r for r, _, _ in procs if rcs[r] != 0 and r not in may_die),
+                            key=lambda r: (rcs[r] == "killed", r))
             for rank, _, out in procs:
                 out.seek(0)
                 text = out.read()
