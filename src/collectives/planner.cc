@@ -30,10 +30,8 @@ constexpr Algorithm kPricedFamily[] = {Algorithm::Exchange,     Algorithm::RecDo
 constexpr Algorithm kFixedFamily[] = {Algorithm::Chain, Algorithm::Direct};
 // Direct broadcast where buffers may travel as slices: at most this many ranks (see pick()).
 constexpr int kDirectBroadcastSlicedRanks = 4;
-// From this many bytes a one-host all-reduce that can go Direct does, rather than Exchange or RecDouble. Measured
-// with 4 processes on 2 cores, 200 back-to-back all-reduces, in microseconds (Exchange / Direct): 16 KiB 43 / 55,
-// 32 KiB 53 / 57, 64 KiB 74 / 62, 128 KiB 126 / 76. With more ranks Direct gains (Exchange's rounds grow as
-// log2(n), Direct's two copies do not).
+// From this many bytes a one-host all-reduce that can go Direct does, rather than Exchange or RecDouble: there its two
+// copies beat Exchange's log2(n) rounds (docs/notes/algorithms.md, "The planner's constants").
 constexpr size_t kDirectOverLatencyBytes = 64 * 1024;
 
 // Whether `a` can run this op at all, whatever it costs.
@@ -46,15 +44,15 @@ bool applicable(Algorithm a, const PlanRequest& req) {
       // (n & (n - 1)): std::has_single_bit becomes a libgcc popcount call without -mpopcnt, on every op.
       return req.nRanks > 1 && (req.nRanks & (req.nRanks - 1)) == 0 && req.bytes <= req.sliceBytes;
     // Two ranks have one neighbour: the bidirectional ring is the ring there. And each strand must carry at least a
-    // slice: below that its steps are latency-bound, and a second strand only adds wake-ups (measured on a ring of
-    // 1 Gbit/s links: 4-64 KiB took 1.5-2.3 times the ring's time, 256 KiB half of it).
+    // slice: below that its steps are latency-bound, and a second strand only adds wake-ups
+    // (docs/notes/algorithms.md, "The planner's constants").
     case Algorithm::BiRing: return req.nRanks >= 3 && req.bytes >= 2 * req.sliceBytes;
     // A broadcast's two levels need only several hosts; the reducing ones need the same ranks on every host.
     case Algorithm::Hier:
       return req.fabric != nullptr && (req.coll == Collective::Broadcast ? req.fabric->hosts > 1 : req.fabric->hier);
     // And each rank's part at least a slice: below that every level's step moves less than a slice, its wake-ups
-    // are the cost, and the model's few long-latency steps do not show (measured on the 3level bed, 8 ranks on 2
-    // cores: 4 KiB-256 KiB took 1.5-3.4 times the ring's time, 1 MiB 0.6 times).
+    // are the cost, and the model's few long-latency steps do not show (docs/notes/algorithms.md, "The planner's
+    // constants").
     case Algorithm::Hier3:
       return req.fabric != nullptr && req.fabric->hier3 &&
              req.bytes >= static_cast<size_t>(req.nRanks) * req.sliceBytes;
@@ -478,8 +476,7 @@ double estimateUs(const PlanRequest& req, Algorithm algorithm) {
       return ringUs(f, f.ring, passes * (n - 1), bytes / n, req.sliceBytes, chunkSlices);
     case Algorithm::BiRing:
       // Two strands, each step moving half the bytes; but a rank runs both strands' verbs on one core, so their
-      // steps' overheads take turns (measured: 1 KiB to 64 KiB took twice the ring's time on a ring of 1 Gbit/s
-      // links, where it no longer applies; see applicable()).
+      // steps' overheads take turns, and the model charges them one after the other.
       return ringUs(f, f.biRing, passes * (n - 1), bytes / n / 2, req.sliceBytes, chunkSlices, 2);
     case Algorithm::Hier: {
       // Segments pipeline the host-local steps with the cross-host one: the slower hides all but one segment of

@@ -33,11 +33,8 @@ namespace cfx::coll {
 // that would cost nothing.
 inline constexpr double kStepOverheadUs = 5;
 // ... and where ranks outnumber the CPUs they run on: a waiting rank has gone to sleep, and its peer's message finds
-// the CPU taken by another rank, so a step also waits for the scheduler. Measured on the namespace bed (2 hosts x 2
-// ranks on 2 cores, 1 Gbit/s, 200 back-to-back 4 KiB all-reduces): Exchange 83-98 us, Hier 125-127 and Ring
-// 149-152 against 65, 33 and 49 us of line time through the busiest NIC, so 12-23 us per step on top, where the
-// model had charged 5 on shared memory. With 20 it ranks the three as measured there, and at 16 KiB (Hier 137-144,
-// Ring 206, Exchange 271-272: then the bytes decide).
+// the CPU taken by another rank, so a step also waits for the scheduler. 20 ranks the algorithms as the namespace
+// bed ran them (docs/notes/algorithms.md, "The planner's constants").
 inline constexpr double kSharedCpuStepOverheadUs = 20;
 
 // The step overhead for ranks running `ranksPerCpu` to a CPU (the most crowded machine's ranks over the CPUs they
