@@ -11,7 +11,7 @@
 
 namespace cfx::coll {
 
-Task allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   if (n < 3 || args.count < 2) {
     CFX_CO_TRY(co_await allGatherRing(args, plan, prims));

@@ -23,13 +23,13 @@
 
 namespace cfx::coll {
 
-Task allGatherDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allGatherDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t blockBytes = args.count * dataTypeSize(args.type);
   char* out = static_cast<char*>(args.recvbuff);
   auto at = [&](int b) { return out + static_cast<size_t>(b) * blockBytes; };
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   strands.reserve(2 * static_cast<size_t>(n) - 1);
   for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, blockBytes, /*ownStrand=*/true)));
   strands.push_back(copyStrand(at(r), args.sendbuff, blockBytes, prims.opBytes()));

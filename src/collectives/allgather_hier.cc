@@ -36,13 +36,13 @@ struct HierGather {
   ElemRange piece(int rank, size_t seg) const { return blockSegment(count, segments, rank, seg); }
 };
 
-Task crossGather(const HierGather& g, size_t seg, prims::Prims& prims) {
+Coro crossGather(const HierGather& g, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks;
   for (int rank : g.crossRing.ranks) blocks.push_back(g.piece(rank, seg));
   return ringAllGather(g.crossRing, g.out, std::move(blocks), g.type, prims);
 }
 
-Task hostGather(const HierGather& g, size_t seg, prims::Prims& prims) {
+Coro hostGather(const HierGather& g, size_t seg, prims::Prims& prims) {
   const int h = g.crossRing.me;
   const RankRing hostRing{g.layout->hostRanks[static_cast<size_t>(h)], g.localIndex};
   for (const std::vector<int>& ranks : g.layout->hostRanks) {
@@ -55,7 +55,7 @@ Task hostGather(const HierGather& g, size_t seg, prims::Prims& prims) {
 
 }  // namespace
 
-Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage, "hierarchical all-gather needs the communicator's layout of ranks on hosts");
@@ -80,7 +80,7 @@ Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   g.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 1, [&](size_t round) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (pipelineHas(round, 0, g.segments.n)) strands.push_back(crossGather(g, round, prims));
     if (pipelineHas(round, 1, g.segments.n)) strands.push_back(hostGather(g, round - 1, prims));
     return strands;

@@ -35,13 +35,13 @@ struct Hier3Gather {
   ElemRange piece(int rank, size_t seg) const { return blockSegment(count, segments, rank, seg); }
 };
 
-Task crossGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
+Coro crossGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks;
   for (int rank : a.rings.cross.ranks) blocks.push_back(a.piece(rank, seg));
   return ringAllGather(a.rings.cross, a.out, std::move(blocks), a.type, prims);
 }
 
-Task hostGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
+Coro hostGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
   const int g = a.rings.device.me;
   for (int k = 0; k < a.layout->nHosts(); ++k) {
     std::vector<ElemRange> blocks;
@@ -51,7 +51,7 @@ Task hostGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
   co_return Status();
 }
 
-Task deviceGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
+Coro deviceGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
   for (int k = 0; k < a.layout->nHosts(); ++k) {
     for (int p = 0; p < a.rings.host.n(); ++p) {
       std::vector<ElemRange> blocks;
@@ -64,7 +64,7 @@ Task deviceGather(const Hier3Gather& a, size_t seg, prims::Prims& prims) {
 
 }  // namespace
 
-Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage, "3-level all-gather needs the communicator's layout of ranks");
@@ -85,7 +85,7 @@ Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   a.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (pipelineHas(round, 0, a.segments.n)) strands.push_back(crossGather(a, round, prims));
     if (pipelineHas(round, 1, a.segments.n)) strands.push_back(hostGather(a, round - 1, prims));
     if (pipelineHas(round, 2, a.segments.n)) strands.push_back(deviceGather(a, round - 2, prims));

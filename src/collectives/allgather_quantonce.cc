@@ -11,7 +11,7 @@
 
 namespace cfx::coll {
 
-Task allGatherQuantOnce(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allGatherQuantOnce(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   QuantOnceGroup g;

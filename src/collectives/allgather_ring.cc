@@ -26,7 +26,7 @@
 
 namespace cfx::coll {
 
-Task ringAllGather(RankRing ring, char* buf, std::vector<ElemRange> blocks, DataType type, prims::Prims& prims) {
+Coro ringAllGather(RankRing ring, char* buf, std::vector<ElemRange> blocks, DataType type, prims::Prims& prims) {
   const int n = ring.n();
   const int r = ring.me;
   if (n == 1) co_return Status();
@@ -50,7 +50,7 @@ Task ringAllGather(RankRing ring, char* buf, std::vector<ElemRange> blocks, Data
   co_return Status();
 }
 
-Task allGatherRing(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allGatherRing(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   char* out = static_cast<char*>(args.recvbuff);

@@ -17,7 +17,7 @@
 
 namespace cfx::coll {
 
-Task allReduceBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allReduceBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   if (n < 3 || args.count < 2) {
     CFX_CO_TRY(co_await allReduceRing(args, plan, prims));

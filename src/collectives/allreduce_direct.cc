@@ -38,7 +38,7 @@ struct Blocks {
 
 }  // namespace
 
-Task allReduceDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t elt = dataTypeSize(args.type);
@@ -50,7 +50,7 @@ Task allReduceDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const char* in = static_cast<const char*>(args.sendbuff);
   char* out = static_cast<char*>(args.recvbuff);
 
-  std::vector<Task> reduce;
+  std::vector<Coro> reduce;
   reduce.reserve(static_cast<size_t>(n));
   for (int s = 1; s < n; ++s) {
     const int q = mod(r + s, n);
@@ -60,7 +60,7 @@ Task allReduceDirect(const CollArgs& args, Plan, prims::Prims& prims) {
                                    prims));
   CFX_CO_TRY(co_await prims::Parallel(std::move(reduce)));
 
-  std::vector<Task> gather;
+  std::vector<Coro> gather;
   gather.reserve(2 * static_cast<size_t>(n) - 2);
   for (int s = 1; s < n; ++s) {
     gather.push_back(verbStrand(prims.send(mod(r + s, n), out + blocks.begin(r) * elt, blocks.size(r) * elt, /*ownStrand=*/true)));

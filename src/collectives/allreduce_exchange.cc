@@ -30,7 +30,7 @@
 
 namespace cfx::coll {
 
-Task allReduceExchange(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceExchange(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t elt = dataTypeSize(args.type);

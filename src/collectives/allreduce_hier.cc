@@ -71,14 +71,14 @@ struct HierOp {
   }
 };
 
-Task reduceScatterStep(const HierOp& op, size_t seg, prims::Prims& prims) {
+Coro reduceScatterStep(const HierOp& op, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks = op.parts(seg);
   char* mine = op.out + blocks[static_cast<size_t>(op.hostRing.me)].offset * op.elt();
   return ringReduceScatter(op.hostRing, op.in, std::move(blocks), mine, op.type, op.hostOp, prims);
 }
 
 // A coroutine of its own, compressed: the group it describes must live in a frame while its all-reduce runs.
-Task compressedCrossStep(const HierOp& op, ElemRange part, char* mine, prims::Prims& prims) {
+Coro compressedCrossStep(const HierOp& op, ElemRange part, char* mine, prims::Prims& prims) {
   QuantOnceGroup g;
   g.group = op.crossRing.ranks;
   g.me = op.crossRing.me;
@@ -91,7 +91,7 @@ Task compressedCrossStep(const HierOp& op, ElemRange part, char* mine, prims::Pr
   co_return co_await quantOnceAllReduce(g, mine, mine, 1.0f, prims);
 }
 
-Task crossStep(const HierOp& op, size_t seg, prims::Prims& prims) {
+Coro crossStep(const HierOp& op, size_t seg, prims::Prims& prims) {
   const ElemRange part = op.parts(seg)[static_cast<size_t>(op.hostRing.me)];
   char* mine = op.out + part.offset * op.elt();
   if (op.compress != nullptr) return compressedCrossStep(op, part, mine, prims);
@@ -99,12 +99,12 @@ Task crossStep(const HierOp& op, size_t seg, prims::Prims& prims) {
 }
 
 
-Task allGatherStep(const HierOp& op, size_t seg, prims::Prims& prims) {
+Coro allGatherStep(const HierOp& op, size_t seg, prims::Prims& prims) {
   return ringAllGather(op.hostRing, op.out, op.parts(seg), op.type, prims);
 }
 
 // Round i's host strand: all-gather of segment i - 2, then reduce-scatter of segment i (either may be absent).
-Task hostRound(const HierOp& op, size_t round, prims::Prims& prims) {
+Coro hostRound(const HierOp& op, size_t round, prims::Prims& prims) {
   if (pipelineHas(round, 2, op.segments.n)) CFX_CO_TRY(co_await allGatherStep(op, round - 2, prims));
   if (pipelineHas(round, 0, op.segments.n)) CFX_CO_TRY(co_await reduceScatterStep(op, round, prims));
   co_return Status();
@@ -122,7 +122,7 @@ size_t hierBlockSegments(size_t count, size_t eltBytes, int nHosts, size_t slice
                   std::max<size_t>(count, 1));
 }
 
-Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage, "hierarchical all-reduce needs the communicator's layout of ranks on hosts");
@@ -151,7 +151,7 @@ Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   op.segments = EvenSplit{args.count, static_cast<int>(k)};
 
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (pipelineHas(round, 0, op.segments.n) || pipelineHas(round, 2, op.segments.n)) {
       strands.push_back(hostRound(op, round, prims));
     }

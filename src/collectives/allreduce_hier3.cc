@@ -72,40 +72,40 @@ struct Hier3Op {
   char* at(ElemRange range) const { return out + range.offset * elt(); }
 };
 
-Task deviceReduceScatter(const Hier3Op& op, size_t seg, prims::Prims& prims) {
+Coro deviceReduceScatter(const Hier3Op& op, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks = op.parts(seg);
   char* mine = op.at(blocks[static_cast<size_t>(op.deviceRing.me)]);
   return ringReduceScatter(op.deviceRing, op.in, std::move(blocks), mine, op.type, op.deviceOp, prims);
 }
 
-Task hostReduceScatter(const Hier3Op& op, size_t seg, prims::Prims& prims) {
+Coro hostReduceScatter(const Hier3Op& op, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks = op.subparts(seg);
   char* mine = op.at(blocks[static_cast<size_t>(op.hostRing.me)]);
   return ringReduceScatter(op.hostRing, op.out, std::move(blocks), mine, op.type, op.hostOp, prims);
 }
 
-Task crossAllReduce(const Hier3Op& op, size_t seg, prims::Prims& prims) {
+Coro crossAllReduce(const Hier3Op& op, size_t seg, prims::Prims& prims) {
   const ElemRange sub = op.subparts(seg)[static_cast<size_t>(op.hostRing.me)];
   return ringAllReduce(op.crossRing, op.at(sub), op.at(sub), sub.count, op.type, op.crossOp, prims);
 }
 
-Task hostAllGather(const Hier3Op& op, size_t seg, prims::Prims& prims) {
+Coro hostAllGather(const Hier3Op& op, size_t seg, prims::Prims& prims) {
   return ringAllGather(op.hostRing, op.out, op.subparts(seg), op.type, prims);
 }
 
-Task deviceAllGather(const Hier3Op& op, size_t seg, prims::Prims& prims) {
+Coro deviceAllGather(const Hier3Op& op, size_t seg, prims::Prims& prims) {
   return ringAllGather(op.deviceRing, op.out, op.parts(seg), op.type, prims);
 }
 
 bool has(const Hier3Op& op, size_t round, size_t stage) { return pipelineHas(round, stage, op.segments.n); }
 
-Task deviceStrand(const Hier3Op& op, size_t round, prims::Prims& prims) {
+Coro deviceStrand(const Hier3Op& op, size_t round, prims::Prims& prims) {
   if (has(op, round, 4)) CFX_CO_TRY(co_await deviceAllGather(op, round - 4, prims));
   if (has(op, round, 0)) CFX_CO_TRY(co_await deviceReduceScatter(op, round, prims));
   co_return Status();
 }
 
-Task hostStrand(const Hier3Op& op, size_t round, prims::Prims& prims) {
+Coro hostStrand(const Hier3Op& op, size_t round, prims::Prims& prims) {
   if (has(op, round, 3)) CFX_CO_TRY(co_await hostAllGather(op, round - 3, prims));
   if (has(op, round, 1)) CFX_CO_TRY(co_await hostReduceScatter(op, round - 1, prims));
   co_return Status();
@@ -133,7 +133,7 @@ Hier3Rings hier3Rings(const Layout& layout, int rank) {
   return rings;
 }
 
-Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage, "3-level all-reduce needs the communicator's layout of ranks");
@@ -159,7 +159,7 @@ Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   op.segments = EvenSplit{args.count, static_cast<int>(k)};
 
   CFX_CO_TRY(co_await pipelinedRounds(k + 4, [&](size_t round) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (has(op, round, 0) || has(op, round, 4)) strands.push_back(deviceStrand(op, round, prims));
     if (has(op, round, 1) || has(op, round, 3)) strands.push_back(hostStrand(op, round, prims));
     if (has(op, round, 2)) strands.push_back(crossAllReduce(op, round - 2, prims));

@@ -20,7 +20,7 @@
 
 namespace cfx::coll {
 
-Task allReduceQuantOnce(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceQuantOnce(const CollArgs& args, Plan, prims::Prims& prims) {
   QuantOnceGroup g;
   for (int q = 0; q < prims.nRanks(); ++q) g.group.push_back(q);
   g.me = prims.rank();

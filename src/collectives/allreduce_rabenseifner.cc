@@ -29,7 +29,7 @@
 
 namespace cfx::coll {
 
-Task allReduceRabenseifner(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceRabenseifner(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t elt = dataTypeSize(args.type);

@@ -37,7 +37,7 @@
 
 namespace cfx::coll {
 
-Task allReduceRecDouble(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceRecDouble(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t bytes = args.count * dataTypeSize(args.type);

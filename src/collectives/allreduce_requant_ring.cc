@@ -19,7 +19,7 @@
 
 namespace cfx::coll {
 
-Task allReduceRequantRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro allReduceRequantRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   if (n == 1) {

@@ -20,7 +20,7 @@
 
 namespace cfx::coll {
 
-Task ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataType type, const ReduceOp& op,
+Coro ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataType type, const ReduceOp& op,
                    prims::Prims& prims) {
   const int n = ring.n();
   const int r = ring.me;
@@ -68,7 +68,7 @@ Task ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataT
   co_return Status();
 }
 
-Task allReduceRing(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceRing(const CollArgs& args, Plan, prims::Prims& prims) {
   return ringAllReduce(RankRing::ofAll(prims.nRanks(), prims.rank()), static_cast<const char*>(args.sendbuff),
                        static_cast<char*>(args.recvbuff), args.count, args.type, args.op, prims);
 }

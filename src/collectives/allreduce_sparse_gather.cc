@@ -19,7 +19,7 @@
 
 namespace cfx::coll {
 
-Task allReduceSparseGather(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceSparseGather(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   CFX_CO_TRY_ASSIGN(const Framing f, framingOf(args.compress->codec, prims));
@@ -34,7 +34,7 @@ Task allReduceSparseGather(const CollArgs& args, Plan, prims::Prims& prims) {
   encodeFramed(f, args.sendbuff, args.type, args.count, framedOf(r), ctx);
   if (n > 1) {
     std::vector<prims::Encoded> enc(static_cast<size_t>(n));
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     for (int q = 0; q < n; ++q) {
       enc[static_cast<size_t>(q)].codec = &args.compress->codec;
       enc[static_cast<size_t>(q)].valueType = args.type;

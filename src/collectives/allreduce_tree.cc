@@ -63,7 +63,7 @@ TreeNode treeNode(int n, int which, int rank) {
 
 // One segment of one tree, reduced towards the root: `cnt` elements of this rank's input at `in`; the root (and an
 // interior rank with two children, as scratch) writes into `out`.
-prims::Task treeUp(const TreeNode& t, const char* in, char* out, size_t cnt, const CollArgs& args,
+prims::Coro treeUp(const TreeNode& t, const char* in, char* out, size_t cnt, const CollArgs& args,
                    prims::Prims& prims) {
   const ReduceOp& op = args.op;
   if (t.nChildren == 0) {
@@ -89,7 +89,7 @@ prims::Task treeUp(const TreeNode& t, const char* in, char* out, size_t cnt, con
 }
 
 // The root's bytes of one segment, down the tree into `out`.
-prims::Task treeDown(const TreeNode& t, char* out, size_t bytes, prims::Prims& prims) {
+prims::Coro treeDown(const TreeNode& t, char* out, size_t bytes, prims::Prims& prims) {
   if (t.parent >= 0) {
     if (t.nChildren > 0) {
       CFX_CO_TRY(co_await prims.recvCopySend(t.parent, t.children[0], out, bytes));
@@ -117,7 +117,7 @@ int treeDepth(int nRanks) {
   return depth;
 }
 
-Task allReduceTree(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allReduceTree(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t elt = dataTypeSize(args.type);

@@ -43,7 +43,7 @@ namespace {
 constexpr size_t kStrandsMinBlockBytes = size_t{4} << 10;
 }  // namespace
 
-Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t blockBytes = args.count * dataTypeSize(args.type);
@@ -57,7 +57,7 @@ Task alltoAllDirect(const CollArgs& args, Plan, prims::Prims& prims) {
     // streaming). The verbs take the size when made, so the communicator's Prims is left as it was.
     const size_t opBytes = prims.opBytes();
     prims.setOpBytes(std::max(opBytes, static_cast<size_t>(n) * blockBytes));
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     strands.reserve(2 * static_cast<size_t>(n) - 1);
     for (int s = 1; s < n; ++s) {
       const int q = mod(r + s, n);

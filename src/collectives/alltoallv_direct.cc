@@ -27,7 +27,7 @@
 
 namespace cfx::coll {
 
-Task allToAllvDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro allToAllvDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const AlltoallvArgs& v = *args.alltoallv;
   const int n = prims.nRanks();
   const int r = prims.rank();
@@ -43,7 +43,7 @@ Task allToAllvDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   // Receives land in many blocks at once: they stream past the caches when the whole op is large (alltoall_direct.cc).
   const size_t opBytes = prims.opBytes();
   prims.setOpBytes(std::max({opBytes, v.sendExtent, v.recvExtent}));
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   strands.reserve(2 * peer(n));
   for (int s = 1; s < n; ++s) {
     const int q = mod(r + s, n);

@@ -21,7 +21,7 @@
 
 namespace cfx::coll {
 
-Task broadcastChain(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro broadcastChain(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t bytes = args.count * dataTypeSize(args.type);

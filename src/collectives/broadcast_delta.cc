@@ -45,7 +45,7 @@ void hashOf(const void* p, size_t bytes, uint64_t out[2]) {
 }
 
 // A chain broadcast of `bytes` at `buf` (the root's data there; every other rank's arrives there).
-Task chainBytes(void* buf, size_t bytes, int root, prims::Prims& prims) {
+Coro chainBytes(void* buf, size_t bytes, int root, prims::Prims& prims) {
   CollArgs a;
   a.coll = Collective::Broadcast;
   a.sendbuff = buf;
@@ -58,7 +58,7 @@ Task chainBytes(void* buf, size_t bytes, int root, prims::Prims& prims) {
 
 }  // namespace
 
-Task broadcastDeltaChain(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro broadcastDeltaChain(const CollArgs& args, Plan, prims::Prims& prims) {
   DeltaArgs& d = *args.delta;
   const int n = prims.nRanks();
   const int r = prims.rank();

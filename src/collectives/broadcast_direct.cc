@@ -19,12 +19,12 @@
 
 namespace cfx::coll {
 
-Task broadcastDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro broadcastDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t bytes = args.count * dataTypeSize(args.type);
   if (r != args.root) co_return co_await prims.recv(args.root, args.recvbuff, bytes);
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   strands.reserve(static_cast<size_t>(n));
   for (int s = 1; s < n; ++s) strands.push_back(verbStrand(prims.send(mod(r + s, n), args.sendbuff, bytes, /*ownStrand=*/true)));
   strands.push_back(copyStrand(args.recvbuff, args.sendbuff, bytes, prims.opBytes()));

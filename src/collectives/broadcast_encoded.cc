@@ -11,7 +11,7 @@
 
 namespace cfx::coll {
 
-Task broadcastEncoded(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro broadcastEncoded(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const int pos = mod(r - args.root, n);

@@ -72,7 +72,7 @@ HierLinks hierLinks(const Layout& layout, int root, int r) {
 
 }  // namespace
 
-Task broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage, "hierarchical broadcast needs the communicator's layout of ranks on hosts");

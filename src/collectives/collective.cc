@@ -10,7 +10,7 @@ namespace cfx::coll {
 
 namespace {
 
-using AlgorithmFn = Task (*)(const CollArgs&, Plan, prims::Prims&);
+using AlgorithmFn = Coro (*)(const CollArgs&, Plan, prims::Prims&);
 
 struct Entry {
   Collective coll;
@@ -76,20 +76,20 @@ AlgorithmFn findIn(const Entry (&table)[N], Collective coll, Algorithm algorithm
 
 AlgorithmFn find(Collective coll, Algorithm algorithm) { return findIn(kTable, coll, algorithm); }
 
-// A Task that finishes at once with `status`: lets runCollective hand back either the algorithm's own Task or
+// A Coro that finishes at once with `status`: lets runCollective hand back either the algorithm's own Coro or
 // an error without wrapping every algorithm in a second coroutine frame.
-Task fail(Status status) { co_return status; }
+Coro fail(Status status) { co_return status; }
 
 }  // namespace
 
-Task verbStrand(prims::TransferAwaiter verb) { co_return co_await verb; }
+Coro verbStrand(prims::TransferAwaiter verb) { co_return co_await verb; }
 
-Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes) {
+Coro copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes) {
   prims::Prims::copy(dst, src, bytes, opBytes);
   co_return Status();
 }
 
-Task reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims) {
+Coro reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   CFX_CO_TRY(co_await prims.recvReduceCopy(mod(r + 1, n), own, out, count, op, /*post=*/n == 2));
@@ -208,7 +208,7 @@ bool hasCompressedAlgorithm(Collective coll, Algorithm algorithm, compress::Form
   return findIn(kCompressedTable, coll, algorithm) != nullptr;
 }
 
-Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro runCollective(const CollArgs& args, Plan plan, prims::Prims& prims) {
   if (plan.codec != nullptr) {
     if (args.compress == nullptr) return fail(Status::error(Errc::InternalError, "a compressed plan for a plain op"));
     if (hasCompressedAlgorithm(args.coll, plan.algorithm, plan.codec->format())) {

@@ -17,11 +17,11 @@
 #include "common/types.h"
 #include "compress/codec.h"
 #include "primitives/prims.h"
-#include "primitives/task.h"
+#include "primitives/coro.h"
 
 namespace cfx::coll {
 
-using prims::Task;
+using prims::Coro;
 
 enum class Collective : uint8_t {
   AllReduce,
@@ -184,55 +184,55 @@ bool hasAlgorithm(Collective coll, Algorithm algorithm);
 // the dense formats everything else).
 bool hasCompressedAlgorithm(Collective coll, Algorithm algorithm, compress::Format format);
 
-// Runs one collective with the given plan (its layout, if any, must outlive the Task). A plan with a codec runs the
+// Runs one collective with the given plan (its layout, if any, must outlive the Coro). A plan with a codec runs the
 // compressed form and needs args.compress. The caller sets prims.setOpSeq() before. `args` and `prims` are
-// held by reference and must outlive the Task. A pair without an implementation yields InvalidUsage.
-Task runCollective(const CollArgs& args, Plan plan, prims::Prims& prims);
+// held by reference and must outlive the Coro. A pair without an implementation yields InvalidUsage.
+Coro runCollective(const CollArgs& args, Plan plan, prims::Prims& prims);
 
 // One function per (collective, algorithm), each defined in its own file.
-Task allReduceRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceExchange(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allGatherRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceScatterRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task broadcastChain(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceChain(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task alltoAllDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task gatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task scatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceRabenseifner(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allGatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceExchange(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allGatherRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceScatterRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro broadcastChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro alltoAllDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro gatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro scatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allGatherBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceRabenseifner(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allGatherHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allGatherDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceScatterDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro broadcastDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceTree(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro broadcastHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allGatherHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims);
 // Compressed forms (plan.codec set; encoded.h has their building blocks).
-Task allReduceQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceRequantRing(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allReduceSparseGather(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task reduceScatterQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task allGatherQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task broadcastEncoded(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task broadcastDeltaChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceRequantRing(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allReduceSparseGather(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro reduceScatterQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allGatherQuantOnce(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro broadcastEncoded(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro broadcastDeltaChain(const CollArgs& args, Plan plan, prims::Prims& prims);
 // All-Scan (scan.h has the building blocks).
-Task scanChain(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task scanRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task scanBlelloch(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro scanChain(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro scanRecDouble(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro scanBlelloch(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro scanHier(const CollArgs& args, Plan plan, prims::Prims& prims);
 // Variable shapes: all-to-all-v, and MoE dispatch and combine (moe.h).
-Task allToAllvDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task moeDispatchDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
-Task moeCombineDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro allToAllvDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro moeDispatchDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
+Coro moeCombineDirect(const CollArgs& args, Plan plan, prims::Prims& prims);
 
 // What every message of the op carries (prims/op_stamp.h): the collective, datatype and op as a kind, and a digest
 // of the count, root, codec, scan mode and an ordered op's shape. Core stamps each op with it
@@ -249,11 +249,11 @@ int treeDepth(int nRanks);
 
 // Strands for prims::Parallel lists whose length is only known at run time: one verb, or one local copy
 // (Prims::copy, streaming by opBytes) that runs when the strand starts, so the strands before it are under way.
-Task verbStrand(prims::TransferAwaiter verb);
-Task copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes);
+Coro verbStrand(prims::TransferAwaiter verb);
+Coro copyStrand(void* dst, const void* src, size_t bytes, size_t opBytes);
 // The owner's side of a direct reduction: out = own (+) what ranks r + 1, r + 2, ..., r - 1 send it, in that fixed
-// order, post-op on the last peer (recvReduceCopy, then recvCombineCopy). `op` must outlive the Task.
-Task reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims);
+// order, post-op on the last peer (recvReduceCopy, then recvCombineCopy). `op` must outlive the Coro.
+Coro reduceFromPeers(const char* own, char* out, size_t count, const ReduceOp& op, prims::Prims& prims);
 // How many pipelined segments Hier cuts an all-reduce of `bytes` into (the planner prices the overlap with it). The
 // all-gather and reduce-scatter pass the bytes one rank moves across hosts (H blocks) and localRanks 1.
 size_t hierSegments(size_t bytes, int localRanks, size_t sliceBytes);

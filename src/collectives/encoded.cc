@@ -81,7 +81,7 @@ prims::Encoded encodedOf(const QuantOnceGroup& g, int q, const prims::Prims& pri
 namespace {
 
 // Phase 1's sends: chunk me - s to its owner at step s, each encoded as it goes.
-Task sendToOwners(const QuantOnceGroup& g, const char* in, prims::Prims& prims) {
+Coro sendToOwners(const QuantOnceGroup& g, const char* in, prims::Prims& prims) {
   const EvenSplit chunks = g.chunks();
   const size_t elt = dataTypeSize(g.type);
   for (int s = 1; s < g.n(); ++s) {
@@ -94,7 +94,7 @@ Task sendToOwners(const QuantOnceGroup& g, const char* in, prims::Prims& prims) 
 }
 
 // Phase 1's receives: this rank's chunk from me + s at step s, folded into acc in that order.
-Task foldOwnChunk(const QuantOnceGroup& g, float* acc, prims::Prims& prims) {
+Coro foldOwnChunk(const QuantOnceGroup& g, float* acc, prims::Prims& prims) {
   const prims::Encoded mine = encodedOf(g, g.me, prims);
   const size_t count = g.chunks().size(g.me);
   for (int s = 1; s < g.n(); ++s) {
@@ -105,7 +105,7 @@ Task foldOwnChunk(const QuantOnceGroup& g, float* acc, prims::Prims& prims) {
 }
 
 // Phase 2's sends: this rank's framed result to me - s at step s, as it is.
-Task sendResult(const QuantOnceGroup& g, const char* framed, prims::Prims& prims) {
+Coro sendResult(const QuantOnceGroup& g, const char* framed, prims::Prims& prims) {
   prims::Encoded mine = encodedOf(g, g.me, prims);
   mine.framed = const_cast<char*>(framed);  // sent as it is, never written
   const size_t count = g.chunks().size(g.me);
@@ -116,7 +116,7 @@ Task sendResult(const QuantOnceGroup& g, const char* framed, prims::Prims& prims
 }
 
 // Phase 2's receives: chunk me + s from its owner at step s, decoded into out.
-Task decodeResults(const QuantOnceGroup& g, char* out, prims::Prims& prims) {
+Coro decodeResults(const QuantOnceGroup& g, char* out, prims::Prims& prims) {
   const EvenSplit chunks = g.chunks();
   const size_t elt = dataTypeSize(g.type);
   for (int s = 1; s < g.n(); ++s) {
@@ -130,7 +130,7 @@ Task decodeResults(const QuantOnceGroup& g, char* out, prims::Prims& prims) {
 
 }  // namespace
 
-Task reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::Prims& prims) {
+Coro reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::Prims& prims) {
   const EvenSplit chunks = g.chunks();
   const size_t elt = dataTypeSize(g.type);
   compress::toFloat(g.type, in + chunks.begin(g.me) * elt, chunks.size(g.me), acc);
@@ -138,12 +138,12 @@ Task reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::
   co_return Status();
 }
 
-Task shareFromOwners(const QuantOnceGroup& g, const char* framed, char* out, prims::Prims& prims) {
+Coro shareFromOwners(const QuantOnceGroup& g, const char* framed, char* out, prims::Prims& prims) {
   CFX_CO_TRY(co_await prims::Parallel(sendResult(g, framed, prims), decodeResults(g, out, prims)));
   co_return Status();
 }
 
-Task quantOnceAllReduce(const QuantOnceGroup& g, const char* in, char* out, float divide, prims::Prims& prims) {
+Coro quantOnceAllReduce(const QuantOnceGroup& g, const char* in, char* out, float divide, prims::Prims& prims) {
   CFX_CO_TRY_ASSIGN(const Framing f, framingOf(g.compress->codec, prims));
   const size_t mine = g.chunks().size(g.me);
   CFX_CO_TRY_ASSIGN(ScratchBlock accBlock, takeScratch(mine * sizeof(float)));

@@ -66,13 +66,13 @@ struct QuantOnceGroup {
 
 // Phase 1: sends chunk q of `in` to its owner, and sums this rank's chunk into `acc` (fp32, chunks().size(me)
 // values): acc = own chunk, then + each other rank's decoded chunk in the order me + 1, me + 2, ... of the group.
-Task reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::Prims& prims);
+Coro reduceToOwners(const QuantOnceGroup& g, const char* in, float* acc, prims::Prims& prims);
 // Phase 2: sends this rank's framed chunk (`framed`, g.chunks().size(me) values) to every other rank of the group
 // and decodes theirs into their chunks of `out`. The caller has already put its own chunk in place.
-Task shareFromOwners(const QuantOnceGroup& g, const char* framed, char* out, prims::Prims& prims);
+Coro shareFromOwners(const QuantOnceGroup& g, const char* framed, char* out, prims::Prims& prims);
 
 // The whole quantise-once all-reduce of `in` into `out` over the group (in may be out): both phases, with this
 // rank's chunk divided by `divide` in fp32, encoded once and decoded into place between them.
-Task quantOnceAllReduce(const QuantOnceGroup& g, const char* in, char* out, float divide, prims::Prims& prims);
+Coro quantOnceAllReduce(const QuantOnceGroup& g, const char* in, char* out, float divide, prims::Prims& prims);
 
 }  // namespace cfx::coll

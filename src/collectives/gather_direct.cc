@@ -17,7 +17,7 @@
 
 namespace cfx::coll {
 
-Task gatherDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro gatherDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t blockBytes = args.count * dataTypeSize(args.type);

@@ -45,7 +45,7 @@ RowFold chunkOf(const RowFold& fold, size_t begin, size_t end, int64_t firstToke
 }
 
 // One peer's messages, chunk by chunk.
-Task sendChunks(prims::Prims& prims, int q, const char* expertOut, size_t rowBytes, const std::vector<int64_t>* rows,
+Coro sendChunks(prims::Prims& prims, int q, const char* expertOut, size_t rowBytes, const std::vector<int64_t>* rows,
                 const std::vector<size_t>* chunks) {
   for (size_t c = 0; c + 1 < chunks->size(); ++c) {
     const size_t begin = (*chunks)[c];
@@ -58,7 +58,7 @@ Task sendChunks(prims::Prims& prims, int q, const char* expertOut, size_t rowByt
 }
 
 // The receiving strand: per chunk, own rows, then each peer's message in the fixed order.
-Task foldAll(const MoeArgs& a, const std::vector<RowFold>* folds, prims::Prims& prims) {
+Coro foldAll(const MoeArgs& a, const std::vector<RowFold>* folds, prims::Prims& prims) {
   const MoeState& st = *a.state;
   const MoeRouting& m = st.routing;
   const int n = prims.nRanks();
@@ -98,7 +98,7 @@ Task foldAll(const MoeArgs& a, const std::vector<RowFold>* folds, prims::Prims& 
 
 }  // namespace
 
-Task moeCombineDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro moeCombineDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const MoeArgs& a = *args.moe;
   MoeState& st = *a.state;
   const MoeConfig& c = st.config;
@@ -133,7 +133,7 @@ Task moeCombineDirect(const CollArgs& args, Plan, prims::Prims& prims) {
       f.weights = weights[p].data();
     }
   }
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   for (int s = 1; s < n; ++s) {
     const auto q = static_cast<size_t>(mod(r + s, n));
     if (m.backRows[q].empty()) continue;

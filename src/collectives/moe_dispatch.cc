@@ -29,7 +29,7 @@ namespace {
 using prims::Region;
 
 // Headers and routing entries, and the routing that follows from them.
-Task exchange(const MoeArgs& a, prims::Prims& prims) {
+Coro exchange(const MoeArgs& a, prims::Prims& prims) {
   MoeState& st = *a.state;
   const MoeConfig& c = st.config;
   MoeRouting& m = st.routing;
@@ -45,7 +45,7 @@ Task exchange(const MoeArgs& a, prims::Prims& prims) {
   std::vector<MoeHeader> in(un);
   for (size_t p = 0; p < un; ++p) out[p] = headerFor(c, m, static_cast<int>(p), badToken, badId);
   in[static_cast<size_t>(r)] = out[static_cast<size_t>(r)];
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   for (int s = 1; s < n; ++s) {
     const int q = mod(r + s, n);
     strands.push_back(verbStrand(prims.send(q, &out[static_cast<size_t>(q)], sizeof(MoeHeader))));
@@ -88,7 +88,7 @@ struct Flow {
   size_t nPositions = 0;
 };
 
-Task sendFlow(prims::Prims& prims, int q, const Flow* f) {
+Coro sendFlow(prims::Prims& prims, int q, const Flow* f) {
   if (f->tokens.nRows > 0) {
     CFX_CO_TRY(co_await prims.sendRows(q, f->tokens, /*receiverKnowsRows=*/true));
     if (f->scaled) CFX_CO_TRY(co_await prims.sendRows(q, f->scales, /*receiverKnowsRows=*/true));
@@ -97,7 +97,7 @@ Task sendFlow(prims::Prims& prims, int q, const Flow* f) {
   co_return Status();
 }
 
-Task recvFlow(prims::Prims& prims, int q, const Flow* f) {
+Coro recvFlow(prims::Prims& prims, int q, const Flow* f) {
   if (f->tokens.nRows > 0) {
     CFX_CO_TRY(co_await prims.recvRows(q, f->tokens, &f->srcTokens));
     if (f->scaled) CFX_CO_TRY(co_await prims.recvRows(q, f->scales, &f->srcScales));
@@ -119,7 +119,7 @@ void copyRows(const char* from, const std::vector<int64_t>& rows, char* to, cons
   }
 }
 
-Task selfRows(const MoeArgs& a, int r) {
+Coro selfRows(const MoeArgs& a, int r) {
   const MoeState& st = *a.state;
   const MoeRouting& m = st.routing;
   const auto ur = static_cast<size_t>(r);
@@ -140,7 +140,7 @@ void writeCounts(const MoeArgs& a, const MoeRouting& m) {
   counts[m.perLocalExpert.size()] = static_cast<int32_t>(m.dropped);
 }
 
-Task moveRows(const MoeArgs& a, prims::Prims& prims) {
+Coro moveRows(const MoeArgs& a, prims::Prims& prims) {
   MoeState& st = *a.state;
   const MoeConfig& c = st.config;
   MoeRouting& m = st.routing;
@@ -164,7 +164,7 @@ Task moveRows(const MoeArgs& a, prims::Prims& prims) {
   std::vector<Flow> out(un);
   std::vector<Flow> in(un);
   m.foldSrc.assign(un, {});
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   for (int s = 1; s < n; ++s) {
     const auto q = static_cast<size_t>(mod(r + s, n));
     Flow& f = out[q];
@@ -217,7 +217,7 @@ Task moveRows(const MoeArgs& a, prims::Prims& prims) {
 
 }  // namespace
 
-Task moeDispatchDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro moeDispatchDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const MoeArgs& a = *args.moe;
   if (a.phase == MoeArgs::Phase::Exchange || a.phase == MoeArgs::Phase::Both) CFX_CO_TRY(co_await exchange(a, prims));
   if (a.phase == MoeArgs::Phase::Dispatch || a.phase == MoeArgs::Phase::Both) CFX_CO_TRY(co_await moveRows(a, prims));

@@ -21,12 +21,12 @@ inline bool pipelineHas(size_t round, size_t stage, int segments) {
 }
 
 // Runs rounds 0 .. rounds - 1: the strands strandsOf(round) returns run at once (prims::Parallel), and the next
-// round starts once they all finished; the first failure ends the run. `strandsOf` is copied into the Task, and
+// round starts once they all finished; the first failure ends the run. `strandsOf` is copied into the Coro, and
 // whatever it refers to must outlive it.
 template <typename StrandsOf>
-Task pipelinedRounds(size_t rounds, StrandsOf strandsOf) {
+Coro pipelinedRounds(size_t rounds, StrandsOf strandsOf) {
   for (size_t round = 0; round < rounds; ++round) {
-    std::vector<Task> strands = strandsOf(round);
+    std::vector<Coro> strands = strandsOf(round);
     if (strands.size() == 1) {
       CFX_CO_TRY(co_await std::move(strands.front()));
     } else if (!strands.empty()) {

@@ -21,7 +21,7 @@
 
 namespace cfx::coll {
 
-Task reduceChain(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro reduceChain(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t elt = dataTypeSize(args.type);

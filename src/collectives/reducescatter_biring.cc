@@ -12,7 +12,7 @@
 
 namespace cfx::coll {
 
-Task reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro reduceScatterBiRing(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   if (n < 3 || args.count < 2) {
     CFX_CO_TRY(co_await reduceScatterRing(args, plan, prims));

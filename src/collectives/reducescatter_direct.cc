@@ -24,7 +24,7 @@
 
 namespace cfx::coll {
 
-Task reduceScatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro reduceScatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t blockBytes = args.count * dataTypeSize(args.type);
@@ -33,7 +33,7 @@ Task reduceScatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
     prims::Prims::prepare(args.recvbuff, in, args.count, args.op, /*post=*/true);
     co_return Status();
   }
-  std::vector<Task> strands;
+  std::vector<Coro> strands;
   strands.reserve(static_cast<size_t>(n));
   for (int s = 1; s < n; ++s) {
     const int q = mod(r + s, n);

@@ -59,7 +59,7 @@ struct HierScatter {
 };
 
 // Step 1 for segment `seg`: one host ring reduce-scatter per host k, of the blocks of host k's ranks.
-Task hostReduceScatter(const HierScatter& s, size_t seg, prims::Prims& prims) {
+Coro hostReduceScatter(const HierScatter& s, size_t seg, prims::Prims& prims) {
   for (int k = 0; k < s.layout->nHosts(); ++k) {
     std::vector<ElemRange> blocks;
     for (int rank : s.layout->hostRanks[static_cast<size_t>(k)]) blocks.push_back(s.piece(rank, seg));
@@ -70,7 +70,7 @@ Task hostReduceScatter(const HierScatter& s, size_t seg, prims::Prims& prims) {
 }
 
 // Step 2 for segment `seg`: the partials of hosts 0..H-1 at ring positions 0..H-1; position h finishes host h's.
-Task crossReduceScatter(const HierScatter& s, size_t seg, prims::Prims& prims) {
+Coro crossReduceScatter(const HierScatter& s, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks;
   for (int k = 0; k < s.crossRing.n(); ++k) blocks.push_back(s.piece(k, seg));
   char* mine = s.out + s.segments.begin(static_cast<int>(seg)) * s.elt();
@@ -79,7 +79,7 @@ Task crossReduceScatter(const HierScatter& s, size_t seg, prims::Prims& prims) {
 
 }  // namespace
 
-Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage,
@@ -119,7 +119,7 @@ Task reduceScatterHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   s.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 1, [&](size_t round) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (pipelineHas(round, 0, s.segments.n)) strands.push_back(hostReduceScatter(s, round, prims));
     if (pipelineHas(round, 1, s.segments.n)) strands.push_back(crossReduceScatter(s, round - 1, prims));
     return strands;

@@ -49,7 +49,7 @@ struct Hier3Scatter {
   int slot(int host, int device) const { return host * rings.host.n() + device; }
 };
 
-Task deviceReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
+Coro deviceReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
   for (int k = 0; k < s.layout->nHosts(); ++k) {
     for (int p = 0; p < s.rings.host.n(); ++p) {
       std::vector<ElemRange> blocks;
@@ -61,7 +61,7 @@ Task deviceReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims)
   co_return Status();
 }
 
-Task hostReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
+Coro hostReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
   for (int k = 0; k < s.layout->nHosts(); ++k) {
     std::vector<ElemRange> blocks;
     for (int p = 0; p < s.rings.host.n(); ++p) blocks.push_back(s.piece(s.slot(k, p), seg));
@@ -71,7 +71,7 @@ Task hostReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
   co_return Status();
 }
 
-Task crossReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
+Coro crossReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) {
   std::vector<ElemRange> blocks;
   for (int k = 0; k < s.rings.cross.n(); ++k) blocks.push_back(s.piece(s.slot(k, s.rings.host.me), seg));
   char* mine = s.out + s.segments.begin(static_cast<int>(seg)) * s.elt();
@@ -80,7 +80,7 @@ Task crossReduceScatter(const Hier3Scatter& s, size_t seg, prims::Prims& prims) 
 
 }  // namespace
 
-Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks()) {
     co_return Status::error(Errc::InvalidUsage, "3-level reduce-scatter needs the communicator's layout of ranks");
@@ -113,7 +113,7 @@ Task reduceScatterHier3(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const size_t k = hierBlockSegments(args.count, elt, layout->nHosts(), prims.sliceBytes());
   s.segments = EvenSplit{args.count, static_cast<int>(k)};
   CFX_CO_TRY(co_await pipelinedRounds(k + 2, [&](size_t round) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (pipelineHas(round, 0, s.segments.n)) strands.push_back(deviceReduceScatter(s, round, prims));
     if (pipelineHas(round, 1, s.segments.n)) strands.push_back(hostReduceScatter(s, round - 1, prims));
     if (pipelineHas(round, 2, s.segments.n)) strands.push_back(crossReduceScatter(s, round - 2, prims));

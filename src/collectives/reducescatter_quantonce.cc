@@ -11,7 +11,7 @@
 
 namespace cfx::coll {
 
-Task reduceScatterQuantOnce(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro reduceScatterQuantOnce(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   QuantOnceGroup g;
   for (int q = 0; q < n; ++q) g.group.push_back(q);

@@ -25,7 +25,7 @@
 
 namespace cfx::coll {
 
-Task ringReduceScatter(RankRing ring, const char* in, std::vector<ElemRange> blocks, char* mine, DataType type,
+Coro ringReduceScatter(RankRing ring, const char* in, std::vector<ElemRange> blocks, char* mine, DataType type,
                        const ReduceOp& op, prims::Prims& prims) {
   const int n = ring.n();
   const int r = ring.me;
@@ -55,7 +55,7 @@ Task ringReduceScatter(RankRing ring, const char* in, std::vector<ElemRange> blo
   co_return Status();
 }
 
-Task reduceScatterRing(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro reduceScatterRing(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   std::vector<ElemRange> blocks(static_cast<size_t>(n));
   for (int b = 0; b < n; ++b) blocks[static_cast<size_t>(b)] = {static_cast<size_t>(b) * args.count, args.count};

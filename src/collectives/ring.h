@@ -107,17 +107,17 @@ int hier3RankAt(const Layout& layout, int host, int device, int index);
 // All-reduce of `count` elements over the ring, `in` to `out` (they may be the same buffer). Every rank of the
 // ring holds bit-identical results. Traffic per rank 2 (n - 1) / n * bytes; latency 2 (n - 1) hops per loop of
 // n slices.
-Task ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataType type, const ReduceOp& op,
+Coro ringAllReduce(RankRing ring, const char* in, char* out, size_t count, DataType type, const ReduceOp& op,
                    prims::Prims& prims);
 
 // Reduce-scatter over the ring: blocks[p] is the range of `in` that ring position p ends up owning; this rank's
 // finished block (post applied) is written to `mine`, which may be in[blocks[me]] itself (in place). Blocks may
 // differ in size. Traffic per rank: every block but its own once in and once out.
-Task ringReduceScatter(RankRing ring, const char* in, std::vector<ElemRange> blocks, char* mine, DataType type,
+Coro ringReduceScatter(RankRing ring, const char* in, std::vector<ElemRange> blocks, char* mine, DataType type,
                        const ReduceOp& op, prims::Prims& prims);
 
 // All-gather over the ring in `buf`: blocks[p] is the range that ring position p contributes, and this rank's own
 // block must already be in place. Blocks may differ in size.
-Task ringAllGather(RankRing ring, char* buf, std::vector<ElemRange> blocks, DataType type, prims::Prims& prims);
+Coro ringAllGather(RankRing ring, char* buf, std::vector<ElemRange> blocks, DataType type, prims::Prims& prims);
 
 }  // namespace cfx::coll

@@ -111,7 +111,7 @@ ScanGroup ScanGroup::ofAll(int nRanks, int rank) {
   return g;
 }
 
-Task chainScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
+Coro chainScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
                char* total, prims::Prims& prims) {
   const int n = g.n();
   const int p = g.me;
@@ -147,7 +147,7 @@ Task chainScan(const ScanGroup& g, const char* in, char* out, size_t count, cons
   co_return Status();
 }
 
-Task doublingScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
+Coro doublingScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
                   bool* outEmpty, prims::Prims& prims) {
   const int n = g.n();
   const int p = g.me;
@@ -160,7 +160,7 @@ Task doublingScan(const ScanGroup& g, const char* in, char* out, size_t count, c
   // The exclusive prefix grows in `out` itself (the input was copied into acc first); empty until the first arrival.
   bool empty = true;
   for (int d = 1; d < n; d <<= 1) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (p + d < n) strands.push_back(verbStrand(prims.send(g.ranks[static_cast<size_t>(p + d)], acc, bytes)));
     if (p - d >= 0) strands.push_back(verbStrand(prims.recv(g.ranks[static_cast<size_t>(p - d)], tmp, bytes)));
     CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));

@@ -40,13 +40,13 @@ struct ScanGroup {
 // Inclusive: out = prefix (+) own. Exclusive: out = the prefix (empty, and out untouched, at position 0), and
 // *total (when not null; count elements) gets prefix (+) own, which is what the position forwards.
 // `in` and `out` may be the same buffer except for Affine, whose caller passes them apart.
-Task chainScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
+Coro chainScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
                char* total, prims::Prims& prims);
 
 // Recursive doubling (Hillis-Steele) over the group: ceil(log2 n) rounds; in round k position p sends its partial
 // (the prefix of positions p - 2^k + 1 .. p) to p + 2^k and folds in what p - 2^k sends. Exclusive keeps the prefix
 // of what arrived separately. *outEmpty is set where the exclusive result is empty (position 0).
-Task doublingScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
+Coro doublingScan(const ScanGroup& g, const char* in, char* out, size_t count, const ReduceOp& op, bool exclusive,
                   bool* outEmpty, prims::Prims& prims);
 
 // What the algorithms do with the exclusive result of the group's first rank: the op's identity, or (User ops)

@@ -48,7 +48,7 @@ int leftOf(int r, int d, int n, bool* startsAtZero) {
 
 }  // namespace
 
-Task scanBlelloch(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro scanBlelloch(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const ReduceOp& op = args.op;
@@ -79,14 +79,14 @@ Task scanBlelloch(const CollArgs& args, Plan, prims::Prims& prims) {
     bool nodeEmpty = false;
     if (const int right = rightOf(r, d, n); right >= 0) {
       // A left child: its pre is its parent's, which is empty exactly when this child starts at rank 0.
-      std::vector<Task> strands;
+      std::vector<Coro> strands;
       strands.push_back(verbStrand(prims.send(right, up, bytes)));
       preEmpty = r == d - 1;
       if (!preEmpty) strands.push_back(verbStrand(prims.recv(right, pre, bytes)));
       CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));
     } else if (const int left = leftOf(r, d, n, &nodeEmpty); left >= 0) {
       // The node's rank: it hands its pre to the left child and takes pre (+) left's value for the right child.
-      std::vector<Task> strands;
+      std::vector<Coro> strands;
       if (!nodeEmpty) strands.push_back(verbStrand(prims.send(left, pre, bytes)));
       strands.push_back(verbStrand(prims.recv(left, tmp, bytes)));
       CFX_CO_TRY(co_await prims::Parallel(std::move(strands)));

@@ -14,7 +14,7 @@
 
 namespace cfx::coll {
 
-Task scanChain(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro scanChain(const CollArgs& args, Plan, prims::Prims& prims) {
   ScratchBlock copy;
   CFX_CO_TRY_ASSIGN(const char* in, scanInput(args, args.op.combine == ReduceOp::Combine::Affine, &copy));
   char* out = static_cast<char*>(args.recvbuff);

@@ -34,7 +34,7 @@ bool contiguousHosts(const Layout& layout) {
 
 }  // namespace
 
-Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
+Coro scanHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
   const Layout* layout = plan.layout;
   if (layout == nullptr || layout->nRanks() != prims.nRanks() || layout->nHosts() == 1 || !contiguousHosts(*layout)) {
     if (layout != nullptr && layout->nHosts() == 1) CFX_CO_TRY(co_await scanChain(args, plan, prims));
@@ -73,7 +73,7 @@ Task scanHier(const CollArgs& args, Plan plan, prims::Prims& prims) {
 
   // 3. The carry to the host's other ranks (host 0 has none: every rank knows it).
   if (h > 0 && local.size() > 1) {
-    std::vector<Task> strands;
+    std::vector<Coro> strands;
     if (last) {
       for (size_t i = 0; i + 1 < local.size(); ++i) strands.push_back(verbStrand(prims.send(local[i], carry, bytes)));
     } else {

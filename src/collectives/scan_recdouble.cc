@@ -10,7 +10,7 @@
 
 namespace cfx::coll {
 
-Task scanRecDouble(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro scanRecDouble(const CollArgs& args, Plan, prims::Prims& prims) {
   char* out = static_cast<char*>(args.recvbuff);
   bool empty = false;
   CFX_CO_TRY(co_await doublingScan(ScanGroup::ofAll(prims.nRanks(), prims.rank()), static_cast<const char*>(args.sendbuff),

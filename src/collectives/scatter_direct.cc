@@ -15,7 +15,7 @@
 
 namespace cfx::coll {
 
-Task scatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
+Coro scatterDirect(const CollArgs& args, Plan, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int r = prims.rank();
   const size_t blockBytes = args.count * dataTypeSize(args.type);

@@ -33,7 +33,7 @@ std::string describe(const CallRecord& r, bool rooted) {
 
 }  // namespace
 
-prims::Task checkCall(const coll::CollArgs& args, uint32_t seq, prims::Prims& prims) {
+prims::Coro checkCall(const coll::CollArgs& args, uint32_t seq, prims::Prims& prims) {
   const int n = prims.nRanks();
   const int me = prims.rank();
   const prims::OpStamp stamp = coll::opStamp(args);

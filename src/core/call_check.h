@@ -12,6 +12,6 @@ namespace cfx::core {
 
 // Runs on the collective channel under op sequence `seq` (the op's own, with a stamp kind of its own), then leaves
 // the prims' stamp as it found it. InvalidUsage naming each group of ranks that made the same call when they differ.
-prims::Task checkCall(const coll::CollArgs& args, uint32_t seq, prims::Prims& prims);
+prims::Coro checkCall(const coll::CollArgs& args, uint32_t seq, prims::Prims& prims);
 
 }  // namespace cfx::core

@@ -37,7 +37,7 @@ double relativeL2(const void* got, const void* want, size_t n, DataType type) {
 
 }  // namespace
 
-prims::Task runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
+prims::Coro runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
                             prims::Prims& prims) {
   const int n = comm->nRanks();
   const size_t elt = dataTypeSize(args.type);
@@ -86,7 +86,7 @@ prims::Task runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint
   co_return Status();
 }
 
-prims::Task runDeltaOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
+prims::Coro runDeltaOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
                        prims::Prims& prims) {
   const coll::PlanRequest req = comm->planRequest(args.coll, args.count, args.type);
   const coll::Plan plan = comm->plan(req);

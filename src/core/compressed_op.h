@@ -7,19 +7,19 @@
 
 #include "collectives/collective.h"
 #include "core/communicator.h"
-#include "primitives/task.h"
+#include "primitives/coro.h"
 
 namespace cfx::core {
 
 // Plans and runs `args` (args.compress set) on the collective channel with sequence number `seq`. With
 // args.compress->measureError the op is then run plain too, on a copy of its input, to measure the relative L2
-// error of this rank's output. `args` and `prims` must outlive the Task.
-prims::Task runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
+// error of this rank's output. `args` and `prims` must outlive the Coro.
+prims::Coro runCompressedOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
                             prims::Prims& prims);
 
 // Runs a delta broadcast (args.delta set) on the collective channel and records its statistics (the encoding as the
 // codec, "delta:indices" say; the bytes this rank sent).
-prims::Task runDeltaOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
+prims::Coro runDeltaOp(Communicator* comm, const coll::CollArgs& args, uint32_t seq, uint64_t opCount,
                        prims::Prims& prims);
 
 }  // namespace cfx::core

@@ -53,8 +53,8 @@ class CollNaming final : public prims::OpNaming {
   const coll::CollArgs& args_;
 };
 
-// Plans and runs one collective on the collective channel; `prims` and `naming` must outlive the returned Task.
-prims::Task runOne(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
+// Plans and runs one collective on the collective channel; `prims` and `naming` must outlive the returned Coro.
+prims::Coro runOne(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
   // What every message of the op carries besides its size, and where slices may be cut (a User op's units): set for
   // each op, so the next one starts from its own.
   prims.setOpStamp(coll::opStamp(item.args), &naming);
@@ -72,18 +72,18 @@ prims::Task runOne(Communicator* comm, const CollItem& item, const CollNaming& n
 }
 
 // CFX_CHECK_CALLS: the ranks agree on the call before it runs (call_check.h).
-prims::Task runChecked(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
+prims::Coro runChecked(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
   prims.setOpStamp(coll::opStamp(item.args), &naming);
   CFX_CO_TRY(co_await checkCall(item.args, item.seq, prims));
   co_return co_await runOne(comm, item, naming, prims);
 }
 
-prims::Task runPlanned(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
+prims::Coro runPlanned(Communicator* comm, const CollItem& item, const CollNaming& naming, prims::Prims& prims) {
   if (comm->options().checkCalls) return runChecked(comm, item, naming, prims);
   return runOne(comm, item, naming, prims);
 }
 
-prims::Task runCollectives(Communicator* comm, std::vector<CollItem> items) {
+prims::Coro runCollectives(Communicator* comm, std::vector<CollItem> items) {
   prims::Prims prims = comm->prims(transport::kCollChannel);
   for (const CollItem& item : items) {
     const CollNaming naming(item.args);
@@ -99,7 +99,7 @@ struct P2pItem {
   uint32_t seq;
 };
 
-prims::Task runSends(Communicator* comm, int peer, std::vector<P2pItem> items) {
+prims::Coro runSends(Communicator* comm, int peer, std::vector<P2pItem> items) {
   prims::Prims prims = comm->prims(transport::kP2pChannel);
   for (const P2pItem& item : items) {
     prims.setOpSeq(item.seq);
@@ -108,7 +108,7 @@ prims::Task runSends(Communicator* comm, int peer, std::vector<P2pItem> items) {
   co_return Status();
 }
 
-prims::Task runRecvs(Communicator* comm, int peer, std::vector<P2pItem> items) {
+prims::Coro runRecvs(Communicator* comm, int peer, std::vector<P2pItem> items) {
   prims::Prims prims = comm->prims(transport::kP2pChannel);
   for (const P2pItem& item : items) {
     prims.setOpSeq(item.seq);
@@ -117,7 +117,7 @@ prims::Task runRecvs(Communicator* comm, int peer, std::vector<P2pItem> items) {
   co_return Status();
 }
 
-std::unique_ptr<prims::Work> makeWork(prims::Task task, const char* what, uint64_t opCount, int rank, int peer) {
+std::unique_ptr<prims::Work> makeWork(prims::Coro task, const char* what, uint64_t opCount, int rank, int peer) {
   auto w = std::make_unique<prims::Work>();
   w->task = std::move(task);
   w->what = what;
@@ -344,7 +344,7 @@ Status launch(const std::vector<Op>& ops) {
 
 // One collective outside a group on the calling thread: the loop every benchmark and most training steps run.
 // Nothing here allocates (the Work and its verbs live on this stack, coroutine frames come from the per-thread
-// cache in primitives/task.h), which for a small all-reduce is a good part of the whole op's cost.
+// cache in primitives/coro.h), which for a small all-reduce is a good part of the whole op's cost.
 Status launchCollective(const Op& op) {
   Communicator* comm = op.comm;
   CFX_TRY(comm->checkUsable());

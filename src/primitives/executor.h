@@ -25,13 +25,13 @@
 #include "common/status.h"
 #include "faulttol/health_monitor.h"
 #include "primitives/prims.h"
-#include "primitives/task.h"
+#include "primitives/coro.h"
 
 namespace cfx::prims {
 
 // One independent stream of algorithm code, e.g. the collectives of one group on one communicator.
 struct Work {
-  Task task;
+  Coro task;
   // What this Work is, for timeout messages only, so nothing is formatted on the fast path:
   // "<what> opCount <opCount> on rank <rank>" or, with peer >= 0, "<what> between rank <rank> and rank <peer>".
   const char* what = "";

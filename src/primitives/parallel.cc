@@ -4,26 +4,26 @@
 
 namespace cfx::prims {
 
-Parallel::Parallel(std::vector<Task> tasks) {
+Parallel::Parallel(std::vector<Coro> tasks) {
   children_.reserve(tasks.size());
-  for (Task& t : tasks) add(std::move(t));
+  for (Coro& t : tasks) add(std::move(t));
 }
 
 namespace {
 
 // A verb as a strand of its own.
-Task awaitVerb(TransferAwaiter verb) { co_return co_await verb; }
+Coro awaitVerb(TransferAwaiter verb) { co_return co_await verb; }
 
 }  // namespace
 
 void Parallel::add(TransferAwaiter verb) { add(awaitVerb(std::move(verb))); }
 
-void Parallel::add(Task task) {
+void Parallel::add(Coro task) {
   Work& w = children_.emplace_back();
   w.task = std::move(task);
 }
 
-bool Parallel::await_suspend(Task::Handle parent) {
+bool Parallel::await_suspend(Coro::Handle parent) {
   Work* owner = parent.promise().work;
   for (Work& w : children_) {
     // Timeout and failure messages name the op the strand belongs to.

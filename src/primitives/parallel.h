@@ -4,7 +4,7 @@
 // An algorithm that drives two independent streams of verbs at once — a bidirectional ring sends half the
 // buffer clockwise and half counter-clockwise, each on its own FIFOs — cannot write them as one straight line of
 // co_awaits: the clockwise verb would wait for its data while the counter-clockwise bytes sit idle. So it writes
-// each stream as its own Task and awaits them together:
+// each stream as its own Coro and awaits them together:
 //
 //   CFX_CO_TRY(co_await prims::Parallel(ringA(...), ringB(...)));
 //
@@ -28,22 +28,22 @@ namespace cfx::prims {
 
 class [[nodiscard]] Parallel {
  public:
-  template <typename... Tasks>
-  explicit Parallel(Tasks&&... tasks) {
+  template <typename... Coros>
+  explicit Parallel(Coros&&... tasks) {
     children_.reserve(sizeof...(tasks));
-    (add(std::forward<Tasks>(tasks)), ...);
+    (add(std::forward<Coros>(tasks)), ...);
   }
-  explicit Parallel(std::vector<Task> tasks);
+  explicit Parallel(std::vector<Coro> tasks);
   Parallel(const Parallel&) = delete;
   Parallel& operator=(const Parallel&) = delete;
 
   bool await_ready() const noexcept { return children_.empty(); }
   // Starts every child; suspends the parent unless they all finished (or one failed) at once.
-  bool await_suspend(Task::Handle parent);
+  bool await_suspend(Coro::Handle parent);
   Status await_resume();
 
  private:
-  void add(Task task);
+  void add(Coro task);
   void add(TransferAwaiter verb);
   std::vector<Work> children_;  // never resized once started: the executor holds pointers into it
 };

@@ -400,7 +400,7 @@ std::string Transfer::describe() const {
   return s;
 }
 
-void TransferAwaiter::await_suspend(Task::Handle h) {
+void TransferAwaiter::await_suspend(Coro::Handle h) {
   Work* w = h.promise().work;
   w->waiting = &t;
   w->resumeAt = h;

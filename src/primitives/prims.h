@@ -61,7 +61,7 @@
 #include "common/types.h"
 #include "compress/codec.h"
 #include "primitives/op_stamp.h"
-#include "primitives/task.h"
+#include "primitives/coro.h"
 #include "transport/transport.h"
 
 namespace cfx::prims {
@@ -270,7 +270,7 @@ struct TransferAwaiter {
     t.progress();
     return t.finished();
   }
-  void await_suspend(Task::Handle h);
+  void await_suspend(Coro::Handle h);
   Status await_resume() { return std::move(t.error); }
 };
 

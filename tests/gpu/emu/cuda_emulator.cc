@@ -261,7 +261,7 @@ void releaseUserObject(UserObject* o, unsigned count) {
 }
 
 struct Node {
-  enum Kind { Task, Record, Wait } kind = Task;
+  enum Kind { Coro, Record, Wait } kind = Coro;
   int lane = 0;
   int event = -1;  // Record, Wait: the graph's event slot
   std::function<void()> task;
@@ -312,7 +312,7 @@ uint64_t submit(Stream* s, std::function<void()> task) {
   {
     std::lock_guard lk(gCaptureMutex);
     if (s->capture != nullptr) {
-      s->capture->graph->nodes.push_back(Node{Node::Task, s->lane, -1, std::move(task)});
+      s->capture->graph->nodes.push_back(Node{Node::Coro, s->lane, -1, std::move(task)});
       return 0;
     }
   }
@@ -798,7 +798,7 @@ CFX_EMU_API cuGraphLaunch(void* exec, void* stream) {
     Stream* s = lanes[static_cast<size_t>(n.lane)];
     const size_t slot = static_cast<size_t>(n.event);
     switch (n.kind) {
-      case Node::Task:
+      case Node::Coro:
         s->enqueue([task = n.task, hold = e->hold] { task(); });
         break;
       case Node::Record:

@@ -16,7 +16,7 @@ namespace {
 using coll::AlltoallvArgs;
 using coll::CollArgs;
 using prims::Prims;
-using prims::Task;
+using prims::Coro;
 
 // counts[s][d]: bytes rank s sends rank d. Every rank's blocks lie in rank order with a gap of `gap` bytes before
 // each, on both sides.
@@ -71,7 +71,7 @@ void runShape(const Shape& shape, transport::FifoGeometry geometry, size_t direc
     args[ur].alltoallv = std::make_shared<AlltoallvArgs>(v[ur]);
   }
   LoopbackWorld world(n, geometry, direct);
-  const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+  const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
     return coll::runCollective(args[static_cast<size_t>(r)], coll::Plan{coll::Algorithm::Direct}, p);
   });
   for (int r = 0; r < n; ++r) ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << "rank " << r << ": " << st[static_cast<size_t>(r)].message();
@@ -145,7 +145,7 @@ TEST(AllToAllv, ARankExpectingAnotherSizeNamesTheSender) {
   }
   LoopbackWorld world(2, {256, 2});
   const auto st = world.runRanks(
-      [&](int r, Prims& p) -> Task {
+      [&](int r, Prims& p) -> Coro {
         return coll::runCollective(args[static_cast<size_t>(r)], coll::Plan{coll::Algorithm::Direct}, p);
       },
       std::chrono::seconds(2));

@@ -198,7 +198,7 @@ TEST(ChainsAndDirect, LargeMessagesThroughTwoSlotFifos) {
 
 // Every collective back to back in one Work per rank, through tiny FIFOs: a fast rank runs ahead into the next
 // operation while its peers still drain the previous one.
-prims::Task runAll(const std::vector<coll::CollArgs>& ops, prims::Prims& prims) {
+prims::Coro runAll(const std::vector<coll::CollArgs>& ops, prims::Prims& prims) {
   uint32_t seq = 100;
   for (const coll::CollArgs& a : ops) {
     prims.setOpSeq(++seq);

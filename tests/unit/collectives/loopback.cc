@@ -127,7 +127,7 @@ LoopbackWorld::LoopbackWorld(int nRanks, transport::FifoGeometry geometry, size_
 
 LoopbackWorld::~LoopbackWorld() = default;
 
-std::vector<Status> LoopbackWorld::runRanks(const TaskFactory& makeTask, std::chrono::milliseconds timeout) {
+std::vector<Status> LoopbackWorld::runRanks(const CoroFactory& makeCoro, std::chrono::milliseconds timeout) {
   std::vector<Status> results(static_cast<size_t>(nRanks_));
   const uint32_t seq = ++opSeq_;
   auto body = [&](int rank) {
@@ -136,7 +136,7 @@ std::vector<Status> LoopbackWorld::runRanks(const TaskFactory& makeTask, std::ch
     prims.setRingChunkSlices(ringChunkSlices_);
     prims.setOpSeq(seq);
     prims::Work work;
-    work.task = makeTask(rank, prims);
+    work.task = makeCoro(rank, prims);
     work.what = "test op";
     work.opCount = seq;
     work.rank = rank;

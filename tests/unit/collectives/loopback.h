@@ -17,7 +17,7 @@
 #include "common/doorbell.h"
 #include "common/status.h"
 #include "primitives/prims.h"
-#include "primitives/task.h"
+#include "primitives/coro.h"
 #include "transport/transport.h"
 
 namespace cfx::testing {
@@ -37,11 +37,11 @@ class LoopbackWorld {
   // Prims::ringChunkSlices() of every rank (1 unless set; at most nSlots - 1).
   void setRingChunkSlices(int slices) { ringChunkSlices_ = slices; }
 
-  using TaskFactory = std::function<prims::Task(int rank, prims::Prims& prims)>;
-  // Runs `makeTask` on every rank, one thread each, on the collective channel; returns each rank's Status.
+  using CoroFactory = std::function<prims::Coro(int rank, prims::Prims& prims)>;
+  // Runs `makeCoro` on every rank, one thread each, on the collective channel; returns each rank's Status.
   // Operation numbers continue across calls, as on a communicator. Bytes left in a FIFO by one call are seen
   // by the next (a test of mismatched calls relies on this).
-  std::vector<Status> runRanks(const TaskFactory& makeTask,
+  std::vector<Status> runRanks(const CoroFactory& makeCoro,
                                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:

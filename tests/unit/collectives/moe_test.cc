@@ -22,7 +22,7 @@ using coll::CollArgs;
 using coll::MoeArgs;
 using coll::MoeState;
 using prims::Prims;
-using prims::Task;
+using prims::Coro;
 
 float toFloat(DataType t, const uint8_t* p) {
   uint16_t h;
@@ -87,7 +87,7 @@ std::vector<Status> runPhase(LoopbackWorld& world, std::vector<Rank>& ranks, Moe
     rk.args.coll = phase == MoeArgs::Phase::Combine ? coll::Collective::MoeCombine : coll::Collective::MoeDispatch;
     rk.args.moe->phase = phase;
   }
-  return world.runRanks([&](int r, Prims& p) -> Task {
+  return world.runRanks([&](int r, Prims& p) -> Coro {
     return coll::runCollective(ranks[static_cast<size_t>(r)].args, coll::Plan{coll::Algorithm::Direct}, p);
   });
 }

@@ -23,7 +23,7 @@ namespace {
 using prims::Encoded;
 using prims::Prims;
 using prims::Region;
-using prims::Task;
+using prims::Coro;
 
 std::vector<float> gaussian(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -64,7 +64,7 @@ TEST(VerbsContract, EncodedChainDecodesEverySliceOnArrivalAndForwardsItVerbatim)
     std::vector<Encoded> enc(3);
     for (auto& e : enc) e.codec = &c;
     enc[2].framed = framed.data();
-    const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+    const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
       switch (r) {
         case 0: return coll::verbStrand(p.sendEncoded(1, x.data(), x.size(), enc[0]));
         case 1: return coll::verbStrand(p.recvForward(0, 2, out[1].data(), x.size(), enc[1]));
@@ -98,10 +98,10 @@ TEST(VerbsContract, AccumulateAndRequantizeHops) {
   std::vector<Encoded> enc(3);
   for (auto& e : enc) e.codec = &c;
   enc[1].divide = 3.0f;
-  auto st = world.runRanks([&](int r, Prims& p) -> Task {
+  auto st = world.runRanks([&](int r, Prims& p) -> Coro {
     if (r == 0) return coll::verbStrand(p.sendEncoded(2, a.data(), n, enc[0]));
     if (r == 1) return coll::verbStrand(p.sendEncoded(2, b.data(), n, enc[1]));
-    return [](Prims& pr, float* accp, size_t cnt, const Encoded& e) -> Task {
+    return [](Prims& pr, float* accp, size_t cnt, const Encoded& e) -> Coro {
       CFX_CO_TRY(co_await pr.recvAccumulate(0, accp, cnt, e));
       CFX_CO_TRY(co_await pr.recvAccumulate(1, accp, cnt, e));
       co_return Status();
@@ -112,7 +112,7 @@ TEST(VerbsContract, AccumulateAndRequantizeHops) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], (mine[i] + ra[i]) + rb[i]) << i;
 
   // 0 encodes a, 1 adds its own values, divides by 3 and re-encodes for 2, keeping what it sent.
-  st = world.runRanks([&](int r, Prims& p) -> Task {
+  st = world.runRanks([&](int r, Prims& p) -> Coro {
     if (r == 0) return coll::verbStrand(p.sendEncoded(1, a.data(), n, enc[0]));
     if (r == 1) return coll::verbStrand(p.recvRequantizeCopySend(0, 2, b.data(), fwd.data(), n, enc[1]));
     return coll::verbStrand(p.recvDecoded(1, last.data(), n, enc[2]));
@@ -133,7 +133,7 @@ TEST(VerbsContract, RanksThatDisagreeOnTheCodecOrCountFailWithANamedMismatch) {
     sendEnc.codec = &int8;
     recvEnc.codec = which == 0 ? &int8b : &int8;
     const size_t recvCount = which == 0 ? x.size() : x.size() - 1;
-    const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+    const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
       if (r == 0) return coll::verbStrand(p.sendEncoded(1, x.data(), x.size(), sendEnc));
       return coll::verbStrand(p.recvDecoded(0, y.data(), recvCount, recvEnc));
     }, std::chrono::seconds(3));
@@ -163,7 +163,7 @@ TEST(VerbsContract, AffineCombinesSliceBySliceWithTheSlotAsTheLowerOperand) {
   LoopbackWorld world(2, {64, 2});  // 16 floats a slice: slices split every group
   std::vector<float> got(n, 0.0f);
   const size_t first = 11;  // a chunk starting inside the first group
-  const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+  const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
     if (r == 0) return coll::verbStrand(p.send(1, lower.data() + first, (n - first) * 4));
     return coll::verbStrand(p.recvReduceCopyAt(0, upper.data() + first, got.data() + first, n - first, op, first));
   });
@@ -194,7 +194,7 @@ TEST(VerbsContract, UserOpsSeeWholeUnitsAndTheExclusiveChainVerbKeepsThePrefix) 
   for (auto* v : {&m0, &m1, &m2}) for (double& x : *v) x = static_cast<double>(rng() % 5) - 2.0;
   std::vector<double> prefix1(n), prefix2(n), fwd2(n);
   LoopbackWorld world(3, {56, 2});  // 7 doubles a slice: a unit of 4 must not be split
-  const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+  const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
     p.setSliceUnit(4 * sizeof(double));
     if (r == 0) return coll::verbStrand(p.send(1, m0.data(), n * 8));
     if (r == 1) return coll::verbStrand(p.recvCopyReduceSend(0, 2, m1.data(), prefix1.data(), n, op));
@@ -221,7 +221,7 @@ TEST(VerbsContract, RowsAreGatheredIntoSlicesAndScatteredOutOfThem) {
     Region from{table.data(), rowBytes, rowBytes, pick.data(), pick.size()};
     Region to{got.data(), rowBytes, rowBytes, place.data(), place.size()};
     LoopbackWorld world(2, {256, 2}, direct);
-    auto st = world.runRanks([&](int r, Prims& p) -> Task {
+    auto st = world.runRanks([&](int r, Prims& p) -> Coro {
       if (r == 0) return coll::verbStrand(p.sendRows(1, from));
       return coll::verbStrand(p.recvRows(0, to));
     });
@@ -233,7 +233,7 @@ TEST(VerbsContract, RowsAreGatheredIntoSlicesAndScatteredOutOfThem) {
     std::vector<char> packed(pick.size() * rowBytes);
     for (size_t i = 0; i < pick.size(); ++i) std::memcpy(packed.data() + i * rowBytes, table.data() + pick[i] * rowBytes, rowBytes);
     std::fill(got.begin(), got.end(), 0);
-    st = world.runRanks([&](int r, Prims& p) -> Task {
+    st = world.runRanks([&](int r, Prims& p) -> Coro {
       if (r == 0) return coll::verbStrand(p.send(1, packed.data(), packed.size()));
       return coll::verbStrand(p.recvRows(0, to));
     });
@@ -256,7 +256,7 @@ TEST(VerbsContract, RowListHolesSendZerosAndDropBytes) {
   Region from{table.data(), rowBytes, rowBytes, pick.data(), pick.size()};
   Region to{got.data(), rowBytes, rowBytes, place.data(), place.size()};
   LoopbackWorld world(2, {64, 2});
-  const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+  const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
     if (r == 0) return coll::verbStrand(p.sendRows(1, from));
     return coll::verbStrand(p.recvRows(0, to));
   });
@@ -284,7 +284,7 @@ TEST(VerbsContract, RowsTheReceiverKnowsGoDirectFromTheSendersMemory) {
     std::vector<float> got(10 * 8, -1.0f);
     Region to{reinterpret_cast<char*>(got.data()), rowBytes, rowBytes, place.data(), place.size()};
     LoopbackWorld world(2, {64, 2}, direct);
-    auto st = world.runRanks([&](int r, Prims& p) -> Task {
+    auto st = world.runRanks([&](int r, Prims& p) -> Coro {
       if (r == 0) return coll::verbStrand(p.sendRows(1, from, /*receiverKnowsRows=*/true));
       return coll::verbStrand(p.recvRows(0, to, &src));
     });
@@ -308,7 +308,7 @@ TEST(VerbsContract, RowsTheReceiverKnowsGoDirectFromTheSendersMemory) {
     fold.weights = weights.data();
     fold.steps = steps.data();
     fold.nRows = pick.size();
-    st = world.runRanks([&](int r, Prims& p) -> Task {
+    st = world.runRanks([&](int r, Prims& p) -> Coro {
       if (r == 0) return coll::verbStrand(p.sendRows(1, from, /*receiverKnowsRows=*/true));
       return coll::verbStrand(p.recvFoldRows(0, fold, &src));
     });
@@ -362,7 +362,7 @@ TEST(VerbsContract, FoldedRowsSumIntoTheirTokensInMessageOrder) {
       fold.steps = steps.data();
       fold.nRows = tokens.size();
       LoopbackWorld world(2, {64, 2}, direct);
-      const auto st = world.runRanks([&](int r, Prims& p) -> Task {
+      const auto st = world.runRanks([&](int r, Prims& p) -> Coro {
         if (r == 0) return coll::verbStrand(p.send(1, rows.data(), rows.size()));
         return coll::verbStrand(p.recvFoldRows(0, fold));
       });

@@ -154,7 +154,7 @@ std::vector<std::vector<CountingSendEnd*>> countSends(Job& job) {
 }
 
 // Runs body(rank, prims) as one Work per rank, one thread per rank; returns each rank's Status.
-std::vector<Status> runVerbs(Job& job, const std::function<prims::Task(int, prims::Prims&)>& body,
+std::vector<Status> runVerbs(Job& job, const std::function<prims::Coro(int, prims::Prims&)>& body,
                              std::chrono::milliseconds timeout = 20s) {
   const int n = static_cast<int>(job.ends.size());
   std::vector<Status> out(static_cast<size_t>(n));
@@ -283,7 +283,7 @@ TEST(ShmDirect, SendToRecvIsOneSlot) {
   const size_t bytes = (size_t{3} << 20) + 12;  // several read pieces, not a multiple of anything
   std::vector<uint8_t> src(bytes), dst(bytes, 0);
   for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 13 + 1);
-  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Task {
+  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Coro {
     if (r == 0) co_return co_await p.send(1, src.data(), bytes);
     co_return co_await p.recv(0, dst.data(), bytes);
   });
@@ -299,7 +299,7 @@ TEST(ShmDirect, SmallMessagesAndMessagesBelowTheThresholdUseSlices) {
   const size_t small = 3 * kSlot;   // fits in the FIFO
   const size_t below = 40 * 1024;   // larger than the FIFO, below the threshold
   std::vector<uint8_t> a(small, 7), b(below, 9), ra(small), rb(below);
-  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Task {
+  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Coro {
     if (r == 0) {
       CFX_CO_TRY(co_await p.send(1, a.data(), small));
       co_return co_await p.send(1, b.data(), below);
@@ -321,7 +321,7 @@ TEST(ShmDirect, ChainForwardsItsOwnDestination) {
   std::vector<std::vector<uint8_t>> buf(4, std::vector<uint8_t>(bytes, 0));
   for (size_t i = 0; i < bytes; ++i) buf[0][i] = static_cast<uint8_t>(i * 7 + 5);
   std::vector<uint8_t> forwarded(bytes, 0);
-  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Task {
+  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Coro {
     switch (r) {
       case 0: co_return co_await p.send(1, buf[0].data(), bytes);
       case 1: co_return co_await p.recvCopySend(0, 2, buf[1].data(), bytes);   // direct in, direct out
@@ -348,7 +348,7 @@ TEST(ShmDirect, ReducingVerbsReduceFromARemoteRegion) {
   for (int r = 0; r < 4; ++r) in.push_back(pattern(count, static_cast<float>(r + 1)));
   std::vector<float> out1(count), out2(count), out3(count);
   // 0 --Send--> 1 --RecvReduceCopySend (direct out)--> 2 --RecvReduceSend (slices)--> 3 RecvReduceCopy
-  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Task {
+  auto statuses = runVerbs(job, [&](int r, prims::Prims& p) -> prims::Coro {
     switch (r) {
       case 0: co_return co_await p.sendPre(1, in[0].data(), count, sum);
       case 1: co_return co_await p.recvReduceCopySend(0, 2, in[1].data(), out1.data(), count, sum, false);
@@ -374,7 +374,7 @@ TEST(ShmDirect, SizeMismatchOnADirectSlotIsNamed) {
   std::vector<uint8_t> src(bytes, 1), dst(bytes / 2);
   auto statuses = runVerbs(
       job,
-      [&](int r, prims::Prims& p) -> prims::Task {
+      [&](int r, prims::Prims& p) -> prims::Coro {
         if (r == 0) co_return co_await p.send(1, src.data(), bytes);
         co_return co_await p.recv(0, dst.data(), bytes / 2);
       },

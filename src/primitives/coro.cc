@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-thread cache of coroutine frames behind Task (primitives layer); see task.h.
-#include "primitives/task.h"
+// The per-thread cache of coroutine frames behind Coro (primitives layer); see coro.h.
+#include "primitives/coro.h"
 
 #include <new>
 
@@ -15,7 +15,7 @@ struct FreeFrame {
 struct Cache {
   FreeFrame* head[kFrameClasses] = {};
   int count[kFrameClasses] = {};
-  // Set once this thread's cache is destroyed: a Task destroyed later on the same thread (a communicator freed by a
+  // Set once this thread's cache is destroyed: a Coro destroyed later on the same thread (a communicator freed by a
   // static destructor after main's thread-locals) goes straight to the global allocator.
   bool dead = false;
   ~Cache() {

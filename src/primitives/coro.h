@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Task: the coroutine type algorithms are written in (primitives layer).
+// Coro: the coroutine type algorithms are written in (primitives layer).
 //
 // An algorithm is straight-line code over verbs: `CFX_CO_TRY(co_await prims.recvReduceSend(...))`. A verb
 // that cannot move data right now suspends the coroutine; the Executor resumes it once the transfer has
 // finished. So one thread can drive many algorithms at once (several communicators in one group, collectives
 // beside point-to-point), and a rank that waits sleeps on its doorbell instead of burning a core.
 //
-// Tasks start suspended. Awaiting a Task runs it to completion (symmetric transfer, no recursion on the
-// stack) and yields its Status. The root Task of a Work is started by the Executor.
+// Coros start suspended. Awaiting a Coro runs it to completion (symmetric transfer, no recursion on the
+// stack) and yields its Status. The root Coro of a Work is started by the Executor.
 #pragma once
 
 #include <coroutine>
@@ -34,7 +34,7 @@ void* allocate(size_t bytes);
 void release(void* p, size_t bytes) noexcept;
 }  // namespace frame_cache
 
-class [[nodiscard]] Task {
+class [[nodiscard]] Coro {
  public:
   struct promise_type {
     std::coroutine_handle<> continuation;  // the awaiting parent, or null for a root task
@@ -44,7 +44,7 @@ class [[nodiscard]] Task {
     static void* operator new(size_t bytes) { return frame_cache::allocate(bytes); }
     static void operator delete(void* p, size_t bytes) noexcept { frame_cache::release(p, bytes); }
 
-    Task get_return_object() { return Task(std::coroutine_handle<promise_type>::from_promise(*this)); }
+    Coro get_return_object() { return Coro(std::coroutine_handle<promise_type>::from_promise(*this)); }
     std::suspend_always initial_suspend() noexcept { return {}; }
     struct FinalAwaiter {
       bool await_ready() noexcept { return false; }
@@ -68,19 +68,19 @@ class [[nodiscard]] Task {
   };
   using Handle = std::coroutine_handle<promise_type>;
 
-  Task() = default;
-  explicit Task(Handle h) : h_(h) {}
-  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
-  Task& operator=(Task&& o) noexcept {
+  Coro() = default;
+  explicit Coro(Handle h) : h_(h) {}
+  Coro(Coro&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  Coro& operator=(Coro&& o) noexcept {
     if (this != &o) {
       reset();
       h_ = std::exchange(o.h_, {});
     }
     return *this;
   }
-  Task(const Task&) = delete;
-  Task& operator=(const Task&) = delete;
-  ~Task() { reset(); }
+  Coro(const Coro&) = delete;
+  Coro& operator=(const Coro&) = delete;
+  ~Coro() { reset(); }
 
   bool valid() const { return static_cast<bool>(h_); }
   bool done() const { return h_ && h_.done(); }
