@@ -2,7 +2,7 @@
 #   make demo   installs missing Debian packages, builds, runs a 4-rank all-reduce benchmark on host memory
 #   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan,
 #               then every wire fuzzer briefly
-# Other targets: deps, build, check-layers, env-doc, package (Debian packages; docs/USER_GUIDE.md), python-ext, compare
+# Other targets: deps, build, check-layers, check-format, env-doc, package (Debian packages; docs/USER_GUIDE.md), python-ext, compare
 # (see perf/README.md), fuzz (tests/fuzz/README.md), clean.
 
 SHELL := /bin/bash
@@ -15,14 +15,16 @@ BUILD ?= build
 # libxxhash-dev gives the 128-bit state hashes, compiled in from its header. dpkg-dev (dpkg-shlibdeps) and file serve
 # `make package` and its test. pytest tests the Python package (python/), and PyTorch with its headers (libtorch-dev,
 # pybind11-dev, python3-dev) builds and tests the torch.distributed backend; the library itself never needs them.
-# python3-pip and python3-venv: `pip install ./python` as python/README.md gives it, and its test.
+# python3-pip and python3-venv: `pip install ./python` as python/README.md gives it, and its test. clang-format (14):
+# tools/check_format.py.
 DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgmock-dev libssl-dev \
                 iproute2 procps libhwloc-dev openmpi-bin libopenmpi-dev gfortran python3-mpi4py python3-numpy \
                 libucx-dev ucx-utils libxxhash-dev clang-16 libclang-rt-16-dev iperf3 hipcc dpkg-dev file \
-                python3-dev python3-pytest python3-torch libtorch-dev pybind11-dev python3-pip python3-venv
+                python3-dev python3-pytest python3-torch libtorch-dev pybind11-dev python3-pip python3-venv \
+                clang-format
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-main test-asan test-tsan check-layers env-doc package python-ext clean
+.PHONY: all deps build demo test test-main test-asan test-tsan check-layers check-format env-doc package python-ext clean
 
 all: build
 
@@ -60,7 +62,7 @@ test: build
 	$(MAKE) --no-print-directory fuzz-smoke
 	@echo "make test: all labels passed (main, asan, tsan) and the fuzzers found nothing"
 
-test-main: check-layers python-ext
+test-main: check-layers check-format python-ext
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The torch.distributed backend (python/csrc), compiled against the installed PyTorch into python/conflux/ for the
@@ -96,6 +98,10 @@ test-tsan:
 
 check-layers:
 	python3 tools/check_layers.py
+
+# Every C/C++ source but the legacy list in tools/format_legacy.txt must be as clang-format 14 writes it.
+check-format:
+	python3 tools/check_format.py
 
 env-doc: build
 	$(BUILD)/tools/cfx_env_doc > docs/ENV.md
