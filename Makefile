@@ -2,8 +2,8 @@
 #   make demo   installs missing Debian packages, builds, runs a 4-rank all-reduce benchmark on host memory
 #   make test   installs, builds, runs every test label, then the unit and integration labels under ASan and TSan,
 #               then every wire fuzzer briefly
-# Other targets: deps, build, check-layers, check-format, env-doc, package (Debian packages; docs/USER_GUIDE.md), python-ext, compare
-# (see perf/README.md), fuzz (tests/fuzz/README.md), clean.
+# Other targets: deps, build, check-layers, check-format, env-doc, package (Debian packages; docs/USER_GUIDE.md),
+# python-ext, compare (see perf/README.md), fuzz (tests/fuzz/README.md), clean.
 
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
