@@ -77,6 +77,7 @@ Status initRank(ncclComm_t* newcomm, int nranks, const transport::UniqueId& id, 
 
 Status initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& commId, int rank, const ncclConfig_t* config,
                 cuda::CUcontext ctx = currentContext()) {
+  CFX_TRY(validateInitArgs(newcomm, nranks, rank));  // the caller's own numbers first, then the id's bytes
   CFX_TRY_ASSIGN(transport::UniqueId id,
                  transport::UniqueId::decode(reinterpret_cast<const uint8_t*>(commId.internal)));
   return initRank(newcomm, nranks, id, rank, config, ctx);
