@@ -90,8 +90,13 @@ Status Communicator::setupDeviceDirect() {
     }
   }
   CFX_TRY_ASSIGN(
-      ipc_, transport::DeviceIpc::open(*bootstrap_, peers_, rank_, ctx, static_cast<size_t>(cudaIpcBytesParam.get()),
-                                       options_.timeout));
+      std::unique_ptr<transport::DeviceIpc> ipc,
+      transport::DeviceIpc::open(*bootstrap_, peers_, rank_, ctx, static_cast<size_t>(cudaIpcBytesParam.get()),
+                                 options_.timeout));
+  {
+    std::lock_guard<std::mutex> lock(ipcMutex_);  // the health thread may be releasing barriers already
+    ipc_ = std::move(ipc);
+  }
   // Measured on an H100 with 4 processes on it (docs/gpu_proof.md, run 6): the staged path beat this one up to
   // 4 MiB (all-reduce 1.4 ms against 1.9 ms) and lost from 16 MiB (6.9 ms against 2.0 ms).
   constexpr size_t kSharedGpuMinBytes = size_t{8} << 20;
@@ -113,6 +118,7 @@ Status Communicator::setupDeviceSync() {
 }
 
 void Communicator::releaseDeviceBarriers() {
+  std::lock_guard<std::mutex> lock(ipcMutex_);
   if (ipc_) ipc_->releaseBarriers();
 }
 

@@ -203,7 +203,10 @@ Communicator::~Communicator() {
   releaseDeviceBarriers();  // programs with device-side barriers are no jobs: a stream may still wait in one
   if (ipc_) ipc_->closeBoard();
   windows_.clear();
-  ipc_.reset();
+  {
+    std::lock_guard<std::mutex> lock(ipcMutex_);
+    ipc_.reset();
+  }
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before the transports unmap it
   // Transports go before the bootstrap: their destructors may still flush to peers.
   transports_.reset();

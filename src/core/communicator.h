@@ -317,6 +317,9 @@ class Communicator {
 
   std::mutex deviceMutex_;
   std::unique_ptr<DeviceState> device_;
+  // ipc_ is set during setup and freed at destruction while health and abort threads may release its barriers
+  // (releaseDeviceBarriers): both take ipcMutex_.
+  std::mutex ipcMutex_;
   std::unique_ptr<transport::DeviceIpc> ipc_;  // the scratch, and the flag board where one was set up
   size_t ipcMinBytes_ = 0;
   size_t oneShotBytes_ = 0;

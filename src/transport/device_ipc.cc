@@ -31,13 +31,23 @@ bool DeviceIpc::ranksShareDevice() const { return scratch_->ranksShareDevice(); 
 
 Status DeviceIpc::openBoard(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, int rank,
                             std::chrono::milliseconds timeout) {
-  CFX_TRY_ASSIGN(board_, cuda_ipc::FlagBoard::create(bootstrap, peers, rank, ctx_, timeout));
+  CFX_TRY_ASSIGN(std::unique_ptr<cuda_ipc::FlagBoard> board,
+                 cuda_ipc::FlagBoard::create(bootstrap, peers, rank, ctx_, timeout));
+  std::lock_guard<std::mutex> lock(boardMutex_);
+  board_ = std::move(board);
   return Status();
 }
 
-void DeviceIpc::closeBoard() { board_.reset(); }
+void DeviceIpc::closeBoard() {
+  std::unique_ptr<cuda_ipc::FlagBoard> board;
+  {
+    std::lock_guard<std::mutex> lock(boardMutex_);
+    board = std::move(board_);
+  }
+}
 
 void DeviceIpc::releaseBarriers() {
+  std::lock_guard<std::mutex> lock(boardMutex_);
   if (board_) board_->release();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/cuda_driver.h"
@@ -79,6 +80,8 @@ class DeviceIpc {
   explicit DeviceIpc(std::unique_ptr<cuda_ipc::IpcScratch> scratch, cuda::CUcontext ctx);
   std::unique_ptr<cuda_ipc::IpcScratch> scratch_;
   cuda::CUcontext ctx_;
+  // board_ is set and cleared on the setup thread while releaseBarriers() may run on any (health, abort).
+  std::mutex boardMutex_;
   std::unique_ptr<cuda_ipc::FlagBoard> board_;
 };
 
