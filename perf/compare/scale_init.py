@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from scale_memory import build_label, job_envs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SRC = os.path.join(HERE, "init_bench.cc")
@@ -83,16 +85,13 @@ def main():
     a = p.parse_args()
     builds = a.build or [os.path.join(REPO, "build")]
     cfx_progs, mpi_prog = build(os.path.join(builds[0], "compare"), builds)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "NCCL_", "CFX_"))}
-    cfx_env = dict(base, NCCL_SOCKET_IFNAME="lo", **dict(kv.split("=", 1) for kv in a.cfx_env))
-    mpi_env = dict(base, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_oob_tcp_if_include="lo")
+    cfx_env, mpi_env = job_envs(kv.split("=", 1) for kv in a.cfx_env)
     print("| ranks | variant | init s | first s | job s | wall s | first / Open MPI's |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for n in (int(x) for x in a.ranks.split(",")):
         variants = []
         for b, prog in zip(builds, cfx_progs):
-            label = "/".join(os.path.normpath(os.path.abspath(b)).split(os.sep)[-2:])
+            label = build_label(b)
             perf = os.path.join(b, "perf")
             for k in (int(x) for x in a.roots.split(",")):
                 if k > n:

@@ -80,6 +80,21 @@ def measure(cmd, env, timeout):
     return proc.returncode, best_shm, best_pss, time.monotonic() - start
 
 
+def job_envs(cfx_extra=()):
+    """The environments of a Conflux job and of an Open MPI job on loopback, without the caller's OMPI_, NCCL_ and
+    CFX_ settings; `cfx_extra` adds (NAME, VALUE) pairs to the Conflux one."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "NCCL_", "CFX_"))}
+    cfx_env = dict(base, NCCL_SOCKET_IFNAME="lo", **dict(cfx_extra))
+    mpi_env = dict(base, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_oob_tcp_if_include="lo")
+    return cfx_env, mpi_env
+
+
+def build_label(build_dir):
+    """A build dir's last two path components, to tell builds apart in a table."""
+    return "/".join(os.path.normpath(os.path.abspath(build_dir)).split(os.sep)[-2:])
+
+
 def build_mpi_bench(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "mpi_bench")
@@ -99,17 +114,14 @@ def main():
     a = p.parse_args()
     builds = a.build or [os.path.join(REPO, "build")]
     mpi_bench = build_mpi_bench(os.path.join(builds[0], "compare"))
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "NCCL_", "CFX_"))}
-    cfx_env = dict(base, NCCL_SOCKET_IFNAME="lo")
-    mpi_env = dict(base, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_oob_tcp_if_include="lo")
+    cfx_env, mpi_env = job_envs()
     print("| ranks | variant | shm MiB | Pss MiB | seconds | rc |")
     print("|---:|---|---:|---:|---:|---:|")
     for n in (int(x) for x in a.ranks.split(",")):
         runs = []
         for b in builds:
             perf = os.path.join(b, "perf")
-            label = "/".join(os.path.normpath(os.path.abspath(b)).split(os.sep)[-2:])
+            label = build_label(b)
             runs.append((f"conflux {label}", cfx_env,
                          [os.path.join(perf, "cfxrun"), "-n", str(n), "--timeout", str(a.timeout),
                           os.path.join(perf, "alltoall_perf"), "-b", str(a.bytes), "-e", str(a.bytes),
