@@ -24,7 +24,7 @@ DEB_PACKAGES := cmake ninja-build g++ make pkg-config python3 libgtest-dev libgm
                 clang-format
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-main test-asan test-tsan check-layers check-format env-doc package python-ext clean
+.PHONY: all deps build demo test test-main test-asan test-tsan asan-build tsan-build prebuild check-layers check-format env-doc package python-ext clean
 
 all: build
 
@@ -55,8 +55,12 @@ demo: build
 	NCCL_SOCKET_IFNAME=lo $(BUILD)/perf/cfxrun -n 4 --timeout 300 $(BUILD)/perf/all_reduce_perf -b 1K -e 64M -f 4 -n 20 -w 5 -c 1
 
 # The whole suite. Sanitizer runs use CFX_TEST_QUICK=1: the same tests over a smaller sweep.
+# test-main's tests leave most of the CPU idle (they wait on sockets, peers and deadlines: about a third of two
+# cores in use), so the sanitizer and fuzz builds compile meanwhile at the lowest priority (prebuild). The stages
+# after it then find their builds done; a failed prebuild is only a cold cache, since each stage builds again and
+# reports the error itself.
 test: build
-	$(MAKE) --no-print-directory test-main
+	$(MAKE) --no-print-directory -j2 test-main prebuild
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory fuzz-smoke
@@ -80,18 +84,29 @@ SAN_FLAGS := -DCFX_UNITY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_
              -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCFX_BUILD_PERF=OFF -DCFX_WERROR=ON \
              -DCFX_TEST_FOLDERS="integration;interpose;gpu" -DCFX_CUDA_KERNELS=OFF -DCFX_HIP_KERNELS=OFF -DCFX_PCH=ON
 
-test-asan:
+asan-build:
 	cmake -S . -B build-asan -G Ninja $(SAN_FLAGS) -DCFX_SANITIZE=address
 	cmake --build build-asan -j $(JOBS)
+
+tsan-build:
+	cmake -S . -B build-tsan -G Ninja $(SAN_FLAGS) -DCFX_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+
+# The builds of the later stages at nice 19, output in $(BUILD)/prebuild.log; see `test`.
+prebuild:
+	@echo "prebuild: the asan, tsan and fuzz builds at nice 19 while test-main runs (log: $(BUILD)/prebuild.log)"
+	@mkdir -p $(BUILD)
+	@MAKEFLAGS= nice -n 19 $(MAKE) --no-print-directory asan-build tsan-build fuzz-build > $(BUILD)/prebuild.log 2>&1 \
+	  || echo "prebuild: a build failed (see $(BUILD)/prebuild.log); its stage builds again and reports it"
+
+test-asan: asan-build
 	cd build-asan && CFX_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
 
 # UCX's memory hooks (libucm patches mmap/madvise when libucp loads) crash under TSan's interceptors; the two
 # UCX_MEM_* settings turn them off, which the ucx transport does not need.
-test-tsan:
-	cmake -S . -B build-tsan -G Ninja $(SAN_FLAGS) -DCFX_SANITIZE=thread
-	cmake --build build-tsan -j $(JOBS)
+test-tsan: tsan-build
 	cd build-tsan && CFX_TEST_QUICK=1 TSAN_OPTIONS=second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
