@@ -159,7 +159,12 @@ void ProxiedRecvEnd::release() {
   if (!link_->driveFromOwner(wasFull ? OwnerMoment::ReleasedFull : OwnerMoment::Released)) link_->wakeProxy();
 }
 
-Status checkEndsFree(const char* kind, int rank, const std::vector<bool>& connect, const Endpoints& out) {
+Status checkEndsFree(const char* kind, int rank, int nRanks, size_t nPeerInfos, const std::vector<bool>& connect,
+                     const Endpoints& out) {
+  if (nPeerInfos != static_cast<size_t>(nRanks) || connect.size() != static_cast<size_t>(nRanks)) {
+    return Status::error(Errc::InvalidArgument, strprintf("%s: %zu peer infos and a mask of %zu for %d ranks", kind,
+                                                          nPeerInfos, connect.size(), nRanks));
+  }
   for (int ch = 0; ch < kNumChannels; ++ch) {
     for (int p = 0; p < static_cast<int>(connect.size()); ++p) {
       if (p == rank || !connect[static_cast<size_t>(p)]) continue;

@@ -206,9 +206,10 @@ class ProxiedRecvEnd final : public RecvEnd {
   uint32_t emptyPeeks_ = 0;     // tryPeek()s that found nothing, to space out drives from the owner
 };
 
-// The transport's setup: InvalidArgument naming `kind` when a (channel, peer) that `connect` asks for already has an
-// end of another transport in `out`.
-Status checkEndsFree(const char* kind, int rank, const std::vector<bool>& connect, const Endpoints& out);
+// The transport's setup: InvalidArgument naming `kind` when `nPeerInfos` or `connect` does not hold one entry per
+// rank, or a (channel, peer) that `connect` asks for already has an end of another transport in `out`.
+Status checkEndsFree(const char* kind, int rank, int nRanks, size_t nPeerInfos, const std::vector<bool>& connect,
+                     const Endpoints& out);
 // Hands the link's two ends to `out` (already resized) at (link->channel(), link->peer()).
 void addEnds(const std::shared_ptr<ProxiedLink>& link, Endpoints& out);
 

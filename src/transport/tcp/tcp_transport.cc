@@ -160,11 +160,6 @@ void useOwnScope(const sockaddr_storage& local, std::vector<ListenRecord>& liste
 
 Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, const std::vector<bool>& connect,
                 const TcpOptions& options, const Endpoints& out) {
-  const int nRanks = bootstrap.nRanks();
-  if (peers.size() != static_cast<size_t>(nRanks) || connect.size() != static_cast<size_t>(nRanks)) {
-    return Status::error(Errc::InvalidArgument, strprintf("tcp: %zu peer infos and a mask of %zu for %d ranks",
-                                                          peers.size(), connect.size(), nRanks));
-  }
   if (options.nThreads < 1 || options.nThreads > 16) {
     return Status::error(
         Errc::InvalidArgument,
@@ -184,7 +179,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
                                    "at most 1 GiB)",
                                    g.nSlots, g.slotBytes));
   }
-  return link::checkEndsFree("tcp", bootstrap.rank(), connect, out);
+  return link::checkEndsFree("tcp", bootstrap.rank(), bootstrap.nRanks(), peers.size(), connect, out);
 }
 
 // The smallest smoothed round trip the kernel measured on any socket to a peer (TCP_INFO: timed on the kernel's

@@ -27,10 +27,6 @@ std::string describePeer(const PeerInfo& info, int rank) {
 Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, const std::vector<bool>& connect,
                 const UcxOptions& options, const Endpoints& out) {
   const int nRanks = bootstrap.nRanks();
-  if (peers.size() != static_cast<size_t>(nRanks) || connect.size() != static_cast<size_t>(nRanks)) {
-    return Status::error(Errc::InvalidArgument, strprintf("ucx: %zu peer infos and a mask of %zu for %d ranks",
-                                                          peers.size(), connect.size(), nRanks));
-  }
   if (nRanks > kMaxRanks) {
     return Status::error(Errc::InvalidUsage,
                          strprintf("ucx: %d ranks exceed the transport's limit of %d; use NCCL_NET=Socket", nRanks,
@@ -43,7 +39,7 @@ Status validate(const Bootstrap& bootstrap, const std::vector<PeerInfo>& peers, 
                                    "bytes)",
                                    g.nSlots, g.slotBytes, kMaxSlots));
   }
-  return link::checkEndsFree("ucx", bootstrap.rank(), connect, out);
+  return link::checkEndsFree("ucx", bootstrap.rank(), nRanks, peers.size(), connect, out);
 }
 
 Result<uint32_t> tagKey(const Secret& secret) {

@@ -183,17 +183,20 @@ TEST(ProxiedLink, EndsGoWhereNoOtherTransportHasOne) {
   Endpoints out;
   out.resize(4);
   const std::vector<bool> connect{true, false, true, true};
-  EXPECT_TRUE(checkEndsFree("fake", 0, connect, out).ok());
+  EXPECT_TRUE(checkEndsFree("fake", 0, 4, 4, connect, out).ok());
   addEnds(rig.link, out);
   ASSERT_NE(out.send[1][3], nullptr);
   ASSERT_NE(out.recv[1][3], nullptr);
   EXPECT_STREQ(out.send[1][3]->kind(), "fake");
-  const Status st = checkEndsFree("fake", 0, connect, out);
+  const Status st = checkEndsFree("fake", 0, 4, 4, connect, out);
   EXPECT_EQ(st.code(), Errc::InvalidArgument);
   EXPECT_EQ(st.message(), "fake: channel 1 to rank 3 already has an end of another transport");
   // Rank 3 itself, or a peer it does not connect, is never in the way.
-  EXPECT_TRUE(checkEndsFree("fake", 3, connect, out).ok());
-  EXPECT_TRUE(checkEndsFree("fake", 0, {true, false, true, false}, out).ok());
+  EXPECT_TRUE(checkEndsFree("fake", 3, 4, 4, connect, out).ok());
+  EXPECT_TRUE(checkEndsFree("fake", 0, 4, 4, {true, false, true, false}, out).ok());
+  // A peer table or a mask that is not one entry per rank is refused before any end is looked at.
+  EXPECT_EQ(checkEndsFree("fake", 0, 4, 3, connect, out).message(), "fake: 3 peer infos and a mask of 4 for 4 ranks");
+  EXPECT_EQ(checkEndsFree("fake", 0, 4, 4, {true, true}, out).code(), Errc::InvalidArgument);
 }
 
 }  // namespace
