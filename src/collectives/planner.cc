@@ -33,6 +33,12 @@ constexpr int kDirectBroadcastSlicedRanks = 4;
 // From this many bytes a one-host all-reduce that can go Direct does, rather than Exchange or RecDouble: there its two
 // copies beat Exchange's log2(n) rounds (docs/notes/algorithms.md, "The planner's constants").
 constexpr size_t kDirectOverLatencyBytes = 64 * 1024;
+// Many ranks on one host (issue 40): the rules below were measured with 2 to 16 ranks. From this many an all-reduce
+// on one host is priced by the model like one between hosts, the latency algorithms and Direct included: with 64
+// ranks on 2 cores every step waits for the scheduler, the slices are small (lazy FIFOs: 16,256 B), and
+// Rabenseifner's 2 log2(n) steps beat the ring's 2 (n - 1) at 64 KiB by 3-8x and Direct at 4 MiB by 4.5x, as the
+// model says; at 16 ranks (128 KiB slices) Exchange and Ring still led (docs/notes/scale.md).
+constexpr int kPricedLocalRanks = 32;
 
 // Whether `a` can run this op at all, whatever it costs.
 bool applicable(Algorithm a, const PlanRequest& req) {
@@ -85,7 +91,9 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   // slice, then Ring); the model's memory figures are too coarse to overrule them (it priced Rabenseifner 15 %
   // under Ring at 256 KiB on 4 ranks, which then took 1.8 times as long). Between hosts the model decides.
   const bool oneHost = req.fabric == nullptr || req.fabric->hosts == 1;
-  if (oneHost) {
+  const bool manyLocal = req.fabric != nullptr && oneHost && req.coll == Collective::AllReduce &&
+                         req.nRanks >= kPricedLocalRanks;
+  if (oneHost && !manyLocal) {
     // Where every receiver can read its senders' buffers in place, copying each block once straight to where it
     // belongs beats passing it along a ring or chain through FIFOs (measured: docs/notes/algorithms.md).
     // Where some buffer may not go direct, its blocks travel as slices: the ring's copy count for AllGather and
@@ -109,7 +117,7 @@ std::optional<Algorithm> pick(const PlanRequest& req, const PlannerOptions* opts
   double bestUs = -1;
   for (Algorithm a : kPricedFamily) {
     if (!usable(a, req, opts)) continue;
-    if (oneHost) return a;  // the first usable one, unpriced: no arithmetic on the shared-memory fast path
+    if (oneHost && !manyLocal) return a;  // the first usable one, unpriced: no arithmetic on the shared-memory fast path
     const double us = estimateUs(req, a);
     // The first usable one is the fallback; a later one must be priced and clearly cheaper.
     if (!best || (us >= 0 && (bestUs < 0 || us < bestUs * (1 - kModelMargin)))) {

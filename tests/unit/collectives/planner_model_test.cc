@@ -268,6 +268,35 @@ TEST(PlannerModel, OneHostKeepsTheRing) {
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("allreduce:hier")), Algorithm::Ring);
 }
 
+// Issue 40: 64 ranks on one host of 2 CPUs, with the slice lazy shared-memory FIFOs give them (16,256 B). The
+// model prices the all-reduce there, and halving-doubling's few steps win from mid sizes on, also over Direct
+// messages; 16 ranks keep the measured few-rank rules.
+TEST(PlannerModel, ManyRanksOnOneHostArePricedAndTakeFewSteps) {
+  for (int n : {64, 128}) {
+    Machine m = machine(star(1, n, 1000));
+    m.fabric.stepUs = stepOverheadUs(n / 2.0);
+    const size_t slice = n == 64 ? 16256 : 3712;
+    auto pick = [&](size_t bytes, size_t directMin) {
+      PlanRequest req{Collective::AllReduce, bytes, n, slice, &m.fabric};
+      req.directMinBytes = directMin;
+      req.directAnyBuffer = directMin > 0;
+      return choosePlan(req, {}).algorithm;
+    };
+    for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20}) {
+      EXPECT_EQ(pick(bytes, 0), Algorithm::Rabenseifner) << n << " ranks, " << bytes;
+      EXPECT_EQ(pick(bytes, 4096), Algorithm::Rabenseifner) << n << " ranks, " << bytes << ", direct";
+    }
+    // One small message: the rounds of one exchange are still the fewest steps.
+    EXPECT_EQ(pick(1024, 0), Algorithm::Exchange) << n;
+    // Other collectives keep their rules (not measured at many ranks).
+    EXPECT_EQ(choose(m, Collective::AllGather, k64MiB), Algorithm::Ring) << n;
+  }
+  Machine sixteen = machine(star(1, 16, 1000));
+  sixteen.fabric.stepUs = stepOverheadUs(8);
+  EXPECT_EQ(choose(sixteen, Collective::AllReduce, size_t{1} << 20), Algorithm::Ring);
+  EXPECT_EQ(choose(sixteen, Collective::AllReduce, size_t{64} << 10), Algorithm::Exchange);
+}
+
 // One host where receivers read senders' buffers in place (directMinBytes): AllReduce (above one slice),
 // AllGather, ReduceScatter and Broadcast go Direct from the threshold per message on; a broadcast whose root may have to
 // slice (not every buffer goes direct) stays a chain beyond 4 ranks; NCCL_ALGO still decides.
