@@ -34,10 +34,9 @@ constexpr int kDirectBroadcastSlicedRanks = 4;
 // copies beat Exchange's log2(n) rounds (docs/notes/algorithms.md, "The planner's constants").
 constexpr size_t kDirectOverLatencyBytes = 64 * 1024;
 // Many ranks on one host (issue 40): the rules below were measured with 2 to 16 ranks. From this many an all-reduce
-// on one host is priced by the model like one between hosts, the latency algorithms and Direct included: with 64
-// ranks on 2 cores every step waits for the scheduler, the slices are small (lazy FIFOs: 16,256 B), and
-// Rabenseifner's 2 log2(n) steps beat the ring's 2 (n - 1) at 64 KiB by 3-8x and Direct at 4 MiB by 4.5x, as the
-// model says; at 16 ranks (128 KiB slices) Exchange and Ring still led (docs/notes/scale.md).
+// on one host is priced by the model like one between hosts: with tens of ranks per core every step waits for the
+// scheduler, so the fewest steps win (Rabenseifner's 2 log2(n) against the ring's 2 (n - 1) and Direct's n - 1
+// peers), as the model says. Measured in docs/notes/scale.md, "The planner at many ranks".
 constexpr int kPricedLocalRanks = 32;
 
 // Whether `a` can run this op at all, whatever it costs.

@@ -268,14 +268,14 @@ TEST(PlannerModel, OneHostKeepsTheRing) {
   EXPECT_EQ(choose(m, Collective::AllReduce, k64MiB, parse("allreduce:hier")), Algorithm::Ring);
 }
 
-// Issue 40: 64 ranks on one host of 2 CPUs, with the slice lazy shared-memory FIFOs give them (16,256 B). The
-// model prices the all-reduce there, and halving-doubling's few steps win from mid sizes on, also over Direct
-// messages; 16 ranks keep the measured few-rank rules.
+// Issue 40: 64 and 128 ranks on one host of 2 CPUs, with the slices the per-host shared-memory bound gives them
+// (3,968 and 3,904 B). The model prices the all-reduce there, and halving-doubling's few steps win from mid sizes on,
+// also over Direct messages; 16 ranks keep the measured few-rank rules.
 TEST(PlannerModel, ManyRanksOnOneHostArePricedAndTakeFewSteps) {
   for (int n : {64, 128}) {
     Machine m = machine(star(1, n, 1000));
     m.fabric.stepUs = stepOverheadUs(n / 2.0);
-    const size_t slice = n == 64 ? 16256 : 3712;
+    const size_t slice = n == 64 ? 3968 : 3904;
     auto pick = [&](size_t bytes, size_t directMin) {
       PlanRequest req{Collective::AllReduce, bytes, n, slice, &m.fabric};
       req.directMinBytes = directMin;
