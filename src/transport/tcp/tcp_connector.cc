@@ -6,6 +6,8 @@
 // so all ranks set up at once instead of in a chain, and a stranger can only hold its own socket.
 #include "transport/tcp/tcp_connector.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -103,6 +105,10 @@ enum class Outcome { Continue, Done, Refused, Drop };
 struct PeerStriping {
   int nStreams = 0;  // 0: not known yet
   int64_t socketBufferBytes = 0;
+  // Outgoing: the link's other sockets wait for the first one's Ack. The peer expects them only once it has
+  // authenticated that first Hello (decideAck()); sent before, they count as strangers there, and with many lower
+  // ranks connecting at once (63 at 64 ranks) its stranger bound dropped real peers' sockets.
+  bool othersAfterAck = false;
 };
 
 class Connector {
@@ -247,14 +253,24 @@ Status Connector::decideStriping(Handshake& h, double rttSeconds) {
   CFX_INFO(log::Sys::Net, "tcp: rank %d -> rank %d (%s): autotuned to %s", plan_.rank, h.peer,
            h.sock.peerName().c_str(), describe(decision, rttSeconds).c_str());
   remaining_ += kNumChannels * decision.nStreams - 1;
-  return spawnOutgoing(h.peer, h.channel, h.stream);
+  striping.othersAfterAck = true;
+  return Status();
 }
 
 Status Connector::beginHello(Handshake& h) {
   if (striping_[static_cast<size_t>(h.peer)].nStreams == 0) {
     // The first socket to this peer: its connect() took one round trip (SYN, SYN-ACK), answered by the peer's
-    // kernel however busy the peer process is.
-    CFX_TRY(decideStriping(h, std::chrono::duration<double>(Clock::now() - h.connectStarted).count()));
+    // kernel however busy the peer process is. This process's own wait for the poll that saw it is not: with
+    // hundreds of ranks per core it read 0.5 s on a 0.1 ms path and autotuned every link to 8 streams (256 ranks on
+    // 16 namespace hosts: 3,840 sockets a rank). The kernel's own sample of that round trip (TCP_INFO) has no
+    // scheduling in it; the wall time stays the bound where the kernel has none.
+    double rtt = std::chrono::duration<double>(Clock::now() - h.connectStarted).count();
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    if (::getsockopt(h.sock.fd(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_rtt > 0) {
+      rtt = std::min(rtt, static_cast<double>(info.tcpi_rtt) * 1e-6);
+    }
+    CFX_TRY(decideStriping(h, rtt));
   }
   const PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
   Hello hello{.fromRank = static_cast<uint32_t>(plan_.rank),
@@ -430,15 +446,7 @@ void Connector::decideAck(Handshake& h) {
   }
   claimed_[key] = true;
   PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
-  if (striping.nStreams == 0) {
-    // Authenticated now, so its striping can be trusted: expect the rest of its sockets.
-    striping.nStreams = static_cast<int>(m.nStreams);
-    striping.socketBufferBytes = static_cast<int64_t>(std::min<uint64_t>(m.socketBufferBytes, uint64_t{1} << 30));
-    remaining_ += kNumChannels * striping.nStreams - 1;
-    expectedIncoming_ += kNumChannels * striping.nStreams - 1;
-    CFX_INFO(log::Sys::Net, "tcp: rank %d <- rank %d (%s): %d stream%s per link, as rank %d chose", plan_.rank, h.peer,
-             h.sock.peerName().c_str(), striping.nStreams, striping.nStreams == 1 ? "" : "s", h.peer);
-  } else if (m.nStreams != static_cast<uint32_t>(striping.nStreams)) {
+  if (striping.nStreams != 0 && m.nStreams != static_cast<uint32_t>(striping.nStreams)) {
     h.ack = AckCode::StreamMismatch;
     h.refusal = Status::error(Errc::InvalidUsage,
                               strprintf("tcp: rank %d announced %u streams for channel %d but %d for an earlier "
@@ -461,6 +469,17 @@ void Connector::decideAck(Handshake& h) {
                                                     "CFX_TCP_SLOT_BYTES and CFX_TCP_SLOTS identically on every rank",
                                                     h.peer, m.nSlots, static_cast<unsigned long long>(m.slotBytes),
                                                     plan_.rank, geometryText().c_str()));
+    return;
+  }
+  if (striping.nStreams == 0) {
+    // Authenticated and accepted now, so its striping can be trusted: expect the rest of its sockets, which it
+    // opens once this one's Ack reaches it (a refused first socket has no others).
+    striping.nStreams = static_cast<int>(m.nStreams);
+    striping.socketBufferBytes = static_cast<int64_t>(std::min<uint64_t>(m.socketBufferBytes, uint64_t{1} << 30));
+    remaining_ += kNumChannels * striping.nStreams - 1;
+    expectedIncoming_ += kNumChannels * striping.nStreams - 1;
+    CFX_INFO(log::Sys::Net, "tcp: rank %d <- rank %d (%s): %d stream%s per link, as rank %d chose", plan_.rank, h.peer,
+             h.sock.peerName().c_str(), striping.nStreams, striping.nStreams == 1 ? "" : "s", h.peer);
   }
 }
 
@@ -481,6 +500,11 @@ Result<Outcome> Connector::onAck(Handshake& h) {
     return Outcome::Refused;
   }
   if (ack.value() != AckCode::Ok) return outgoingFailure(h, ackCodeName(ack.value()));
+  PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+  if (striping.othersAfterAck) {
+    striping.othersAfterAck = false;
+    CFX_TRY(spawnOutgoing(h.peer, h.channel, h.stream));
+  }
   return Outcome::Done;
 }
 
@@ -657,9 +681,16 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
       pending_.push_back(std::move(h));
       continue;
     }
-    striping_[static_cast<size_t>(p)] = PeerStriping{.nStreams = plan_.nStreams, .socketBufferBytes = 0};
+    striping_[static_cast<size_t>(p)] =
+        PeerStriping{.nStreams = plan_.nStreams, .socketBufferBytes = 0, .othersAfterAck = true};
     remaining_ += kNumChannels * plan_.nStreams;
-    CFX_TRY(spawnOutgoing(p, -1, -1));
+    auto h = std::make_unique<Handshake>();
+    h->outgoing = true;
+    h->peer = p;
+    h->channel = 0;
+    h->stream = 0;
+    CFX_TRY(startOutgoing(*h));
+    pending_.push_back(std::move(h));
   }
   for (auto& h : spawned_) pending_.push_back(std::move(h));
   spawned_.clear();
@@ -701,6 +732,12 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
         if (refusal_.ok()) refusal_ = std::move(h.refusal);
         h.sock.close();
         settle(h);
+        PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+        if (h.outgoing && striping.othersAfterAck) {
+          // The link's first socket was refused: its others are never opened.
+          striping.othersAfterAck = false;
+          remaining_ -= kNumChannels * striping.nStreams - 1;
+        }
       }
     }
     for (size_t i = 0; i < nListeners; ++i) {

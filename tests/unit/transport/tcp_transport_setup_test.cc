@@ -160,5 +160,15 @@ TEST(TcpTransport, EveryKnobHasHelpTextAndAValidDefault) {
   }
 }
 
+// The highest rank is connected to by every other rank, each with 2 channels x 4 sockets. Before a link's first
+// socket was acknowledged, the peer counted the other sockets as strangers: past the expected ones plus 64 it
+// dropped the oldest, and real ranks failed with "connection reset by peer" (64 ranks on the namespace bed).
+TEST(TcpTransport, ManyRanksConnectingStripedLinksAtOnceAreNotDroppedAsStrangers) {
+  constexpr int kRanks = 20;  // 19 x 8 = 152 sockets at rank 19, over its 19 + 64
+  FakeWorld world(kRanks);
+  auto ranks = createConnected(world, stripedOptions(4));
+  for (auto& r : ranks) EXPECT_TRUE(r->transport) << "rank " << r->rank << ": " << r->status.message();
+}
+
 }  // namespace
 }  // namespace cfx::transport::tcp::testing
