@@ -16,6 +16,7 @@ Prints a Markdown table. A benchmark, not a test: figures go to docs/notes/scale
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -39,27 +40,33 @@ def parse(output: str) -> dict | None:
     return dict(zip(("start", "init", "first", "job"), map(float, m.groups()))) if m else None
 
 
-def on_bed(bed: netbed.Bed, prog: str, ranks_per_host: int, roots: int, env: dict, timeout: float) -> dict | None:
-    id_dir = tempfile.mkdtemp(prefix="cfx_init_ids_") if roots > 1 else None
+@contextlib.contextmanager
+def id_args(roots: int):
+    """init_bench's arguments for `roots` ids, with a fresh folder for them that is removed afterwards."""
+    if roots <= 1:
+        yield []
+        return
+    folder = tempfile.mkdtemp(prefix="cfx_init_ids_")
     try:
-        argv = [prog] + (["--roots", str(roots), "--id-dir", id_dir] if id_dir else [])
+        yield ["--roots", str(roots), "--id-dir", folder]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def on_bed(bed: netbed.Bed, prog: str, ranks_per_host: int, roots: int, env: dict, timeout: float) -> dict | None:
+    with id_args(roots) as extra:
         outputs: dict[int, str] = {}
         e = dict(env, CFX_INIT_BENCH_T0=str(time.time_ns()))
-        rc = bed.run_ranks(ranks_per_host, argv, env=e, timeout=timeout, quiet=True, outputs=outputs)
+        rc = bed.run_ranks(ranks_per_host, [prog] + extra, env=e, timeout=timeout, quiet=True, outputs=outputs)
         figures = parse(outputs.get(0, ""))
         if figures is None:
             print(f"init_bed: {roots} root(s) on the bed: exit {rc}, no result line", file=sys.stderr)
         return figures
-    finally:
-        if id_dir:
-            shutil.rmtree(id_dir, ignore_errors=True)
 
 
 def one_host(cfxrun: str, prog: str, n: int, roots: int, env: dict, timeout: float) -> dict | None:
-    id_dir = tempfile.mkdtemp(prefix="cfx_init_ids_") if roots > 1 else None
-    try:
-        cmd = [cfxrun, "-n", str(n), "--timeout", str(int(timeout)), prog]
-        cmd += ["--roots", str(roots), "--id-dir", id_dir] if id_dir else []
+    with id_args(roots) as extra:
+        cmd = [cfxrun, "-n", str(n), "--timeout", str(int(timeout)), prog] + extra
         e = dict(os.environ, **env, CFX_INIT_BENCH_T0=str(time.time_ns()))
         p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=timeout + 30, start_new_session=True)
@@ -67,9 +74,6 @@ def one_host(cfxrun: str, prog: str, n: int, roots: int, env: dict, timeout: flo
         if figures is None:
             print(f"init_bed: {roots} root(s) on one host: exit {p.returncode}:\n{p.stdout[-2000:]}", file=sys.stderr)
         return figures
-    finally:
-        if id_dir:
-            shutil.rmtree(id_dir, ignore_errors=True)
 
 
 def main() -> int:

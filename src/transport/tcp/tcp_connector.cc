@@ -669,21 +669,15 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
       ++expectedIncoming_;
       continue;
     }
+    // One socket first (channel 0, stream 0); the link's others follow its Ack (onAck()). With autotune,
+    // beginHello() times its connect and decides how many there are (decideStriping()).
     if (plan_.autotune) {
-      // One socket first; beginHello() times its connect and queues the others (decideStriping()).
       ++remaining_;
-      auto h = std::make_unique<Handshake>();
-      h->outgoing = true;
-      h->peer = p;
-      h->channel = 0;
-      h->stream = 0;
-      CFX_TRY(startOutgoing(*h));
-      pending_.push_back(std::move(h));
-      continue;
+    } else {
+      striping_[static_cast<size_t>(p)] =
+          PeerStriping{.nStreams = plan_.nStreams, .socketBufferBytes = 0, .othersAfterAck = true};
+      remaining_ += kNumChannels * plan_.nStreams;
     }
-    striping_[static_cast<size_t>(p)] =
-        PeerStriping{.nStreams = plan_.nStreams, .socketBufferBytes = 0, .othersAfterAck = true};
-    remaining_ += kNumChannels * plan_.nStreams;
     auto h = std::make_unique<Handshake>();
     h->outgoing = true;
     h->peer = p;
