@@ -17,6 +17,7 @@
 #include "core/call_check.h"
 #include "core/compressed_op.h"
 #include "core/group_launch.h"
+#include "core/host_lanes.h"
 
 namespace cfx::core {
 
@@ -227,6 +228,12 @@ Status orderHostOp(const Op& op) {
   return cuda::check(d->streamSynchronize(stream), what.c_str());
 }
 
+// An op run on the calling thread first waits for a pending host-stream job that uses the same library state (an
+// error-feedback residual) on another lane (core/host_lanes.h), so that the two use it in call order.
+void awaitStateUsers(Communicator* comm, const std::vector<const Op*>& ops) {
+  for (const auto& user : comm->hostLanes().stateUsers(ops)) (void)user->wait();
+}
+
 Status launchOps(const std::vector<Op>& ops) {
   if (ops.empty()) return Status();
   // Partition by communicator, keeping call order within each.
@@ -252,11 +259,20 @@ Status launchOps(const std::vector<Op>& ops) {
 
   // Host work queued behind device work on the same communicator must run after it: queue it too.
   if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
+    awaitStateUsers(comms.front(), byComm[comms.front()]);
     return runOnThisThread(comms.front(), byComm[comms.front()]);
   }
   std::vector<std::shared_ptr<JobState>> deps = stream ? stream->tail() : std::vector<std::shared_ptr<JobState>>{};
   std::vector<std::shared_ptr<JobState>> jobs;
   for (Communicator* comm : comms) {
+    // A host-stream launch of collectives on one communicator takes one of its lanes (core/host_lanes.h); device
+    // ops, groups over several communicators, sends and receives, and membership communicators keep its queue.
+    Communicator* runner = comm;
+    const bool collectivesOnly =
+        std::all_of(ops.begin(), ops.end(), [](const Op& op) { return op.kind == Op::Kind::Coll; });
+    if (stream && comms.size() == 1 && collectivesOnly && comm->takesHostLanes()) {
+      CFX_TRY_ASSIGN(runner, comm->hostLanes().pick());
+    }
     // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,
     // which then follow the order the jobs run in on every rank. Built now, this op would take its numbers before a
     // device op called earlier whose job has not started, on a rank whose stream was slow, and after it on another
@@ -265,12 +281,21 @@ Status launchOps(const std::vector<Op>& ops) {
     std::vector<Op> own;
     for (const Op* op : byComm[comm]) own.push_back(*op);
     Communicator::DeferredJob job;
-    job.build = [comm, own = std::move(own)] {
+    job.build = [runner, own = std::move(own)] {
       std::vector<const Op*> raw;
       for (const Op& op : own) raw.push_back(&op);
-      return buildWorks(comm, raw);
+      return buildWorks(runner, raw);
     };
-    jobs.push_back(comm->enqueue(std::move(job), deps));
+    // After a pending job of another lane that uses the same library state (a residual), whatever its outcome: a
+    // failure there is the communicator's async error, not this op's.
+    if (auto users = comm->hostLanes().stateUsers(byComm[comm]); !users.empty()) {
+      job.before = [users = std::move(users)] {
+        for (const auto& user : users) (void)user->wait();
+        return Status();
+      };
+    }
+    jobs.push_back(runner->enqueue(std::move(job), deps));
+    comm->hostLanes().noteStateUser(byComm[comm], jobs.back());
   }
   if (stream) {
     stream->setTail(std::move(jobs));
@@ -512,6 +537,7 @@ Status submit(const Op& op) {
   if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
       !op.comm->hasQueuedWork()) {
     CFX_TRY(orderHostOp(op));
+    if (op.args.compress != nullptr || op.args.delta != nullptr) awaitStateUsers(op.comm, {&op});
     return launchCollective(op);
   }
   return launch({op});
