@@ -20,11 +20,14 @@ namespace {
 // robin, so a program with two host-stream ops or more pays for all K-1 lanes: one split each, once, and a
 // communicator's transport buffers and threads each (docs/notes/wan_training.md has the figures).
 CFX_PARAM(int, hostLanesParam, "CFX_HOST_LANES", 4,
-          "Lanes for a communicator's asynchronous host ops (cfx host streams, the Python package's async_op=True): "
-          "launch n on a host stream runs on lane n mod CFX_HOST_LANES, each lane an internal duplicate of the "
-          "communicator with its own connections and progress thread, so separate async ops overlap one another. "
-          "1: one queue, every async op of a communicator after the previous one. A lane is made (one blocking "
-          "split, collective) the first time a launch picks it. Must be the same on every rank.",
+          "Lanes for a communicator's asynchronous collectives (on cfx host streams, as the Python package's "
+          "async_op=True issues them): launch n of collectives on a host stream runs on lane n mod CFX_HOST_LANES, "
+          "each lane an internal duplicate of the communicator with its own connections and progress thread, so that "
+          "separate async collectives overlap one another (the ops of one stream still run in order). 1: one queue, "
+          "each async op of a communicator after the previous one. A lane is made the first time a launch picks it "
+          "(one blocking split, collective). Sends and receives, device buffers and groups over several "
+          "communicators keep the one queue. Must be the same on every rank, and every rank must issue a given "
+          "collective on a host stream or none must (else set 1).",
           param::inRange(1, 16));
 
 // The ops' library-kept state that a job reads and writes while it runs.
