@@ -3,12 +3,13 @@
 #include "core/host_lanes.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "common/log.h"
 #include "common/param.h"
 #include "core/communicator.h"
 #include "core/group.h"
-#include "core/lifecycle.h"
+#include "transport/bootstrap/bootstrap.h"
 
 namespace cfx::core {
 
@@ -16,18 +17,18 @@ namespace {
 
 // 4: Streaming DiLoCo keeps a few fragments' all-reduces in flight at once (and the Python package's async_op calls
 // each get a stream of their own), and over a long-RTT link each op spends most of its time waiting, so up to four
-// overlap before the links themselves are the limit. A lane is made only when first picked, but the picks go round
-// robin, so a program with two host-stream ops or more pays for all K-1 lanes: one split each, once, and a
-// communicator's transport buffers and threads each (docs/notes/wan_training.md has the figures).
+// overlap before the links themselves are the limit. The lanes are made only when a launch first picks one (launch
+// 1), but then all together, so a program with two host-stream launches or more pays for K-1 of them: their setups
+// once (side by side), and a communicator's transport buffers and threads each (docs/notes/wan_training.md).
 CFX_PARAM(int, hostLanesParam, "CFX_HOST_LANES", 4,
           "Lanes for a communicator's asynchronous collectives (on cfx host streams, as the Python package's "
           "async_op=True issues them): launch n of collectives on a host stream runs on lane n mod CFX_HOST_LANES, "
           "each lane an internal duplicate of the communicator with its own connections and progress thread, so that "
           "separate async collectives overlap one another (the ops of one stream still run in order). 1: one queue, "
-          "each async op of a communicator after the previous one. A lane is made the first time a launch picks it "
-          "(one blocking split, collective). Sends and receives, device buffers and groups over several "
-          "communicators keep the one queue. Must be the same on every rank, and every rank must issue a given "
-          "collective on a host stream or none must (else set 1).",
+          "each async op of a communicator after the previous one. The lanes are made when a launch first picks one "
+          "(launch 1: every rank makes them together, once). Sends and receives, device buffers and groups over "
+          "several communicators keep the one queue. Must be the same on every rank, and every rank must issue a "
+          "given collective on a host stream or none must (else set 1).",
           param::inRange(1, 16));
 
 // The ops' library-kept state that a job reads and writes while it runs.
@@ -44,58 +45,93 @@ void forEachState(const std::vector<const Op*>& ops, Fn&& fn) {
 
 int readHostLanes() { return hostLanesParam.get(); }
 
-// Making lane k on the thread that issues the launch, collectively, is safe because every rank reaches that launch
+// Making the lanes on the thread that issues the launch, collectively, is safe because every rank reaches that launch
 // (NCCL's rule: the same calls in the same order), and NCCL allows any call to block until the other ranks arrive,
-// which is why a thread driving several ranks must group their calls (and such groups keep the single queue). It
-// costs one blocking split per lane, once per communicator: an allGather over the parent's bootstrap and a new
-// communicator's setup (bootstrap, connections, health), a few round trips between the ranks.
+// which is why a thread driving several ranks must group their calls (and such groups keep the one queue). All K-1
+// lanes are made at the first launch that picks one (launch 1): the picks go round robin, so a program that reaches
+// lane 1 soon reaches the others, and their setups then overlap. It costs, once per communicator, one message from
+// rank 0 over the parent's bootstrap (the lanes' ids) and K-1 communicator setups side by side (bootstrap,
+// connections, health: a few round trips between the ranks; docs/notes/wan_training.md has the figure).
 Result<Communicator*> HostLanes::pick() {
-  const auto k = static_cast<uint64_t>(std::max(parent_.options().hostLanes, 1));
-  const size_t lane = static_cast<size_t>(launches_++ % k);
+  const auto k = static_cast<size_t>(std::max(parent_.options().hostLanes, 1));
+  const auto lane = static_cast<size_t>(launches_++ % k);
   if (lane == 0) return &parent_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (lane < lanes_.size() && lanes_[lane]) return lanes_[lane].get();
+    if (lane < lanes_.size()) return lanes_[lane].get();
   }
-  Result<Communicator*> made = make(lane);
-  if (!made.ok()) {
-    const Status st = Status::error(made.status().code(), strprintf("rank %d: could not make host-stream lane %zu: %s",
-                                                                    parent_.rank(), lane,
-                                                                    made.status().message().c_str()));
+  if (Status st = makeAll(k); !st.ok()) {
+    st = Status::error(st.code(), strprintf("rank %d: could not make the host-stream lanes: %s", parent_.rank(),
+                                            st.message().c_str()));
     parent_.setAsyncError(st);
     return st;
   }
-  return made;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lanes_[lane].get();
 }
 
-Result<Communicator*> HostLanes::make(size_t lane) {
+namespace {
+constexpr uint64_t kLaneTagBase = 0x484c000000000000ull;  // "HL"
+}  // namespace
+
+Status HostLanes::makeAll(size_t k) {
+  using transport::UniqueId;
+  // One message from rank 0 to every rank: the K-1 lanes' ids, each with its bootstrap root in rank 0's process.
+  const uint64_t tag = kLaneTagBase | parent_.nextSplitCount();
+  std::vector<uint8_t> wire((k - 1) * UniqueId::kBytes);
+  if (parent_.rank() == 0) {
+    for (size_t i = 0; i + 1 < k; ++i) {
+      CFX_TRY_ASSIGN(const UniqueId id, transport::createUniqueId(parent_.options().bootstrap.options));
+      id.encode(wire.data() + i * UniqueId::kBytes);
+    }
+    for (int r = 1; r < parent_.nRanks(); ++r) CFX_TRY(parent_.bootstrap().send(r, tag, wire.data(), wire.size()));
+  } else {
+    CFX_TRY(parent_.bootstrap().recv(0, tag, wire.data(), wire.size()));
+  }
   CommConfig config = parent_.config();
-  config.commName += strprintf("%shost-lane-%zu", config.commName.empty() ? "" : ":", lane);
-  // The lane plans as the parent does (the same bits whichever lane an op runs on): the parent's agreed
-  // calibration rather than a measurement of its own, and no second topology dump.
+  if (!config.commName.empty()) config.commName += ":";
+  config.commName += "host-lane";
+  // Lanes plan as the parent does (the same bits whichever lane an op runs on): the parent's agreed calibration
+  // rather than a measurement of their own, and no second topology dump.
   CommOptions options = parent_.options();
   options.topology.dumpFile.clear();
   options.topology.calibrate = false;
   options.topology.agreed = parent_.agreedCalibration();
-  CFX_TRY_ASSIGN(std::unique_ptr<Communicator> made, splitComm(parent_, 0, parent_.rank(), config, options));
-  made->becomeLaneOf(&parent_);
-  Communicator* raw = made.get();
+  // Made on threads of their own, which have no current CUDA context: lanes carry host memory only, so they set up
+  // no device scratch (every rank's lanes alike).
+  std::vector<Result<std::unique_ptr<Communicator>>> made;
+  for (size_t i = 0; i + 1 < k; ++i) made.emplace_back(Status::error(Errc::InternalError, "lane not made"));
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i + 1 < k; ++i) {
+      threads.emplace_back([&, i] {
+        log::setThreadRank(parent_.rank());
+        Result<UniqueId> id = UniqueId::decode(wire.data() + i * UniqueId::kBytes);
+        made[i] = id.ok() ? Communicator::create(*id, parent_.rank(), parent_.nRanks(), config, options)
+                          : Result<std::unique_ptr<Communicator>>(id.status());
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  std::vector<std::unique_ptr<Communicator>> lanes(1);  // [0]: the parent
+  for (auto& m : made) {
+    CFX_TRY(m.status());  // the lanes made so far go with `made`
+    lanes.push_back(std::move(m).value());
+    lanes.back()->becomeLaneOf(&parent_);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // An abort that came while the lane was being made found no lane to stop: it is stopped here instead. The flag
-    // is set before abort() takes the lock, so one of the two sides sees the other.
+    // An abort that came while the lanes were being made found none to stop: they are stopped here instead. The
+    // flag is set before abort() takes the lock, so one of the two sides sees the other.
     if (!parent_.abortFlag().load(std::memory_order_acquire)) {
-      if (lanes_.size() <= lane) lanes_.resize(lane + 1);
-      lanes_[lane] = std::move(made);
+      lanes_ = std::move(lanes);
+      CFX_INFO(log::Sys::Init, "comm %p rank %d: %zu host-stream lanes made", static_cast<void*>(&parent_),
+               parent_.rank(), k - 1);
+      return Status();
     }
   }
-  if (made) {
-    made->abort();
-    return Status::error(Errc::InvalidUsage, parent_.stopCause());
-  }
-  CFX_INFO(log::Sys::Init, "comm %p rank %d: host-stream lane %zu of %d is comm %p", static_cast<void*>(&parent_),
-           parent_.rank(), lane, parent_.options().hostLanes, static_cast<void*>(raw));
-  return raw;
+  for (size_t i = 1; i < lanes.size(); ++i) lanes[i]->abort();
+  return Status::error(Errc::InvalidUsage, parent_.stopCause());
 }
 
 std::vector<std::shared_ptr<JobState>> HostLanes::stateUsers(const std::vector<const Op*>& ops) {

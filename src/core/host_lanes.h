@@ -5,8 +5,8 @@
 // Why lanes: one communicator's links must carry its ops in the same order on every rank (a receiver that meets
 // another op's message at a FIFO head fails the tag check, and buffering unexpected messages would be unbounded),
 // and which queued jobs are ready at a given moment differs between ranks. So the progress queue runs one job at a
-// time. Lane 0 is the communicator itself; lanes 1..K-1 are internal duplicates of it (a split with every rank in
-// one color and its own rank: their own bootstrap, transport connections, health monitor and progress thread). A
+// time. Lane 0 is the communicator itself; lanes 1..K-1 are internal duplicates of it (like a split with every rank
+// in one color and its own rank: their own bootstrap, transport connections, health monitor and progress thread). A
 // host-stream launch takes lane n mod K, n counting the communicator's host-stream launches: every rank issues the
 // same calls in the same order (NCCL's rule), so every rank picks the same lane for the same op, and each lane's
 // links carry its ops in call order. Ops of one stream still run in stream order: a job depends on its stream's
@@ -56,9 +56,9 @@ class HostLanes {
   HostLanes(const HostLanes&) = delete;
   HostLanes& operator=(const HostLanes&) = delete;
 
-  // The communicator the parent's next host-stream launch runs on: lane n mod K. Lane k >= 1 is made the first
-  // time it is picked, on the calling thread and collectively (see host_lanes.cc). Errors: those of making a lane,
-  // which also break the parent (its async error), since its peers may have made theirs.
+  // The communicator the parent's next host-stream launch runs on: lane n mod K. Lanes 1..K-1 are made together
+  // the first time one is picked, on the calling thread and collectively (see host_lanes.cc). Errors: those of making
+  // the lanes, which also break the parent (its async error), since its peers may have made theirs.
   Result<Communicator*> pick();
 
   // Library state that ops touch beyond their buffers (an error-feedback residual, a delta broadcast's state): two
@@ -81,13 +81,13 @@ class HostLanes {
   void clear();
 
  private:
-  Result<Communicator*> make(size_t lane);
+  Status makeAll(size_t k);
   std::vector<Communicator*> live();
 
   Communicator& parent_;
   uint64_t launches_ = 0;  // the parent's host-stream launches so far; calling thread only
   std::mutex mutex_;       // guards lanes_ against stopWork/abort/announceExit from other threads
-  std::vector<std::unique_ptr<Communicator>> lanes_;  // [k] is lane k; [0] stays empty (the parent)
+  std::vector<std::unique_ptr<Communicator>> lanes_;           // [k] is lane k, [0] empty (the parent); all or none
   std::map<const void*, std::weak_ptr<JobState>> stateUsers_;  // calling thread only
 };
 

@@ -150,9 +150,9 @@ std::string feedbackAcrossLanes(int lanes) {
     for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
     std::vector<float> last(3001);
     int8.feedback = cfxFeedbackNone;
-    ASSERT_EQ(cfxAllReduceCompressed(x.data(), last.data(), last.size(), ncclFloat, ncclSum, &int8, comm,
-                                     asCuda(streams[0])),
-              ncclSuccess);
+    ASSERT_EQ(
+        cfxAllReduceCompressed(x.data(), last.data(), last.size(), ncclFloat, ncclSum, &int8, comm, asCuda(streams[0])),
+        ncclSuccess);
     for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
     cfxCompressStats stats;
     ASSERT_EQ(cfxCommGetCompressStats(comm, &stats), ncclSuccess);
@@ -340,9 +340,9 @@ TEST(HostLanes, DestroyFreesEveryLane) {
     const int parentOnly = shmMappings();
     const std::vector<cfxHostStream_t> streams = makeStreams(4);
     for (int k = 0; k < 4; ++k) {
-      ASSERT_EQ(ncclAllReduce(buf.data() + 200 * k, buf.data() + 200 * k, 100, ncclFloat, ncclSum, comm,
-                              asCuda(streams[k])),
-                ncclSuccess);
+      ASSERT_EQ(
+          ncclAllReduce(buf.data() + 200 * k, buf.data() + 200 * k, 100, ncclFloat, ncclSum, comm, asCuda(streams[k])),
+          ncclSuccess);
     }
     for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
     EXPECT_GT(shmMappings(), parentOnly) << "the lanes mapped no segment: is the shm transport off?";
