@@ -158,42 +158,33 @@ void HostLanes::noteStateUser(const std::vector<const Op*>& ops, const std::shar
   }
 }
 
-std::vector<Communicator*> HostLanes::live() {
+template <class Fn>
+void HostLanes::forEach(Fn&& fn) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<Communicator*> out;
   for (auto& lane : lanes_) {
-    if (lane) out.push_back(lane.get());
+    if (lane) fn(*lane);
   }
-  return out;
 }
 
 void HostLanes::stopWork() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& lane : lanes_) {
-    if (lane) lane->stopWork();
-  }
+  forEach([](Communicator& lane) { lane.stopWork(); });
 }
 
 void HostLanes::abort() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& lane : lanes_) {
-    if (lane) lane->stopWork();
-  }
-  for (auto& lane : lanes_) {
-    if (lane) lane->abort();
-  }
+  forEach([](Communicator& lane) { lane.stopWork(); });
+  forEach([](Communicator& lane) { lane.abort(); });
 }
 
-// Only the thread issuing calls adds or removes lanes, and it is the one draining: the pointers stay valid.
+// Only the thread issuing calls adds or removes lanes, and it is the one draining: the lanes stay, and drain() waits
+// outside the lock, which abort() may need meanwhile.
 void HostLanes::drain() {
-  for (Communicator* lane : live()) (void)lane->drain();
+  std::vector<Communicator*> lanes;
+  forEach([&](Communicator& lane) { lanes.push_back(&lane); });
+  for (Communicator* lane : lanes) (void)lane->drain();
 }
 
 void HostLanes::announceExit() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& lane : lanes_) {
-    if (lane) lane->announceExit();
-  }
+  forEach([](Communicator& lane) { lane.announceExit(); });
 }
 
 void HostLanes::clear() {

@@ -82,7 +82,9 @@ class HostLanes {
 
  private:
   Status makeAll(size_t k);
-  std::vector<Communicator*> live();
+  // Calls fn on every lane, under the lock.
+  template <class Fn>
+  void forEach(Fn&& fn);
 
   Communicator& parent_;
   uint64_t launches_ = 0;  // the parent's host-stream launches so far; calling thread only

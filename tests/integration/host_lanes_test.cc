@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -244,60 +245,60 @@ TEST(HostLanes, AnOpItsPeerHoldsBackNoLongerHoldsBackTheOpsOfOtherStreams) { hel
 
 TEST(HostLanes, WithOneQueueTheSameOpsDeadlockUntilTheTimeout) { heldBackOp(1); }
 
-// Four launches make every lane; then rank 0 alone issues three more, which wait on lanes for rank 1.
-void issueWarmUpAndPending(ncclComm_t comm, const std::vector<cfxHostStream_t>& streams, int rank,
-                           std::vector<float>& buf) {
-  for (int k = 0; k < 4; ++k) {
-    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 101, ncclFloat, ncclSum, comm, asCuda(streams[k % 3])),
-              ncclSuccess);
-  }
-  for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
-  if (rank != 0) return;
-  for (int k = 0; k < 3; ++k) {
-    ASSERT_EQ(ncclAllReduce(buf.data() + 200 * (k + 1), buf.data() + 200 * (k + 1), 101, ncclFloat, ncclSum, comm,
-                            asCuda(streams[k])),
-              ncclSuccess);
-  }
+// Both ranks make every lane with four launches; then rank 0 alone issues three more, which wait on lanes 0-2 for
+// rank 1, and `stop` ends them there. After a barrier, `end` runs on every rank (rank 0's comm may be gone: null).
+using StopFn = std::function<void(ncclComm_t, const std::vector<cfxHostStream_t>&, std::vector<float>&)>;
+void opsPendingOnLanes(const StopFn& stop, const std::function<void(ncclComm_t)>& end) {
+  runRanks(2, withLanes(4), [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const std::vector<cfxHostStream_t> streams = makeStreams(3);
+    std::vector<float> buf(1000, 1.0f);
+    for (int k = 0; k < 4; ++k) {
+      ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 101, ncclFloat, ncclSum, comm, asCuda(streams[k % 3])),
+                ncclSuccess);
+    }
+    for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
+    if (ctx.rank() == 0) {
+      for (int k = 0; k < 3; ++k) {
+        float* part = buf.data() + 200 * (k + 1);
+        ASSERT_EQ(ncclAllReduce(part, part, 101, ncclFloat, ncclSum, comm, asCuda(streams[k])), ncclSuccess);
+      }
+      stop(comm, streams, buf);
+    }
+    ctx.barrier();
+    end(ctx.rank() == 0 ? nullptr : comm);
+    destroyStreams(streams);
+  });
 }
 
 TEST(HostLanes, AbortWithOpsPendingOnLanesFailsThemWithTheAbort) {
-  runRanks(2, withLanes(4), [&](RankContext& ctx) {
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    const std::vector<cfxHostStream_t> streams = makeStreams(3);
-    std::vector<float> buf(1000, 1.0f);
-    issueWarmUpAndPending(comm, streams, ctx.rank(), buf);
-    if (ctx.rank() == 0) {
-      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-      for (cfxHostStream_t s : streams) {
-        EXPECT_NE(cfxHostStreamSynchronize(s), ncclSuccess);
-        EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("abort"), std::string::npos) << ncclGetLastError(nullptr);
-      }
-    }
-    ctx.barrier();
-    if (ctx.rank() != 0) {
-      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-    }
-    destroyStreams(streams);
-  });
+  opsPendingOnLanes(
+      [](ncclComm_t comm, const std::vector<cfxHostStream_t>& streams, std::vector<float>&) {
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        for (cfxHostStream_t s : streams) {
+          EXPECT_NE(cfxHostStreamSynchronize(s), ncclSuccess);
+          const std::string why = ncclGetLastError(nullptr);
+          EXPECT_NE(why.find("abort"), std::string::npos) << why;
+        }
+      },
+      [](ncclComm_t comm) {
+        if (comm != nullptr) {
+          EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        }
+      });
 }
 
 TEST(HostLanes, RevokeWithOpsPendingOnLanesFailsThemWithTheRevoke) {
-  runRanks(2, withLanes(4), [&](RankContext& ctx) {
-    ncclComm_t comm = ctx.initComm();
-    ASSERT_NE(comm, nullptr);
-    const std::vector<cfxHostStream_t> streams = makeStreams(3);
-    std::vector<float> buf(1000, 1.0f);
-    issueWarmUpAndPending(comm, streams, ctx.rank(), buf);
-    if (ctx.rank() == 0) {
-      EXPECT_EQ(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclSuccess);
-      for (cfxHostStream_t s : streams) EXPECT_NE(cfxHostStreamQuery(s), ncclSuccess) << "revoke left a lane's op";
-      EXPECT_NE(ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat, ncclSum, comm, asCuda(streams[0])), ncclSuccess);
-    }
-    ctx.barrier();
-    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
-    destroyStreams(streams);
-  });
+  ncclComm_t revoked = nullptr;
+  opsPendingOnLanes(
+      [&](ncclComm_t comm, const std::vector<cfxHostStream_t>& streams, std::vector<float>& buf) {
+        revoked = comm;
+        EXPECT_EQ(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclSuccess);
+        for (cfxHostStream_t s : streams) EXPECT_NE(cfxHostStreamQuery(s), ncclSuccess) << "revoke left a lane's op";
+        EXPECT_NE(ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat, ncclSum, comm, asCuda(streams[0])), ncclSuccess);
+      },
+      [&](ncclComm_t comm) { EXPECT_EQ(ncclCommDestroy(comm != nullptr ? comm : revoked), ncclSuccess); });
 }
 
 // Rank 0's op on lane 1 that rank 1 never joins times out there: the communicator reports it, though no op of its
