@@ -254,9 +254,9 @@ void opsPendingOnLanes(const StopFn& stop, const std::function<void(ncclComm_t)>
     ASSERT_NE(comm, nullptr);
     const std::vector<cfxHostStream_t> streams = makeStreams(3);
     std::vector<float> buf(1000, 1.0f);
-    for (int k = 0; k < 4; ++k) {
-      ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 101, ncclFloat, ncclSum, comm, asCuda(streams[k % 3])),
-                ncclSuccess);
+    for (int k = 0; k < 4; ++k) {  // on parts of their own: ops of different streams run at the same time
+      float* part = buf.data() + 200 * k;
+      ASSERT_EQ(ncclAllReduce(part, part, 101, ncclFloat, ncclSum, comm, asCuda(streams[k % 3])), ncclSuccess);
     }
     for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
     if (ctx.rank() == 0) {
