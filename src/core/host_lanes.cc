@@ -15,6 +15,8 @@ namespace cfx::core {
 
 namespace {
 
+constexpr uint64_t kLaneTagBase = 0x484c000000000000ull;  // "HL": the bootstrap tag of the lanes' ids
+
 // 4: Streaming DiLoCo keeps a few fragments' all-reduces in flight at once (and the Python package's async_op calls
 // each get a stream of their own), and over a long-RTT link each op spends most of its time waiting, so up to four
 // overlap before the links themselves are the limit. The lanes are made only when a launch first picks one (launch
@@ -70,10 +72,6 @@ Result<Communicator*> HostLanes::pick() {
   return lanes_[lane].get();
 }
 
-namespace {
-constexpr uint64_t kLaneTagBase = 0x484c000000000000ull;  // "HL"
-}  // namespace
-
 Status HostLanes::makeAll(size_t k) {
   using transport::UniqueId;
   // One message from rank 0 to every rank: the K-1 lanes' ids, each with its bootstrap root in rank 0's process.
@@ -115,7 +113,7 @@ Status HostLanes::makeAll(size_t k) {
   }
   std::vector<std::unique_ptr<Communicator>> lanes(1);  // [0]: the parent
   for (auto& m : made) {
-    CFX_TRY(m.status());  // the lanes made so far go with `made`
+    CFX_TRY(m.status());  // the lanes made meanwhile are destroyed on the way out
     lanes.push_back(std::move(m).value());
     lanes.back()->becomeLaneOf(&parent_);
   }
