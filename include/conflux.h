@@ -50,7 +50,8 @@ ncclResult_t cfxGetVersion(int* release);
  * Collectives on different host streams of one communicator run side by side, each on one of the communicator's
  * lanes (internal duplicates of it with their own connections and progress thread, made the first time they are
  * needed; CFX_HOST_LANES, docs/ENV.md). That asks one thing beyond the rules of nccl.h: a collective that one rank
- * issues on a host stream, every rank issues on a host stream. Sends and receives keep one queue per communicator.
+ * issues on a host stream, every rank issues on a host stream (else ops fail as mismatched calls, or wait until
+ * the communicator's timeout; CFX_HOST_LANES=1 lifts the rule). Sends and receives keep one queue per communicator.
  *
  * A host stream is not a CUDA stream: never pass one to a CUDA function, and never pass it with device buffers
  * (that returns ncclInvalidArgument). Ops that fail asynchronously report their error through the stream

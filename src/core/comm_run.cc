@@ -115,8 +115,9 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.endpoints = &endpoints();
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
-  // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here. A lane
-  // is revoked with its parent, and a mismatch it finds revokes the parent (which stops every lane).
+  // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here: also to
+  // this rank's ops that it stopped on other host lanes. A lane is revoked with its parent, and a mismatch it finds
+  // revokes the parent (which stops every lane).
   Communicator& owner = laneParent_ != nullptr ? *laneParent_ : *this;
   if (!st.ok() && owner.revokedByPeer()) {
     const Errc code = owner.revokeCode();
@@ -124,6 +125,8 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
                                                : Status::error(code, owner.stopCause());
   } else if (prims::isMismatch(st)) {
     owner.revokeForMismatch(st);
+  } else if (!st.ok() && owner.revokeCode() != Errc::Ok) {
+    st = Status::error(owner.revokeCode(), owner.stopCause());
   }
   if (!st.ok()) setAsyncError(st);
   return st;

@@ -139,7 +139,9 @@ Result<std::vector<std::unique_ptr<prims::Work>>> buildWorks(Communicator* comm,
   std::vector<const Op*> selfRecvs;
   for (const Op* op : ops) {
     switch (op->kind) {
-      case Op::Kind::Coll: colls.push_back({op->args, comm->nextCollSeq(), comm->nextOpCount()}); break;
+      case Op::Kind::Coll:
+        colls.push_back({op->args, op->seq != 0 ? op->seq : comm->nextCollSeq(), comm->nextOpCount()});
+        break;
       case Op::Kind::Send:
         if (op->peer == comm->rank()) selfSends.push_back(op);
         else sends[op->peer].push_back({op->sendbuff, nullptr, op->bytes, comm->nextSendSeq(op->peer)});
@@ -273,11 +275,11 @@ Status launchOps(const std::vector<Op>& ops) {
     if (stream && comms.size() == 1 && collectivesOnly && comm->takesHostLanes()) {
       CFX_TRY_ASSIGN(runner, comm->hostLanes().pick());
     }
-    // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,
-    // which then follow the order the jobs run in on every rank. Built now, this op would take its numbers before a
-    // device op called earlier whose job has not started, on a rank whose stream was slow, and after it on another
-    // (the ops' messages then pair with the wrong op's). The job keeps its own copy of the ops: on a cfx host stream
-    // the call returns before it runs.
+    // Built when it starts, like the device jobs it may queue behind: building takes the point-to-point messages'
+    // sequence numbers, which then follow the order the jobs run in on every rank. Built now, this op would take its
+    // numbers before a device op called earlier whose job has not started, on a rank whose stream was slow, and
+    // after it on another (the ops' messages then pair with the wrong op's). Collectives took theirs at the call.
+    // The job keeps its own copy of the ops: on a cfx host stream the call returns before it runs.
     std::vector<Op> own;
     for (const Op* op : byComm[comm]) own.push_back(*op);
     Communicator::DeferredJob job;
@@ -370,10 +372,10 @@ Status launch(const std::vector<Op>& ops) {
 // One collective outside a group on the calling thread: the loop every benchmark and most training steps run.
 // Nothing here allocates (the Work and its verbs live on this stack, coroutine frames come from the per-thread
 // cache in primitives/coro.h), which for a small all-reduce is a good part of the whole op's cost.
-Status launchCollective(const Op& op) {
+Status launchCollective(const Op& op, uint32_t seq) {
   Communicator* comm = op.comm;
   CFX_TRY(comm->checkUsable());
-  const CollItem item{op.args, comm->nextCollSeq(), comm->nextOpCount()};
+  const CollItem item{op.args, seq, comm->nextOpCount()};
   prims::Prims prims = comm->prims(transport::kCollChannel);
   const CollNaming naming(item.args);
   prims::Work work;
@@ -529,18 +531,27 @@ Status groupSimulateEnd(float* estimatedTimeUs) {
 }
 
 Status submit(const Op& op) {
+  // A collective's number is its place in the communicator's calls, which NCCL's rule makes the same on every rank.
+  // Taken here rather than when the op runs, it stays so however its rank runs it: on the calling thread or queued,
+  // on any host lane (core/host_lanes.h). So a collective issued on a host stream on one rank and blocking on
+  // another, which takes different lanes on the two, meets another op with another number and fails as a mismatch
+  // rather than pairing with it.
+  const uint32_t seq = op.kind == Op::Kind::Coll ? op.comm->nextCollSeq() : 0;
   GroupState& group = tGroup;
   if (group.depth > 0) {
     group.ops.push_back(op);
+    group.ops.back().seq = seq;
     return Status();
   }
   if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
       !op.comm->hasQueuedWork()) {
     CFX_TRY(orderHostOp(op));
     if (op.args.compress != nullptr || op.args.delta != nullptr) awaitStateUsers(op.comm, {&op});
-    return launchCollective(op);
+    return launchCollective(op, seq);
   }
-  return launch({op});
+  Op numbered = op;
+  numbered.seq = seq;
+  return launch({numbered});
 }
 
 Status submitInit(std::function<Status()> init, const void* key) {

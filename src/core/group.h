@@ -38,6 +38,9 @@ struct Op {
   // A PreMulSum scalar in device memory (ncclScalarDevice): read in stream order when the op runs, then written
   // into args.op.
   const void* deviceScalar = nullptr;
+  // Kind::Coll: the op's number among its communicator's collectives, taken when it is called (submit), so the same
+  // on every rank whichever lane and thread run it and whenever (its messages carry it). 0: taken when built.
+  uint32_t seq = 0;
 };
 
 // A cfx host stream: an ordering of asynchronous host work across communicators.

@@ -26,7 +26,9 @@
 //   launch counted on one rank and not the other would send every later launch to different lanes on the two;
 // - non-blocking communicators, whose calls must not block in a split.
 // The counting thus asks one thing beyond NCCL's rule: every rank issues a given collective on a host stream or none
-// does (SPMD programs do). Where ranks differ, CFX_HOST_LANES=1 keeps one queue.
+// does (SPMD programs do). Where ranks differ once the lanes exist, ops meet ops of other calls, whose numbers
+// (Op::seq, taken at the call) differ, and fail as mismatched calls; before, one rank makes lanes while another
+// waits in an op, until the timeouts. CFX_HOST_LANES=1 keeps one queue.
 //
 // Threading: pick() and the state bookkeeping are called by the thread issuing calls on the parent (NCCL's one
 // thread per communicator); stopWork(), abort() and announceExit() from any thread.

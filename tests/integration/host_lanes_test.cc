@@ -120,10 +120,10 @@ TEST(HostLanes, AsyncAllReducesOnSeveralStreamsAndOnOneMatchTheClosedForm) {
   });
 }
 
-// One buffer's int8 all-reduces with the library's error feedback, alternating between two streams with no wait
-// between them and one blocking call among them: each op runs on another lane and must use and update the same
-// residual, in call order. The results (and the statistics the communicator reports) are those of one queue, bit
-// for bit.
+// One buffer's int8 all-reduces (stochastic rounding) with the library's error feedback, alternating between two
+// streams with no wait between them and one blocking call among them: each op runs on another lane and must use and
+// update the same residual, in call order. The results (and the statistics the communicator reports) are those of one
+// queue, bit for bit.
 std::string feedbackAcrossLanes(int lanes) {
   constexpr int kRanks = 3;
   constexpr size_t kCount = 5003;
@@ -135,7 +135,8 @@ std::string feedbackAcrossLanes(int lanes) {
     std::vector<float> x(kCount);
     for (size_t i = 0; i < kCount; ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(r));
     cfxCodec int8;
-    ASSERT_EQ(cfxCodecParse("int8", &int8), ncclSuccess);
+    // Stochastic rounding draws from the op's sequence number, which is its call's whatever lane it ran on.
+    ASSERT_EQ(cfxCodecParse("int8:sr", &int8), ncclSuccess);
     int8.mode = cfxCompressAlways;
     int8.feedback = cfxFeedbackLibrary;
     const std::vector<cfxHostStream_t> streams = makeStreams(2);
@@ -323,6 +324,41 @@ TEST(HostLanes, ALanesFailureIsTheCommunicatorsAsyncError) {
       EXPECT_NE(state, ncclSuccess) << "a lane's timeout did not reach the communicator";
       EXPECT_NE(ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
     }
+    ctx.barrier();
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    destroyStreams(streams);
+  });
+}
+
+// Once the lanes exist, a collective that rank 0 issues blocking and rank 1 on a host stream shifts which lane every
+// later one takes on rank 1: the ops then meet others with other numbers and fail on every rank as mismatched calls,
+// rather than pairing with one another (same shapes, other buffers) and returning wrong sums as successes.
+TEST(HostLanes, ACollectiveOnAHostStreamOnOneRankOnlyFailsAsAMismatchOnEveryRank) {
+  runRanks(2, withLanes(2, {{"CFX_TIMEOUT_MS", "20000"}}), [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int r = ctx.rank();
+    const std::vector<cfxHostStream_t> streams = makeStreams(3);
+    std::vector<float> buf(5 * 256, static_cast<float>(r + 1));
+    auto allReduce = [&](int k, cudaStream_t s) {
+      float* part = buf.data() + 256 * k;
+      return ncclAllReduce(part, part, 255, ncclFloat, ncclSum, comm, s);
+    };
+    for (int k = 0; k < 2; ++k) ASSERT_EQ(allReduce(k, asCuda(streams[static_cast<size_t>(k)])), ncclSuccess);
+    for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
+    std::vector<ncclResult_t> results;
+    results.push_back(allReduce(2, r == 0 ? nullptr : asCuda(streams[0])));  // lane 0 on both, by chance
+    results.push_back(allReduce(3, asCuda(streams[1])));                     // lane 0 on rank 0, 1 on rank 1
+    results.push_back(allReduce(4, asCuda(streams[2])));                     // lane 1 on rank 0, 0 on rank 1
+    for (cfxHostStream_t s : streams) results.push_back(cfxHostStreamSynchronize(s));
+    int failed = 0;
+    for (ncclResult_t rc : results) failed += rc != ncclSuccess;
+    EXPECT_GT(failed, 0) << "the ops of different calls paired with one another";
+    ncclResult_t state = ncclSuccess;
+    ASSERT_EQ(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+    EXPECT_NE(state, ncclSuccess);
+    const std::string why = ncclGetLastError(comm);
+    EXPECT_NE(why.find("mismatch"), std::string::npos) << why;
     ctx.barrier();
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
     destroyStreams(streams);
