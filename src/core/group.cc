@@ -236,7 +236,18 @@ void awaitStateUsers(Communicator* comm, const std::vector<const Op*>& ops) {
   for (const auto& user : comm->hostLanes().stateUsers(ops)) (void)user->wait();
 }
 
-Status launchOps(const std::vector<Op>& ops) {
+// A host collective's sequence number (its messages' tags, stochastic rounding's draws). On a communicator with
+// host lanes it is taken when the op is launched, its place among the communicator's host collectives (NCCL's rule
+// makes that the same on every rank), so it stays so whatever lane runs it, and an op gives the same bits with any
+// CFX_HOST_LANES. A collective issued on a host stream on one rank and blocking on another shifts the lanes every
+// later one takes on one of the two; its ops then meet ops of other calls, with other numbers, and fail as
+// mismatched calls instead of pairing with them. Device ops, and communicators without lanes, take theirs when
+// built (see launchOps).
+uint32_t hostCallSeq(Communicator* comm) {
+  return comm->takesHostLanes() ? comm->hostLanes().nextCall() : comm->nextCollSeq();
+}
+
+Status launchOps(std::vector<Op> ops) {
   if (ops.empty()) return Status();
   // Partition by communicator, keeping call order within each.
   std::vector<Communicator*> comms;
@@ -258,6 +269,9 @@ Status launchOps(const std::vector<Op>& ops) {
     return launchDevice(comms, byComm);
   }
   for (const Op& op : ops) CFX_TRY(orderHostOp(op));
+  for (Op& op : ops) {
+    if (op.kind == Op::Kind::Coll && op.comm->takesHostLanes()) op.seq = hostCallSeq(op.comm);
+  }
 
   // Host work queued behind device work on the same communicator must run after it: queue it too.
   if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
@@ -275,11 +289,12 @@ Status launchOps(const std::vector<Op>& ops) {
     if (stream && comms.size() == 1 && collectivesOnly && comm->takesHostLanes()) {
       CFX_TRY_ASSIGN(runner, comm->hostLanes().pick());
     }
-    // Built when it starts, like the device jobs it may queue behind: building takes the point-to-point messages'
-    // sequence numbers, which then follow the order the jobs run in on every rank. Built now, this op would take its
-    // numbers before a device op called earlier whose job has not started, on a rank whose stream was slow, and
-    // after it on another (the ops' messages then pair with the wrong op's). Collectives took theirs at the call.
-    // The job keeps its own copy of the ops: on a cfx host stream the call returns before it runs.
+    // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,
+    // which then follow the order the jobs run in on every rank. Built now, this op would take its numbers before a
+    // device op called earlier whose job has not started, on a rank whose stream was slow, and
+    // after it on another (the ops' messages then pair with the wrong op's). Collectives on a communicator with host
+    // lanes took theirs above (hostCallSeq). The job keeps its own copy of the ops: on a cfx host stream the call
+    // returns before it runs.
     std::vector<Op> own;
     for (const Op* op : byComm[comm]) own.push_back(*op);
     Communicator::DeferredJob job;
@@ -339,7 +354,7 @@ class InputBackup {
 // Every launch: on membership communicators (Communicator::agreesOutcomes), one that holds a collective ends the
 // same way on every member of the epoch; it runs on the calling thread with host buffers only, since the
 // agreement (a round trip to the membership master) must follow the data.
-Status launch(const std::vector<Op>& ops) {
+Status launch(std::vector<Op> ops) {
   std::vector<Communicator*> agreeing;
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::Coll && op.comm->agreesOutcomes() &&
@@ -347,7 +362,7 @@ Status launch(const std::vector<Op>& ops) {
       agreeing.push_back(op.comm);
     }
   }
-  if (agreeing.empty()) return launchOps(ops);
+  if (agreeing.empty()) return launchOps(std::move(ops));
   for (const Op& op : ops) {
     if (op.comm->agreesOutcomes() && (findHostStream(op.stream) != nullptr || touchesDevice(op))) {
       Status st = Status::error(Errc::InvalidUsage,
@@ -359,7 +374,7 @@ Status launch(const std::vector<Op>& ops) {
     }
   }
   const InputBackup backup(ops);
-  const Status local = launchOps(ops);
+  const Status local = launchOps(std::move(ops));
   Status agreed;
   for (Communicator* comm : agreeing) {
     Status st = comm->agreeOutcome(local);
@@ -372,10 +387,10 @@ Status launch(const std::vector<Op>& ops) {
 // One collective outside a group on the calling thread: the loop every benchmark and most training steps run.
 // Nothing here allocates (the Work and its verbs live on this stack, coroutine frames come from the per-thread
 // cache in primitives/coro.h), which for a small all-reduce is a good part of the whole op's cost.
-Status launchCollective(const Op& op, uint32_t seq) {
+Status launchCollective(const Op& op) {
   Communicator* comm = op.comm;
   CFX_TRY(comm->checkUsable());
-  const CollItem item{op.args, seq, comm->nextOpCount()};
+  const CollItem item{op.args, hostCallSeq(comm), comm->nextOpCount()};
   prims::Prims prims = comm->prims(transport::kCollChannel);
   const CollNaming naming(item.args);
   prims::Work work;
@@ -510,7 +525,7 @@ Status groupEnd() {
                          "a group may not mix communicator creation or window registration with operations");
   }
   if (!inits.empty()) CFX_TRY(runInits(inits));
-  return launch(ops);
+  return launch(std::move(ops));
 }
 
 Status groupSimulateEnd(float* estimatedTimeUs) {
@@ -531,27 +546,18 @@ Status groupSimulateEnd(float* estimatedTimeUs) {
 }
 
 Status submit(const Op& op) {
-  // A collective's number is its place in the communicator's calls, which NCCL's rule makes the same on every rank.
-  // Taken here rather than when the op runs, it stays so however its rank runs it: on the calling thread or queued,
-  // on any host lane (core/host_lanes.h). So a collective issued on a host stream on one rank and blocking on
-  // another, which takes different lanes on the two, meets another op with another number and fails as a mismatch
-  // rather than pairing with it.
-  const uint32_t seq = op.kind == Op::Kind::Coll ? op.comm->nextCollSeq() : 0;
   GroupState& group = tGroup;
   if (group.depth > 0) {
     group.ops.push_back(op);
-    group.ops.back().seq = seq;
     return Status();
   }
   if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
       !op.comm->hasQueuedWork()) {
     CFX_TRY(orderHostOp(op));
     if (op.args.compress != nullptr || op.args.delta != nullptr) awaitStateUsers(op.comm, {&op});
-    return launchCollective(op, seq);
+    return launchCollective(op);
   }
-  Op numbered = op;
-  numbered.seq = seq;
-  return launch({numbered});
+  return launch({op});
 }
 
 Status submitInit(std::function<Status()> init, const void* key) {

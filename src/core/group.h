@@ -38,8 +38,8 @@ struct Op {
   // A PreMulSum scalar in device memory (ncclScalarDevice): read in stream order when the op runs, then written
   // into args.op.
   const void* deviceScalar = nullptr;
-  // Kind::Coll: the op's number among its communicator's collectives, taken when it is called (submit), so the same
-  // on every rank whichever lane and thread run it and whenever (its messages carry it). 0: taken when built.
+  // Kind::Coll: its sequence number when taken at launch (on a communicator with host lanes: group.cc,
+  // hostCallSeq); 0: taken when built.
   uint32_t seq = 0;
 };
 

@@ -26,9 +26,9 @@
 //   launch counted on one rank and not the other would send every later launch to different lanes on the two;
 // - non-blocking communicators, whose calls must not block in a split.
 // The counting thus asks one thing beyond NCCL's rule: every rank issues a given collective on a host stream or none
-// does (SPMD programs do). Where ranks differ once the lanes exist, ops meet ops of other calls, whose numbers
-// (Op::seq, taken at the call) differ, and fail as mismatched calls; before, one rank makes lanes while another
-// waits in an op, until the timeouts. CFX_HOST_LANES=1 keeps one queue.
+// does (SPMD programs do). Where ranks differ once the lanes exist, ops on lanes meet ops of other calls, whose
+// numbers (nextCall, taken at launch) differ, and fail as mismatched calls; before, one rank makes lanes while
+// another waits in an op, until the timeouts. CFX_HOST_LANES=1 keeps one queue.
 //
 // Threading: pick() and the state bookkeeping are called by the thread issuing calls on the parent (NCCL's one
 // thread per communicator); stopWork(), abort() and announceExit() from any thread.
@@ -63,6 +63,9 @@ class HostLanes {
   // the lanes, which also break the parent (its async error), since its peers may have made theirs.
   Result<Communicator*> pick();
 
+  // The next host collective's sequence number on the parent, whatever lane runs it (group.cc, hostCallSeq).
+  uint32_t nextCall() { return ++calls_; }
+
   // Library state that ops touch beyond their buffers (an error-feedback residual, a delta broadcast's state): two
   // ops on different lanes must not use one at the same time, and must use it in call order, as one queue did.
   // The jobs that last used the state of `ops` and are not done; the next job on that state waits for them.
@@ -90,6 +93,7 @@ class HostLanes {
 
   Communicator& parent_;
   uint64_t launches_ = 0;  // the parent's host-stream launches so far; calling thread only
+  uint32_t calls_ = 0;     // the parent's host collectives so far; calling thread only
   std::mutex mutex_;       // guards lanes_ against stopWork/abort/announceExit from other threads
   std::vector<std::unique_ptr<Communicator>> lanes_;           // [k] is lane k, [0] empty (the parent); all or none
   std::map<const void*, std::weak_ptr<JobState>> stateUsers_;  // calling thread only
