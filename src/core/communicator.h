@@ -83,6 +83,9 @@ class Communicator {
   // An object in the Initializing state, for non-blocking init: finishInit() completes it (on any thread).
   static std::unique_ptr<Communicator> createPending(int rank, int nRanks, const CommConfig& config);
   Status finishInit(const transport::UniqueId& id, const CommOptions& options);
+  // A finishInit running on another thread gives up at its next wait (the bootstrap's and the connections' waits
+  // watch the flag): host lanes being made when their parent fails (core/host_lanes.cc). Any thread.
+  void stopInit() { bootstrapAbort_.store(true, std::memory_order_release); }
   // Runs finishInit on a background thread (non-blocking communicators); joined by the destructor.
   void startAsyncInit(const transport::UniqueId& id, const CommOptions& options);
   // As above, where the id itself must first be learnt on that thread (a grow learns it from the parent's ranks,

@@ -3,6 +3,8 @@
 #include "core/host_lanes.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <thread>
 
 #include "common/log.h"
@@ -96,25 +98,59 @@ Status HostLanes::makeAll(size_t k) {
   options.topology.calibrate = false;
   options.topology.agreed = parent_.agreedCalibration();
   // Made on threads of their own, which have no current CUDA context: lanes carry host memory only, so they set up
-  // no device scratch (every rank's lanes alike).
-  std::vector<Result<std::unique_ptr<Communicator>>> made;
-  for (size_t i = 0; i + 1 < k; ++i) made.emplace_back(Status::error(Errc::InternalError, "lane not made"));
-  {
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i + 1 < k; ++i) {
-      threads.emplace_back([&, i] {
-        log::setThreadRank(parent_.rank());
-        Result<UniqueId> id = UniqueId::decode(wire.data() + i * UniqueId::kBytes);
-        made[i] = id.ok() ? Communicator::create(*id, parent_.rank(), parent_.nRanks(), config, options)
-                          : Result<std::unique_ptr<Communicator>>(id.status());
-      });
-    }
-    for (std::thread& t : threads) t.join();
+  // no device scratch (every rank's lanes alike). This thread watches the parent meanwhile: once it fails (a peer
+  // died: its health monitor says so within its heartbeat deadline) or stops, the setups give up at once instead of
+  // waiting for that peer until the bootstrap's timeout.
+  const size_t n = k - 1;
+  std::vector<std::unique_ptr<Communicator>> made(n);
+  std::vector<Status> results(n);
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<Communicator*> pending(n, nullptr);  // under m; alive until its thread is joined
+  size_t running = n;                              // under m
+  bool stopped = false;                            // under m
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      log::setThreadRank(parent_.rank());
+      std::unique_ptr<Communicator> lane = Communicator::createPending(parent_.rank(), parent_.nRanks(), config);
+      {
+        std::lock_guard<std::mutex> lock(m);
+        pending[i] = lane.get();
+        if (stopped) lane->stopInit();
+      }
+      Result<UniqueId> id = UniqueId::decode(wire.data() + i * UniqueId::kBytes);
+      results[i] = id.ok() ? lane->finishInit(*id, options) : id.status();
+      std::lock_guard<std::mutex> lock(m);
+      made[i] = std::move(lane);
+      --running;
+      cv.notify_all();
+    });
   }
+  const auto parentStopped = [this] {
+    return parent_.abortFlag().load(std::memory_order_acquire) || parent_.asyncError() != Errc::Ok;
+  };
+  {
+    std::unique_lock<std::mutex> lock(m);
+    while (running > 0) {
+      cv.wait_for(lock, std::chrono::milliseconds(20));
+      if (!stopped && parentStopped()) {
+        stopped = true;
+        for (Communicator* lane : pending) {
+          if (lane != nullptr) lane->stopInit();
+        }
+      }
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  if (stopped) {
+    const std::string cause = parent_.stopCause();
+    return cause.empty() ? parent_.asyncStatus() : Status::error(Errc::InvalidUsage, cause);
+  }
+  for (Status& st : results) CFX_TRY(std::move(st));    // the lanes made meanwhile are destroyed on the way out
   std::vector<std::unique_ptr<Communicator>> lanes(1);  // [0]: the parent
-  for (auto& m : made) {
-    CFX_TRY(m.status());  // the lanes made meanwhile are destroyed on the way out
-    lanes.push_back(std::move(m).value());
+  for (auto& lane : made) {
+    lanes.push_back(std::move(lane));
     lanes.back()->becomeLaneOf(&parent_);
   }
   {

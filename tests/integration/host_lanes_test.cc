@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -360,6 +361,28 @@ TEST(HostLanes, ACollectiveOnAHostStreamOnOneRankOnlyFailsAsAMismatchOnEveryRank
     const std::string why = ncclGetLastError(comm);
     EXPECT_NE(why.find("mismatch"), std::string::npos) << why;
     ctx.barrier();
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    destroyStreams(streams);
+  });
+}
+
+// A peer that dies before the lanes exist: the launch that makes them fails with that peer's failure once the
+// survivors' communicators know of it, rather than waiting for the dead peer until the bootstrap's timeout (300 s
+// here, beyond the job's limit).
+TEST(HostLanes, APeerDeadBeforeTheLanesAreMadeFailsTheLaunchThatMakesThem) {
+  runRanks(3, withLanes(4, {{"CFX_BOOTSTRAP_TIMEOUT_MS", "300000"}}), [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    std::vector<float> buf(512, 1.0f);
+    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 100, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+    if (ctx.rank() == 2) ctx.killSelf(SIGKILL);
+    const std::vector<cfxHostStream_t> streams = makeStreams(2);
+    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 100, ncclFloat, ncclSum, comm, asCuda(streams[0])), ncclSuccess);
+    EXPECT_NE(ncclAllReduce(buf.data() + 256, buf.data() + 256, 100, ncclFloat, ncclSum, comm, asCuda(streams[1])),
+              ncclSuccess);
+    const std::string why = ncclGetLastError(comm);
+    EXPECT_NE(why.find("rank 2"), std::string::npos) << why;
+    EXPECT_NE(cfxHostStreamSynchronize(streams[0]), ncclSuccess);
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
     destroyStreams(streams);
   });
