@@ -47,6 +47,12 @@ ncclResult_t cfxGetVersion(int* release);
  * executes them. The buffers must stay valid and unmodified until cfxHostStreamQuery reports ncclSuccess or
  * cfxHostStreamSynchronize returns.
  *
+ * Collectives on different host streams of one communicator run side by side, each on one of the communicator's
+ * lanes (internal duplicates of it with their own connections and progress thread, made the first time they are
+ * needed; CFX_HOST_LANES, docs/ENV.md). That asks one thing beyond the rules of nccl.h: a collective that one rank
+ * issues on a host stream, every rank issues on a host stream (else ops fail as mismatched calls, or wait until
+ * the communicator's timeout; CFX_HOST_LANES=1 lifts the rule). Sends and receives keep one queue per communicator.
+ *
  * A host stream is not a CUDA stream: never pass one to a CUDA function, and never pass it with device buffers
  * (that returns ncclInvalidArgument). Ops that fail asynchronously report their error through the stream
  * (cfxHostStreamQuery/Synchronize) and through ncclCommGetAsyncError of their communicator.
@@ -526,7 +532,8 @@ typedef struct {
 } cfxCompressStats;
 
 /* What the last op issued with a codec (by a cfx*Compressed call or the default codec) on this communicator did on
- * this rank. Call it after the op completed (for a host stream, after synchronizing it).
+ * this rank. Call it after the op completed (for a host stream, after synchronizing it). With compressed ops of
+ * several host streams in flight at once (CFX_HOST_LANES), "last" is the last to complete.
  * Returns: ncclSuccess; ncclInvalidArgument (bad comm, stats NULL); ncclInvalidUsage (no such op yet). */
 ncclResult_t cfxCommGetCompressStats(ncclComm_t comm, cfxCompressStats* stats);
 

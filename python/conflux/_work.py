@@ -11,7 +11,8 @@ from ._buffers import Buffer
 
 
 class HostStream:
-    """A cfx host stream: ops enqueued on it run on the communicator's progress thread, in order."""
+    """A cfx host stream: ops enqueued on it run in order, on a progress thread of the communicator (collectives of
+    different streams side by side, on its host lanes)."""
 
     def __init__(self) -> None:
         handle = ctypes.c_void_p()

@@ -319,7 +319,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupConflux::enqueue(Launch launch) {
 }
 
 void ProcessGroupConflux::reapLocked() {
-  // Operations end in call order, so the first one still running ends the scan.
+  // Operations mostly end in call order (collectives on different host lanes need not): the first one still running
+  // ends the scan, and one over behind it goes at a later reap.
   while (!pending_.empty() && pending_.front()->over()) pending_.pop_front();
 }
 

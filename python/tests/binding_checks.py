@@ -212,6 +212,23 @@ def check_async(comm):
         w.wait()
 
 
+def check_two_async_all_reduces(comm):
+    """Two async all-reduces issued before either is waited for, a plain one and an int8 one with the library's error
+    feedback: they run side by side on the communicator's host lanes (CFX_HOST_LANES). Waited for in reverse order."""
+    n, r = comm.size, comm.rank
+    plain = inputs(r, COUNT, np.float32)
+    grad = np.linspace(-1, 1, 2 * COUNT + 1, dtype=np.float32) * (r + 1)
+    first = comm.all_reduce(plain, async_op=True)
+    second = comm.all_reduce(grad, np.empty_like(grad), codec="int8", codec_mode="always", codec_feedback=True,
+                             async_op=True)
+    got = second.wait()
+    want = np.linspace(-1, 1, 2 * COUNT + 1, dtype=np.float64) * (n * (n + 1) / 2)
+    # int8: each contribution within half a step of its block's absmax / 127, the result's too
+    assert np.abs(got - want).max() <= (n * (n + 1) / 2 + n) / 127, np.abs(got - want).max()
+    assert first.wait() is plain
+    assert_close(plain, reference("sum", all_inputs(comm, COUNT, np.float32)), "first async all_reduce")
+
+
 def check_split(comm):
     sub = comm.split(comm.rank % 2, key=-comm.rank)  # reversed order inside each half
     members = [r for r in range(comm.size) if r % 2 == comm.rank % 2]

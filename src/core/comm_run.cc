@@ -5,6 +5,7 @@
 // transports) are in communicator.cc.
 #include "common/log.h"
 #include "core/communicator.h"
+#include "core/host_lanes.h"
 
 namespace cfx::core {
 
@@ -17,18 +18,46 @@ Status Communicator::asyncStatus() const {
 }
 
 void Communicator::setAsyncError(const Status& st) {
-  std::lock_guard<std::mutex> lock(errorMutex_);
-  if (!asyncStatus_.ok()) return;  // the first failure is the one users need to see
-  asyncStatus_ = st;
-  // A thread polling ncclCommGetAsyncError (PyTorch's watchdog) reads ncclGetLastError as soon as it sees the code,
-  // which may be before the failure's WARN is logged (a device op's, on the progress thread): the text is there
-  // first, and the WARN then replaces it with its own.
-  log::setLastError(strprintf("rank %d: %s", rank_, st.message().c_str()).c_str());
-  // Release pairs with asyncError()'s acquire: a reader that sees the code can read asyncStatus_.
-  asyncError_.store(st.code(), std::memory_order_release);
+  Communicator* parent = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!asyncStatus_.ok()) return;  // the first failure is the one users need to see
+    asyncStatus_ = st;
+    // A thread polling ncclCommGetAsyncError (PyTorch's watchdog) reads ncclGetLastError as soon as it sees the
+    // code, which may be before the failure's WARN is logged (a device op's, on the progress thread): the text is
+    // there first, and the WARN then replaces it with its own.
+    log::setLastError(strprintf("rank %d: %s", rank_, st.message().c_str()).c_str());
+    // Release pairs with asyncError()'s acquire: a reader that sees the code can read asyncStatus_.
+    asyncError_.store(st.code(), std::memory_order_release);
+    parent = laneParent_;
+  }
+  // A lane's error is its parent's: the user sees only the parent (ncclCommGetAsyncError, checkUsable).
+  if (parent != nullptr && !st.ok()) parent->setAsyncError(st);
+}
+
+void Communicator::becomeLaneOf(Communicator* parent) {
+  Status earlier;
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    laneParent_ = parent;
+    earlier = asyncStatus_;
+  }
+  if (!earlier.ok()) parent->setAsyncError(earlier);
+}
+
+bool Communicator::takesHostLanes() const {
+  return laneParent_ == nullptr && !agreesOutcomes() && config_.blocking && options_.hostLanes > 1;
+}
+
+void Communicator::stopWork() {
+  // Release pairs with the executor's and the progress queue's acquire loads, as in revoke().
+  abortFlag_.store(true, std::memory_order_release);
+  if (doorbell_) doorbell_->ring();
+  wakeProgress();
 }
 
 std::string Communicator::stopCause() const {
+  if (laneParent_ != nullptr) return laneParent_->stopCause();  // a lane stops only when its parent does
   if (!revoked()) return abortFlag_.load(std::memory_order_acquire) ? "communicator was aborted" : "";
   const int by = revokedBy_.load(std::memory_order_relaxed);
   {
@@ -86,13 +115,18 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   eo.endpoints = &endpoints();
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
-  // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here.
-  if (!st.ok() && revokedByPeer()) {
-    const Errc code = revokeCode();
-    st = code == Errc::Ok || code == st.code() ? Status::error(st.code(), stopCause() + ": " + st.message())
-                                               : Status::error(code, stopCause());
+  // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here: also to
+  // this rank's ops that it stopped on other host lanes. A lane is revoked with its parent, and a mismatch it finds
+  // revokes the parent (which stops every lane).
+  Communicator& owner = laneParent_ != nullptr ? *laneParent_ : *this;
+  if (!st.ok() && owner.revokedByPeer()) {
+    const Errc code = owner.revokeCode();
+    st = code == Errc::Ok || code == st.code() ? Status::error(st.code(), owner.stopCause() + ": " + st.message())
+                                               : Status::error(code, owner.stopCause());
   } else if (prims::isMismatch(st)) {
-    revokeForMismatch(st);
+    owner.revokeForMismatch(st);
+  } else if (!st.ok() && owner.revokeCode() != Errc::Ok) {
+    st = Status::error(owner.revokeCode(), owner.stopCause());
   }
   if (!st.ok()) setAsyncError(st);
   return st;
@@ -127,6 +161,7 @@ void Communicator::deviceJobFailed(const Status& st) {
 
 Status Communicator::drain() {
   progress_->drain();
+  lanes_->drain();
   return asyncStatus();
 }
 
@@ -146,6 +181,7 @@ void Communicator::revokedRemotely(const ft::RevokeNotice& notice) {
   revokedBy_.store(notice.origin, std::memory_order_relaxed);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  lanes_->stopWork();
   releaseDeviceBarriers();
   if (doorbell_) doorbell_->ring();
   wakeProgress();  // a device job still waiting for its stream fails now
@@ -171,6 +207,7 @@ void Communicator::revokeForMismatch(const Status& st) {
   if (health_) health_->announceRevoke(st.code(), reason);
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  lanes_->stopWork();
   releaseDeviceBarriers();  // a stream waiting at a device-side barrier goes on, as after a peer's revoke
   if (doorbell_) doorbell_->ring();
 }
@@ -184,6 +221,7 @@ Status Communicator::revoke() {
   // Release pairs with the executor's acquire: in-flight operations stop; the comm stays usable for split.
   abortFlag_.store(true, std::memory_order_release);
   revoked_.store(true, std::memory_order_release);
+  lanes_->stopWork();
   releaseDeviceBarriers();
   if (doorbell_) doorbell_->ring();
   wakeProgress();

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "core/host_lanes.h"
 #include "topology/calibration.h"
 #include "transport/peer_info.h"
 #include "transport/transport_set.h"
@@ -63,6 +64,7 @@ CommOptions CommOptions::fromParams() {
   o.hostId = hostIdParam.get();
   o.health = ft::HealthOptions::fromParams();
   o.checkCalls = checkCallsParam.get() != 0;
+  o.hostLanes = readHostLanes();
   o.net = netParam.get();
   o.topology = topo::TopologyOptions::fromParams();
   if (!algoParam.get().empty()) {
@@ -172,6 +174,7 @@ Communicator::Communicator(int rank, int nRanks, const CommConfig& config)
   progress_ = std::make_unique<ProgressQueue>(
       rank, abortFlag_, [this](std::vector<prims::Work*>& works) { return runInline(works); },
       [this](const Status& st) { deviceJobFailed(st); });
+  lanes_ = std::make_unique<HostLanes>(*this);
   compress_.loadDefaults();
   handle_->comm = this;
   sendSeq_.assign(static_cast<size_t>(nRanks), 0);
@@ -192,6 +195,7 @@ Communicator::~Communicator() {
   if (initThread_.joinable()) initThread_.join();
   // A registration still running waits on its peers at most the timeout (ncclCommAbort ends it at once).
   windows_.wait();
+  lanes_->clear();  // before this queue stops: a lane's job may wait for one of its jobs (stream order)
   stopProgressThread();
   {
     // CUDA host functions that run from now on (a graph replayed after destroy) find no communicator.
@@ -382,6 +386,7 @@ void Communicator::announceExit() {
   // Stopped, not only announced: OpenSSL's own exit handler runs after this one, and a heartbeat signed after it
   // would crash the exiting process.
   if (asyncError() != Errc::InProgress && health_) health_->stop();
+  lanes_->announceExit();
 }
 
 // The planner's picture of where ranks run: which ranks share a host (from the host hashes every rank exchanged,
@@ -594,6 +599,8 @@ void Communicator::abort() {
   // seq_cst pairs with runInline(): running and queued work stops at its next poll.
   abortFlag_.store(true, std::memory_order_seq_cst);
   bootstrapAbort_.store(true, std::memory_order_release);  // read by the bootstrap's waits
+  // Before this queue stops: a job here may wait for a lane's job (stream order), which then fails fast.
+  lanes_->abort();
   if (health_) health_->stop();  // peers stop expecting heartbeats; failures stay readable
   if (bootstrap_) bootstrap_->abort();
   if (transports_) transports_->abort();  // fails every network end now; no flush to dead peers at destruction

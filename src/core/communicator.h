@@ -3,8 +3,8 @@
 //
 // It keeps the communicator's identity, configuration and lifecycle, and owns one member object per subsystem: the
 // bootstrap, the transport set (transport/transport_set.h) and the device-direct pieces (transport/device_ipc.h), the
-// window registry (core/window_registry.h), the progress queue that runs asynchronous work (core/progress_queue.h),
-// the plan options and the user reduction ops.
+// window registry (core/window_registry.h), the progress queue that runs asynchronous work (core/progress_queue.h)
+// and the lanes that run host-stream work beside it (core/host_lanes.h), the plan options and the user reduction ops.
 //
 // Threading: NCCL's rule holds — one thread at a time issues calls on a communicator. abort(), the async
 // error and the progress thread are safe to touch from any thread.
@@ -43,6 +43,7 @@ class TransportSet;
 namespace cfx::core {
 
 class Communicator;
+class HostLanes;
 
 // Reaches a communicator from CUDA host functions, which may run after it is gone (a graph replayed late, a stream
 // that reaches an op after ncclCommDestroy): they lock `mutex` and find `comm` null once the destructor ran.
@@ -82,6 +83,9 @@ class Communicator {
   // An object in the Initializing state, for non-blocking init: finishInit() completes it (on any thread).
   static std::unique_ptr<Communicator> createPending(int rank, int nRanks, const CommConfig& config);
   Status finishInit(const transport::UniqueId& id, const CommOptions& options);
+  // A finishInit running on another thread gives up at its next wait (the bootstrap's and the connections' waits
+  // watch the flag): host lanes being made when their parent fails (core/host_lanes.cc). Any thread.
+  void stopInit() { bootstrapAbort_.store(true, std::memory_order_release); }
   // Runs finishInit on a background thread (non-blocking communicators); joined by the destructor.
   void startAsyncInit(const transport::UniqueId& id, const CommOptions& options);
   // As above, where the id itself must first be learnt on that thread (a grow learns it from the parent's ranks,
@@ -207,8 +211,22 @@ class Communicator {
   const UserRedOp* findRedOp(int handle) const;
   bool removeRedOp(int handle);
 
-  // Default codec, library-kept residuals and the last compressed op's statistics.
-  CompressState& compression() { return compress_; }
+  // Default codec, library-kept residuals and the last compressed op's statistics; a lane's are its parent's.
+  CompressState& compression() { return laneParent_ != nullptr ? laneParent_->compression() : compress_; }
+
+  // Host-stream lanes (core/host_lanes.h). takesHostLanes: whether a host-stream launch on this communicator alone
+  // may run on one of its lanes: a blocking communicator with CFX_HOST_LANES > 1 that is no lane itself and agrees no
+  // outcomes (a membership communicator's launches run on the calling thread).
+  bool takesHostLanes() const;
+  HostLanes& hostLanes() { return *lanes_; }
+  // On a lane, called once right after it is made: the parent whose compression state, stop cause and async error
+  // it shares. An error the lane met before (its health monitor runs already) becomes the parent's too.
+  void becomeLaneOf(Communicator* parent);
+  // A lane's parent stopped (revoke, a peer's revoke, a mismatched call): running and queued work stops at its next
+  // poll and fails with the parent's cause. Any thread; never blocks.
+  void stopWork();
+  // The figures the ranks agreed on at init (CFX_TOPO_CALIBRATE), which a lane plans with too.
+  const std::optional<topo::Calibration>& agreedCalibration() const { return calibration_; }
 
   // Split/shrink bookkeeping so every child gets a distinct bootstrap tag.
   uint32_t nextSplitCount() { return ++splitCount_; }
@@ -331,6 +349,10 @@ class Communicator {
   WindowRegistry windows_;
   std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();
   std::unique_ptr<ProgressQueue> progress_;
+  std::unique_ptr<HostLanes> lanes_;
+  // Set on a lane (becomeLaneOf) before it runs any job, under errorMutex_: its health thread reads it in
+  // setAsyncError; the lane's jobs read it after the queue's lock.
+  Communicator* laneParent_ = nullptr;
   std::thread initThread_;
 };
 

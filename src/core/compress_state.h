@@ -5,7 +5,9 @@
 //
 // Threading: every method may be called from any thread (the user's, the progress thread); one mutex guards all.
 // The residual a call hands out stays valid until freeFeedback for its buffer or the communicator's end, and only
-// one op at a time may use it (ops of one communicator run in call order, and NCCL's one-thread rule covers calls).
+// one op at a time may use it: ops of one queue run in call order, ops on different host lanes that use one residual
+// are put in call order by core/host_lanes.h, and NCCL's one-thread rule covers calls. A communicator's lanes use
+// its state (Communicator::compression()), so statistics are the last op's to finish.
 #pragma once
 
 #include <cstddef>

@@ -17,6 +17,7 @@
 #include "core/call_check.h"
 #include "core/compressed_op.h"
 #include "core/group_launch.h"
+#include "core/host_lanes.h"
 
 namespace cfx::core {
 
@@ -138,7 +139,9 @@ Result<std::vector<std::unique_ptr<prims::Work>>> buildWorks(Communicator* comm,
   std::vector<const Op*> selfRecvs;
   for (const Op* op : ops) {
     switch (op->kind) {
-      case Op::Kind::Coll: colls.push_back({op->args, comm->nextCollSeq(), comm->nextOpCount()}); break;
+      case Op::Kind::Coll:
+        colls.push_back({op->args, op->seq != 0 ? op->seq : comm->nextCollSeq(), comm->nextOpCount()});
+        break;
       case Op::Kind::Send:
         if (op->peer == comm->rank()) selfSends.push_back(op);
         else sends[op->peer].push_back({op->sendbuff, nullptr, op->bytes, comm->nextSendSeq(op->peer)});
@@ -227,7 +230,24 @@ Status orderHostOp(const Op& op) {
   return cuda::check(d->streamSynchronize(stream), what.c_str());
 }
 
-Status launchOps(const std::vector<Op>& ops) {
+// An op run on the calling thread first waits for a pending host-stream job that uses the same library state (an
+// error-feedback residual) on another lane (core/host_lanes.h), so that the two use it in call order.
+void awaitStateUsers(Communicator* comm, const std::vector<const Op*>& ops) {
+  for (const auto& user : comm->hostLanes().stateUsers(ops)) (void)user->wait();
+}
+
+// A host collective's sequence number (its messages' tags, stochastic rounding's draws). On a communicator with
+// host lanes it is taken when the op is launched, its place among the communicator's host collectives (NCCL's rule
+// makes that the same on every rank), so it stays so whatever lane runs it, and an op gives the same bits with any
+// CFX_HOST_LANES. A collective issued on a host stream on one rank and blocking on another shifts the lanes every
+// later one takes on one of the two; its ops then meet ops of other calls, with other numbers, and fail as
+// mismatched calls instead of pairing with them. Device ops, and communicators without lanes, take theirs when
+// built (see launchOps).
+uint32_t hostCallSeq(Communicator* comm) {
+  return comm->takesHostLanes() ? comm->hostLanes().nextCall() : comm->nextCollSeq();
+}
+
+Status launchOps(std::vector<Op> ops) {
   if (ops.empty()) return Status();
   // Partition by communicator, keeping call order within each.
   std::vector<Communicator*> comms;
@@ -249,28 +269,50 @@ Status launchOps(const std::vector<Op>& ops) {
     return launchDevice(comms, byComm);
   }
   for (const Op& op : ops) CFX_TRY(orderHostOp(op));
+  for (Op& op : ops) {
+    if (op.kind == Op::Kind::Coll && op.comm->takesHostLanes()) op.seq = hostCallSeq(op.comm);
+  }
 
   // Host work queued behind device work on the same communicator must run after it: queue it too.
   if (!stream && comms.size() == 1 && !comms.front()->hasQueuedWork()) {
+    awaitStateUsers(comms.front(), byComm[comms.front()]);
     return runOnThisThread(comms.front(), byComm[comms.front()]);
   }
   std::vector<std::shared_ptr<JobState>> deps = stream ? stream->tail() : std::vector<std::shared_ptr<JobState>>{};
   std::vector<std::shared_ptr<JobState>> jobs;
   for (Communicator* comm : comms) {
+    // A host-stream launch of collectives on one communicator takes one of its lanes (core/host_lanes.h); device
+    // ops, groups over several communicators, sends and receives, and membership communicators keep its queue.
+    Communicator* runner = comm;
+    const bool collectivesOnly =
+        std::all_of(ops.begin(), ops.end(), [](const Op& op) { return op.kind == Op::Kind::Coll; });
+    if (stream && comms.size() == 1 && collectivesOnly && comm->takesHostLanes()) {
+      CFX_TRY_ASSIGN(runner, comm->hostLanes().pick());
+    }
     // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,
     // which then follow the order the jobs run in on every rank. Built now, this op would take its numbers before a
-    // device op called earlier whose job has not started, on a rank whose stream was slow, and after it on another
-    // (the ops' messages then pair with the wrong op's). The job keeps its own copy of the ops: on a cfx host stream
-    // the call returns before it runs.
+    // device op called earlier whose job has not started, on a rank whose stream was slow, and
+    // after it on another (the ops' messages then pair with the wrong op's). Collectives on a communicator with host
+    // lanes took theirs above (hostCallSeq). The job keeps its own copy of the ops: on a cfx host stream the call
+    // returns before it runs.
     std::vector<Op> own;
     for (const Op* op : byComm[comm]) own.push_back(*op);
     Communicator::DeferredJob job;
-    job.build = [comm, own = std::move(own)] {
+    job.build = [runner, own = std::move(own)] {
       std::vector<const Op*> raw;
       for (const Op& op : own) raw.push_back(&op);
-      return buildWorks(comm, raw);
+      return buildWorks(runner, raw);
     };
-    jobs.push_back(comm->enqueue(std::move(job), deps));
+    // After a pending job of another lane that uses the same library state (a residual), whatever its outcome: a
+    // failure there is the communicator's async error, not this op's.
+    if (auto users = comm->hostLanes().stateUsers(byComm[comm]); !users.empty()) {
+      job.before = [users = std::move(users)] {
+        for (const auto& user : users) (void)user->wait();
+        return Status();
+      };
+    }
+    jobs.push_back(runner->enqueue(std::move(job), deps));
+    comm->hostLanes().noteStateUser(byComm[comm], jobs.back());
   }
   if (stream) {
     stream->setTail(std::move(jobs));
@@ -312,7 +354,7 @@ class InputBackup {
 // Every launch: on membership communicators (Communicator::agreesOutcomes), one that holds a collective ends the
 // same way on every member of the epoch; it runs on the calling thread with host buffers only, since the
 // agreement (a round trip to the membership master) must follow the data.
-Status launch(const std::vector<Op>& ops) {
+Status launch(std::vector<Op> ops) {
   std::vector<Communicator*> agreeing;
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::Coll && op.comm->agreesOutcomes() &&
@@ -320,7 +362,7 @@ Status launch(const std::vector<Op>& ops) {
       agreeing.push_back(op.comm);
     }
   }
-  if (agreeing.empty()) return launchOps(ops);
+  if (agreeing.empty()) return launchOps(std::move(ops));
   for (const Op& op : ops) {
     if (op.comm->agreesOutcomes() && (findHostStream(op.stream) != nullptr || touchesDevice(op))) {
       Status st = Status::error(Errc::InvalidUsage,
@@ -332,7 +374,7 @@ Status launch(const std::vector<Op>& ops) {
     }
   }
   const InputBackup backup(ops);
-  const Status local = launchOps(ops);
+  const Status local = launchOps(std::move(ops));
   Status agreed;
   for (Communicator* comm : agreeing) {
     Status st = comm->agreeOutcome(local);
@@ -348,7 +390,7 @@ Status launch(const std::vector<Op>& ops) {
 Status launchCollective(const Op& op) {
   Communicator* comm = op.comm;
   CFX_TRY(comm->checkUsable());
-  const CollItem item{op.args, comm->nextCollSeq(), comm->nextOpCount()};
+  const CollItem item{op.args, hostCallSeq(comm), comm->nextOpCount()};
   prims::Prims prims = comm->prims(transport::kCollChannel);
   const CollNaming naming(item.args);
   prims::Work work;
@@ -483,7 +525,7 @@ Status groupEnd() {
                          "a group may not mix communicator creation or window registration with operations");
   }
   if (!inits.empty()) CFX_TRY(runInits(inits));
-  return launch(ops);
+  return launch(std::move(ops));
 }
 
 Status groupSimulateEnd(float* estimatedTimeUs) {
@@ -512,6 +554,7 @@ Status submit(const Op& op) {
   if (op.kind == Op::Kind::Coll && !op.comm->agreesOutcomes() && !findHostStream(op.stream) && !touchesDevice(op) &&
       !op.comm->hasQueuedWork()) {
     CFX_TRY(orderHostOp(op));
+    if (op.args.compress != nullptr || op.args.delta != nullptr) awaitStateUsers(op.comm, {&op});
     return launchCollective(op);
   }
   return launch({op});

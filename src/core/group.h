@@ -38,6 +38,9 @@ struct Op {
   // A PreMulSum scalar in device memory (ncclScalarDevice): read in stream order when the op runs, then written
   // into args.op.
   const void* deviceScalar = nullptr;
+  // Kind::Coll: its sequence number when taken at launch (on a communicator with host lanes: group.cc,
+  // hostCallSeq); 0: taken when built.
+  uint32_t seq = 0;
 };
 
 // A cfx host stream: an ordering of asynchronous host work across communicators.

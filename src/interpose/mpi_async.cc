@@ -85,17 +85,12 @@ ncclResult_t AsyncLane::start(RoutedOp op, MPI_Request* request) {
   *request = p->request;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_.fetch_add(1, std::memory_order_relaxed);  // Read by this thread only; the mutex orders the waiter.
+    pending_.fetch_add(1, std::memory_order_relaxed);  // Every access holds mutex_, which orders them.
     queue_.push_back(p);
     if (!waiter_.joinable()) waiter_ = std::thread([this] { waiterLoop(); });
   }
   cv_.notify_all();
   return ncclSuccess;
-}
-
-cudaStream_t AsyncLane::blockingStream() const {
-  // Acquire pairs with the waiter's release: zero means the stream has finished every op we enqueued on it.
-  return pending_.load(std::memory_order_acquire) == 0 ? nullptr : reinterpret_cast<cudaStream_t>(stream_);
 }
 
 void AsyncLane::drain() {
@@ -133,7 +128,7 @@ void AsyncLane::waiterLoop() {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_.fetch_sub(n, std::memory_order_release);
+      pending_.fetch_sub(n, std::memory_order_relaxed);  // under mutex_, as drain() reads it
     }
     cv_.notify_all();
   }

@@ -54,11 +54,6 @@ class AsyncLane {
   // Enqueues op on the stream and returns its generalized request in *request. Call from the thread that
   // issues collectives on this communicator.
   ncclResult_t start(RoutedOp op, MPI_Request* request);
-  // The stream a blocking call on this communicator must use: NULL (run on the calling thread) when nothing is
-  // pending, else the host stream, behind the pending ops (two ops of one Conflux communicator must not run at
-  // once). The caller then waits with synchronize().
-  cudaStream_t blockingStream() const;
-  ncclResult_t synchronize() { return cfxHostStreamSynchronize(stream_); }
   // Waits until every started op has completed and its request has been completed. Bounded like the waiter's
   // cfxHostStreamSynchronize: by the communicator's timeout (CFX_TIMEOUT_MS), which fails the ops of a peer that
   // never joins, naming it.
@@ -72,8 +67,8 @@ class AsyncLane {
   void waiterLoop();
 
   cfxHostStream_t stream_;
-  // Started ops whose requests are not complete yet. Written by the issuing thread, read by blocking calls on
-  // the same thread, decremented by the waiter.
+  // Started ops whose requests are not complete yet. Written by the issuing thread, decremented by the waiter,
+  // read by drain().
   std::atomic<size_t> pending_{0};
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -83,10 +83,11 @@ Plan decide(MpiColl coll, Mirror* m, RoutedOp op) {
 }
 
 int runBlocking(MpiColl coll, const Plan& plan, MPI_Comm comm) {
-  // Non-blocking calls of this communicator may still be running on its host stream; queue behind them.
-  cudaStream_t stream = plan.m->async ? plan.m->async->blockingStream() : nullptr;
-  ncclResult_t res = plan.op.launch(stream);
-  if (res == ncclSuccess && stream != nullptr) res = plan.m->async->synchronize();
+  // Always on the calling thread, though non-blocking calls of this communicator may still be running: Conflux
+  // queues it behind those that share its links (core/group.cc). Putting it on the host stream only while some are
+  // pending would differ from rank to rank, and a collective on a host stream on one rank and not on another takes
+  // different host lanes on the two (core/host_lanes.h).
+  ncclResult_t res = plan.op.launch(nullptr);
   if (res != ncclSuccess) return mpiError(comm, res, mpiCollName(coll));
   plan.op.finish();
   return MPI_SUCCESS;
