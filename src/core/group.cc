@@ -280,13 +280,13 @@ Status launchOps(std::vector<Op> ops) {
   }
   std::vector<std::shared_ptr<JobState>> deps = stream ? stream->tail() : std::vector<std::shared_ptr<JobState>>{};
   std::vector<std::shared_ptr<JobState>> jobs;
+  // A host-stream launch of collectives on one communicator takes one of its lanes (core/host_lanes.h); device ops,
+  // groups over several communicators, sends and receives, and membership communicators keep its queue.
+  const bool laneable = stream && comms.size() == 1 &&
+                        std::all_of(ops.begin(), ops.end(), [](const Op& op) { return op.kind == Op::Kind::Coll; });
   for (Communicator* comm : comms) {
-    // A host-stream launch of collectives on one communicator takes one of its lanes (core/host_lanes.h); device
-    // ops, groups over several communicators, sends and receives, and membership communicators keep its queue.
     Communicator* runner = comm;
-    const bool collectivesOnly =
-        std::all_of(ops.begin(), ops.end(), [](const Op& op) { return op.kind == Op::Kind::Coll; });
-    if (stream && comms.size() == 1 && collectivesOnly && comm->takesHostLanes()) {
+    if (laneable && comm->takesHostLanes()) {
       CFX_TRY_ASSIGN(runner, comm->hostLanes().pick());
     }
     // Built when it starts, like the device jobs it may queue behind: building takes the messages' sequence numbers,

@@ -726,11 +726,11 @@ Result<std::vector<EstablishedSocket>> Connector::run() {
         if (refusal_.ok()) refusal_ = std::move(h.refusal);
         h.sock.close();
         settle(h);
-        PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
-        if (h.outgoing && striping.othersAfterAck) {
-          // The link's first socket was refused: its others are never opened.
+        if (h.outgoing) {
+          // A link's first socket refused: its others are never opened.
+          PeerStriping& striping = striping_[static_cast<size_t>(h.peer)];
+          if (striping.othersAfterAck) remaining_ -= kNumChannels * striping.nStreams - 1;
           striping.othersAfterAck = false;
-          remaining_ -= kNumChannels * striping.nStreams - 1;
         }
       }
     }
