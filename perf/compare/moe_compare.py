@@ -73,15 +73,17 @@ def variants(a, shape, bed=None):
     base = {k2: v for k2, v in os.environ.items() if not k2.startswith(("OMPI_", "NCCL_", "GLOO_"))}
     for mode in ("fused", "unfused"):
         cmds, envs = [], []
+        secret = os.urandom(16).hex()  # the ranks span hosts: Conflux refuses to run them without a secret
         for rank in range(a.np):
             host = rank // per_host
             cmds.append(["ip", "netns", "exec", bed.hosts[host]] + [moe] + flags + ["--mode", mode])
             envs.append(dict(base, RANK=str(rank), WORLD_SIZE=str(a.np), LOCAL_RANK=str(rank % per_host),
                              LOCAL_WORLD_SIZE=str(per_host), MASTER_ADDR=bed.primary_addr(0), MASTER_PORT="0",
                              NCCL_HOSTID=bed.hosts[host], NCCL_SOCKET_IFNAME=bed.primary_dev(host),
-                             CFX_PERF_ROTATE="0"))
+                             CFX_SECRET=secret, CFX_PERF_ROTATE="0"))
         text = (f"ip netns exec <host> env RANK=r WORLD_SIZE={a.np} MASTER_ADDR={bed.primary_addr(0)} "
-                f"MASTER_PORT=<port> NCCL_HOSTID=<host> NCCL_SOCKET_IFNAME=<dev> CFX_PERF_ROTATE=0 {moe} "
+                f"MASTER_PORT=<port> NCCL_HOSTID=<host> NCCL_SOCKET_IFNAME=<dev> CFX_SECRET=<random> "
+                f"CFX_PERF_ROTATE=0 {moe} "
                 + " ".join(flags) + f" --mode {mode}  (rank r on host r / {per_host})")
         out.append((mode, cmds, envs, text))
     return out
