@@ -65,9 +65,9 @@ CFX_PARAM(std::string, wireProtection, "CFX_WIRE_PROTECTION", "auto",
           "from this one. A connection takes the stricter of its two ends' settings. Why integrity across hosts: it "
           "costs CPU, about 0.1 ns a byte to seal and as much to open (encryption 0.3), so a rank on a 10 Gbit/s "
           "link spends a quarter of a core on it (encryption two thirds); at 1 Gbit/s all-reduce busbw was the same "
-          "as with off, and only where the ranks had no core to spare (a 2-core machine) did it cost up to 30 % on a "
-          "10 Gbit/s path. Set off where links are faster than spare cores can seal. Figures: "
-          "docs/notes/security.md.",
+          "as with off, and on a 10 Gbit/s path it cost at most 6 % up to 1 MiB; only where the transfer already "
+          "fills the ranks' cores (2 cores for 2 ranks and both TCP stacks) did it cost 22-26 % at 64 MiB. Set off "
+          "where links are faster than spare cores can seal. Figures: docs/notes/security.md.",
           param::oneOf({"auto", "off", "integrity", "encryption"}));
 
 int familyFromText(const std::string& text) {
