@@ -10,9 +10,15 @@ groups at once, the default one on "conflux" and a Gloo group over the same rank
 every measurement alternates between them, --rounds times, so both see the same moment of a shared machine; a
 figure is the median over the rounds of rank 0's mean time per operation over a timed loop that starts after a
 barrier and ends with one. The DDP rows train two copies of one model, each wrapped by DDP on one group, in
-alternating blocks of steps; "without DDP" is the same step on one process's model with no communication (every
-rank computing at once), which shows how much of a step is communication. With --netbed 2x2 the job runs on the
+alternating blocks of steps; "DDP communicating nothing" is a third copy whose DDP has a communication hook that
+hands every bucket back at once (DDP's own work, no communication: the least any backend's step can cost), and
+"without DDP" is the same step on one process's model with no communication (every rank computing at once). With --netbed 2x2 the job runs on the
 namespace bed of tests/netbed: 2 hosts of 2 ranks behind one switch, every port shaped to --rate.
+
+The model's compute runs on whatever BLAS PyTorch loads. Debian's default is the reference BLAS, several times slower
+than the OpenBLAS or MKL that other PyTorch builds bring, which makes the DDP step mostly compute. --blas-dir DIR puts
+DIR first on the ranks' LD_LIBRARY_PATH (with Debian's libopenblas0-pthread installed:
+/usr/lib/x86_64-linux-gnu/openblas-pthread) without changing the system's choice; the tables name the BLAS used.
 
 Prints a markdown table per job (time per operation, and Gloo's time over Conflux's: above 1 means Conflux is faster)
 and, with --out, writes the raw JSON too.
@@ -87,6 +93,14 @@ def mlp_layers() -> list:
             torch.nn.Linear(MLP[2], MLP[3])]
 
 
+def free_hook(state, bucket):
+    """A DDP communication hook that communicates nothing: the bucket's gradients come back as they are."""
+    import torch
+    done = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
 def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[int]) -> None:
     import torch
     import torch.distributed as dist
@@ -96,7 +110,9 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
     dist.init_process_group("conflux", init_method="env://")
     groups = {"conflux": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     rank, n = dist.get_rank(), dist.get_world_size()
-    samples: dict = {b: {} for b in BACKENDS + ["local"]}
+    # "free": DDP on the conflux group with a communication hook that hands each bucket back at once, so DDP does all
+    # its own work and communicates nothing (what any backend's DDP step costs at least); "local": no DDP at all.
+    samples: dict = {b: {} for b in BACKENDS + ["free", "local"]}
 
     def measure(key: str, make_fn, iters: int, warmup: int) -> None:
         for _ in range(rounds):
@@ -117,6 +133,9 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
         x, y = torch.randn(batch, MLP[0]), torch.randint(0, MLP[-1], (batch,))
         nets = {b: torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*mlp_layers()),
                                                              process_group=groups[b]) for b in BACKENDS}
+        nets["free"] = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*mlp_layers()),
+                                                                 process_group=groups["conflux"])
+        nets["free"].register_comm_hook(None, free_hook)
         nets["local"] = base
         opts = {k: torch.optim.SGD(v.parameters(), lr=0.01) for k, v in nets.items()}
 
@@ -128,14 +147,17 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
             return step
 
         for _ in range(rounds):
-            for k in BACKENDS + ["local"]:
+            for k in BACKENDS + ["free", "local"]:
                 samples[k].setdefault(f"ddp/{batch}", []).append(
-                    timed(stepper(k), ddp_steps, 2, groups["conflux" if k == "local" else k],
+                    timed(stepper(k), ddp_steps, 2, groups[k if k in BACKENDS else "conflux"],
                           cpu=samples[k].setdefault(f"ddp_cpu/{batch}", [])))
     if rank == 0:
         params = sum(p.numel() for layer in mlp_layers() for p in layer.parameters())
         result = {b: {k: statistics.median(v) for k, v in s.items()} for b, s in samples.items()}
-        print("RESULT " + json.dumps({"median": result, "samples": samples, "ddp_params": params}), flush=True)
+        with open("/proc/self/maps") as maps:
+            blas = sorted({line.split()[-1] for line in maps if "blas" in line.rsplit("/", 1)[-1]})
+        print("RESULT " + json.dumps({"median": result, "samples": samples, "ddp_params": params, "blas": blas}),
+              flush=True)
     dist.destroy_process_group()
 
 
@@ -151,11 +173,19 @@ def parse_result(text: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-def run_job(world: int, argv: list[str]) -> dict:
+def blas_env(blas_dir: Optional[str]) -> dict:
+    """The ranks' LD_LIBRARY_PATH with blas_dir first (--blas-dir), or nothing to add."""
+    if not blas_dir:
+        return {}
+    return {"LD_LIBRARY_PATH": os.pathsep.join(p for p in [blas_dir, os.environ.get("LD_LIBRARY_PATH", "")] if p)}
+
+
+def run_job(world: int, argv: list[str], extra_env: dict) -> dict:
     port, secret, procs = launcher.free_port(), os.urandom(16).hex(), []
     for rank in range(world):
         env = launcher.rank_env(rank, world, port, secret, {"GLOO_SOCKET_IFNAME": "lo"})
         env["OMP_NUM_THREADS"] = "1"  # as torchrun sets it for several ranks per host
+        env.update(extra_env)
         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=7200)[0] for p in procs]
     for rank, (p, out) in enumerate(zip(procs, outs)):
@@ -164,12 +194,12 @@ def run_job(world: int, argv: list[str]) -> dict:
     return parse_result(outs[0])
 
 
-def run_netbed_job(rate: str, argv: list[str]) -> dict:
+def run_netbed_job(rate: str, argv: list[str], extra_env: dict) -> dict:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "netbed"))
     import netbed
     outputs: dict = {}
     env = {"OMP_NUM_THREADS": "1", "CFX_SECRET": os.urandom(16).hex(),
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]), **extra_env}
     with netbed.Bed(netbed.switch(2, rate=rate), tag="tb") as bed:
         rc = bed.run_ranks(2, argv, env=env, timeout=7200, quiet=True, outputs=outputs, port=launcher.free_port())
     if rc != 0:
@@ -179,7 +209,9 @@ def run_netbed_job(rate: str, argv: list[str]) -> dict:
 
 def table(title: str, sizes: list[int], result: dict) -> str:
     med = result["median"]
-    lines = [f"### {title}", "", "| op | size | Gloo | Conflux | Gloo / Conflux |", "|---|---|---|---|---|"]
+    blas = ", ".join(os.path.basename(b) for b in result.get("blas", [])) or "unknown"
+    lines = [f"### {title} (BLAS: {blas})", "", "| op | size | Gloo | Conflux | Gloo / Conflux |",
+             "|---|---|---|---|---|"]
     for op in ("all_reduce", "all_to_all_single"):
         for nbytes in sizes:
             g, c = med["gloo"][f"{op}/{nbytes}"], med["conflux"][f"{op}/{nbytes}"]
@@ -187,12 +219,15 @@ def table(title: str, sizes: list[int], result: dict) -> str:
     grads = f"{result['ddp_params'] * 4 / (1 << 20):.1f} MiB of gradients"
     for key in sorted((k for k in med["conflux"] if k.startswith("ddp/")), key=lambda k: int(k.split("/")[1])):
         batch = key.split("/")[1]
-        g, c, local = med["gloo"][key], med["conflux"][key], med["local"][key]
-        gc, cc, lc = (med[b][f"ddp_cpu/{batch}"] * 1e3 for b in ("gloo", "conflux", "local"))
+        g, c, free, local = med["gloo"][key], med["conflux"][key], med["free"][key], med["local"][key]
+        gc, cc, fc, lc = (med[b][f"ddp_cpu/{batch}"] * 1e3 for b in ("gloo", "conflux", "free", "local"))
         lines.append(f"| DDP step, MLP {'-'.join(map(str, MLP))}, batch {batch} per rank | {grads} | {g * 1e3:.1f} ms "
                      f"| {c * 1e3:.1f} ms | {g / c:.2f}x |")
         lines.append(f"| (its CPU time per step, all threads of rank 0) | | {gc:.1f} ms | {cc:.1f} ms | |")
-        lines.append(f"| (the same step without DDP: wall, CPU) | batch {batch} | {local * 1e3:.1f} ms, {lc:.1f} ms | | |")
+        lines.append(f"| (the same step, DDP communicating nothing: wall, CPU; Gloo / it) | batch {batch} "
+                     f"| {free * 1e3:.1f} ms, {fc:.1f} ms | | {g / free:.2f}x |")
+        lines.append(f"| (the same step without DDP: wall, CPU) | batch {batch} | {local * 1e3:.1f} ms, {lc:.1f} ms "
+                     "| | |")
     return "\n".join(lines)
 
 
@@ -206,6 +241,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the raw results (JSON) here")
     ap.add_argument("--netbed", help="run on the namespace bed instead (2x2); needs root")
     ap.add_argument("--rate", default="1gbit", help="the bed's link rate (tc syntax)")
+    ap.add_argument("--blas-dir", help="a folder with another libblas.so.3 for the ranks (see above)")
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sizes-list", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -218,11 +254,11 @@ def main() -> None:
     if args.netbed:
         if args.netbed != "2x2":
             raise SystemExit("--netbed: only 2x2 (2 hosts x 2 ranks on one switch) is defined")
-        raw["netbed"] = run_netbed_job(args.rate, argv)
+        raw["netbed"] = run_netbed_job(args.rate, argv, blas_env(args.blas_dir))
         print(table(f"2 hosts x 2 ranks, one switch at {args.rate}", sizes, raw["netbed"]) + "\n", flush=True)
     else:
         for world in args.np:
-            raw[world] = run_job(world, argv)
+            raw[world] = run_job(world, argv, blas_env(args.blas_dir))
             print(table(f"{world} ranks on one host", sizes, raw[world]) + "\n", flush=True)
     if args.out:
         with open(args.out, "w") as f:
