@@ -152,12 +152,8 @@ def main() -> int:
                 med = {k: statistics.median(s[k] for s in ss) for k in ("fwd_bps", "rev_bps", "busbw_bps")}
                 per_dir = (med["fwd_bps"] + med["rev_bps"]) / 2
                 rows.append((name, p, size, med, per_dir, len(ss)))
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    except netbed.BedError as e:
-        print(f"bench: {e}", file=sys.stderr)
-        return 1
+    except (netbed.Skip, netbed.BedError) as e:
+        return netbed.exit_code(e, "bench")
     except KeyboardInterrupt as e:
         print(f"bench: interrupted ({e or 'SIGINT'}); the bed was removed", file=sys.stderr)
         return 130

@@ -97,12 +97,8 @@ def main() -> int:
                 rel = samples[c][0].get("rel_l2")
                 print(f"| {name} | {c} | {t / 1e3:.1f} | {t / base:.3f} | {wire} | {use:.2f} | "
                       f"{'' if rel is None else f'{rel:.2e}'} |", flush=True)
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    except netbed.BedError as e:
-        print(f"compress_bench: {e}", file=sys.stderr)
-        return 1
+    except (netbed.Skip, netbed.BedError) as e:
+        return netbed.exit_code(e, "compress_bench")
     print(f"\nall_reduce_perf -b {a.size} -e {a.size} -n {a.iters} -w 1 -c 1 --codec C, one rank per host; medians of "
           f"{a.reps} interleaved repetitions; link use = wire bytes per rank / time / line rate.")
     return 0

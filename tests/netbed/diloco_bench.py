@@ -116,12 +116,8 @@ def main() -> int:
                 results.append(r)
                 print(f"# {row}: wire {r['wire']} wall {r['wall']:.1f} s waited {r['waited']:.3f} loss {r['loss']:.4f}"
                       f" (load {r['load']:.0f})", file=sys.stderr, flush=True)
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    except netbed.BedError as e:
-        print(f"diloco_bench: {e}", file=sys.stderr)
-        return 1
+    except (netbed.Skip, netbed.BedError) as e:
+        return netbed.exit_code(e, "diloco_bench")
     base = next((r for r in results if r["row"] == "sync"), None)
     nochurn = next((r for r in results if r["row"] == "diloco:int8"), None)
     print(f"| row | wire bytes per replica | sync / this | wall (s) | inner loop waited | final loss | loss against "

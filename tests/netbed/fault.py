@@ -130,12 +130,8 @@ def main() -> int:
             for fault, rs in results.items():
                 ms = [r["ms"] for r in rs if r["ms"] is not None]
                 rows.append((fault, len(ms), len(rs), statistics.median(ms) if ms else None, max(ms) if ms else None))
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    except netbed.BedError as e:
-        print(f"fault: {e}", file=sys.stderr)
-        return 2
+    except (netbed.Skip, netbed.BedError) as e:
+        return netbed.exit_code(e, "fault", failed_rc=2)
     print(f"\n{a.hosts} hosts x 1 rank, link {link}, victim rank {a.hosts - 1}, env {' '.join(a.env) or 'defaults'}\n")
     print("| fault | named errors on every survivor | median to the slowest survivor's error | worst |")
     print("|---|---|---|---|")

@@ -106,12 +106,8 @@ def main() -> int:
                         if f:
                             results.setdefault((where, k), []).append(f)
                         print(f"# rep {rep} {where} {k} root(s): {f}", file=sys.stderr, flush=True)
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    except netbed.BedError as e:
-        print(f"init_bed: {e}", file=sys.stderr)
-        return 1
+    except (netbed.Skip, netbed.BedError) as e:
+        return netbed.exit_code(e, "init_bed")
     print(f"{n} ranks: {a.hosts} hosts x {a.ranks_per_host} ranks on the bed, and all {n} on one host; medians of "
           f"{a.reps} repetition(s), maxima over the ranks")
     print("| where | roots | init s | first s | job s | runs |")

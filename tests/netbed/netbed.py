@@ -69,6 +69,16 @@ class BedError(Exception):
     """Building or running the bed failed."""
 
 
+def exit_code(error: Skip | BedError, script: str, failed_rc: int = 1) -> int:
+    """What a script that runs on the bed exits with when `error` ended its runs, once it has said why: SKIP_RC for
+    a bed this machine cannot build (ctest's skip), failed_rc for a failure, named after `script`."""
+    if isinstance(error, Skip):
+        print(f"SKIP: {error}")
+        return SKIP_RC
+    print(f"{script}: {error}", file=sys.stderr)
+    return failed_rc
+
+
 @dataclasses.dataclass
 class Link:
     hosts: list[int]

@@ -164,12 +164,8 @@ def main() -> int:
             finally:
                 if bed is not None:
                     bed.__exit__(None, None, None)
-    except netbed.Skip as e:
-        print(f"SKIP: {e}")
-        return netbed.SKIP_RC
-    except netbed.BedError as e:
-        print(f"protection_bench: {e}", file=sys.stderr)
-        return 1
+    except (netbed.Skip, netbed.BedError) as e:
+        return netbed.exit_code(e, "protection_bench")
     finally:
         if a.json:
             with open(a.json, "w") as f:

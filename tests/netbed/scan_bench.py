@@ -269,12 +269,8 @@ def main() -> int:
                     continue
                 with bed:
                     (model if a.model else sweep if a.sweep else race)(a, shape, bed)
-        except netbed.Skip as e:
-            print(f"SKIP: {e}")
-            return netbed.SKIP_RC
-        except netbed.BedError as e:
-            print(f"scan_bench: {e}", file=sys.stderr)
-            return 1
+        except (netbed.Skip, netbed.BedError) as e:
+            return netbed.exit_code(e, "scan_bench")
     return 0
 
 
