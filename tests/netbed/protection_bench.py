@@ -55,14 +55,11 @@ WARMUP = 2
 TIME = "/usr/bin/time"  # GNU time: each rank's CPU seconds (user + system), all its threads
 
 
-CHECK = "1"  # all_reduce_perf -c (--check)
-
-
-def perf_argv(build: str, size: int, iters: int, cpu_file: str) -> list[str]:
+def perf_argv(build: str, size: int, iters: int, check: str, cpu_file: str) -> list[str]:
     # Appended to one file (one write per rank): two ranks writing to one pipe may splice their lines.
     timed = [TIME, "-a", "-o", cpu_file, "-f", "CFX_RANK_CPU %U %S"] if os.access(TIME, os.X_OK) else []
     return timed + [os.path.join(build, "perf", "all_reduce_perf"), "-b", str(size), "-e", str(size), "-n", str(iters),
-                    "-w", str(WARMUP), "-c", CHECK]
+                    "-w", str(WARMUP), "-c", check]
 
 
 def parse(output: str, size: int) -> dict:
@@ -96,11 +93,11 @@ def rank_cpu(cpu_file: str, ranks: int = 2) -> float | None:
     return total if found == ranks else None
 
 
-def one_host(build: str, variant: str, size: int, iters: int, timeout: float) -> dict:
+def one_host(build: str, variant: str, size: int, iters: int, check: str, timeout: float) -> dict:
     """Two ranks on this host over tcp (shared memory off), under cfxrun."""
     cpu_file = cpu_path()
     argv = [os.path.join(build, "perf", "cfxrun"), "-n", "2", "--timeout", str(int(timeout)),
-            *perf_argv(build, size, iters, cpu_file)]
+            *perf_argv(build, size, iters, check, cpu_file)]
     level, extra = parse_variant(variant)
     env = {**os.environ, "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo", "CFX_WIRE_PROTECTION": level, **extra}
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout + 30)
@@ -109,12 +106,12 @@ def one_host(build: str, variant: str, size: int, iters: int, timeout: float) ->
     return {**parse(p.stdout, size), "cpu_s": rank_cpu(cpu_file)}
 
 
-def on_bed(bed: netbed.Bed, build: str, variant: str, size: int, iters: int, timeout: float) -> dict:
+def on_bed(bed: netbed.Bed, build: str, variant: str, size: int, iters: int, check: str, timeout: float) -> dict:
     outputs: dict[int, str] = {}
     level, extra = parse_variant(variant)
     env = {"CFX_WIRE_PROTECTION": level, "NCCL_SOCKET_NTHREADS": "1", "NCCL_NSOCKS_PERTHREAD": "1", **extra}
     cpu_file = cpu_path()
-    if bed.run_ranks(1, perf_argv(build, size, iters, cpu_file), env=env, timeout=timeout, quiet=True,
+    if bed.run_ranks(1, perf_argv(build, size, iters, check, cpu_file), env=env, timeout=timeout, quiet=True,
                      outputs=outputs) != 0:
         raise netbed.BedError("all_reduce_perf failed on the bed (see the rank output above)")
     return {**parse(outputs[0], size), "cpu_s": rank_cpu(cpu_file)}
@@ -134,11 +131,10 @@ def main() -> int:
                     help="comma list of LEVEL[:VAR=VALUE...] (e.g. integrity:CFX_TCP_INLINE=0); ratios are to the "
                          "first")
     ap.add_argument("--check", choices=("0", "1"), default="1",
-                    help="all_reduce_perf -c: 0 leaves out the result checks, whose CPU time would swamp the CPU column")
+                    help="all_reduce_perf -c: 0 leaves out the result checks, whose CPU time would swamp the CPU "
+                         "column")
     a = ap.parse_args()
     variants = a.variants.split(",")
-    global CHECK
-    CHECK = a.check
 
     samples = []
     try:
@@ -155,9 +151,9 @@ def main() -> int:
                 for rep in range(a.reps):
                     for variant in variants:
                         if bed is None:
-                            c = one_host(a.build, variant, size, a.iters, a.timeout)
+                            c = one_host(a.build, variant, size, a.iters, a.check, a.timeout)
                         else:
-                            c = on_bed(bed, a.build, variant, size, a.iters, a.timeout)
+                            c = on_bed(bed, a.build, variant, size, a.iters, a.check, a.timeout)
                         samples.append({"link": name, "variant": variant, "rep": rep, "size": size, **c})
                         print(f"# {name} {variant} rep {rep}: busbw {bench.fmt(c['busbw_bps'])} Gbit/s",
                               file=sys.stderr, flush=True)
@@ -184,7 +180,8 @@ def main() -> int:
             ratio = statistics.median(by_rep[v][r]["busbw_bps"] / by_rep[base][r]["busbw_bps"] for r in by_rep[v])
             cpus = [r["cpu_s"] for r in runs if r["cpu_s"] is not None]
             cpu = f"{statistics.median(cpus):.2f}" if cpus else "-"
-            print(f"| {name} | {size // MiB} MiB | {v} | {bench.fmt(statistics.median(r['busbw_bps'] for r in runs))} "
+            shown = f"{size // MiB} MiB" if size >= MiB else f"{size // 1024} KiB"
+            print(f"| {name} | {shown} | {v} | {bench.fmt(statistics.median(r['busbw_bps'] for r in runs))} "
                   f"| {ratio:.2f} | {cpu} |")
     print(f"\nBusbw: medians of {a.reps} interleaved repetitions; ratios: the median of each repetition's own ratio; "
           f"all_reduce_perf -n {a.iters} -w {WARMUP}, out-of-place busbw, 2 ranks, one socket per peer. CPU: both "
