@@ -101,10 +101,12 @@ def free_hook(state, bucket):
     return done
 
 
-def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[int]) -> None:
+def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[int], shared: bool) -> None:
     import torch
     import torch.distributed as dist
-    import conflux.torch  # noqa: F401
+    import conflux.torch
+    if shared:  # before any tensor the collectives or DDP use is made
+        conflux.torch.use_shared_host_memory()
     if "NCCL_SOCKET_IFNAME" in os.environ:  # Gloo takes the interface Conflux is told to use (the bed's hosts)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ["NCCL_SOCKET_IFNAME"])
     dist.init_process_group("conflux", init_method="env://")
@@ -163,9 +165,10 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
 
 # ---- the driver ----------------------------------------------------------------------------------------------------
 
-def rank_argv(sizes: list[int], rounds: int, ddp_steps: int, batches: list[int]) -> list[str]:
+def rank_argv(sizes: list[int], rounds: int, ddp_steps: int, batches: list[int], shared: bool) -> list[str]:
     return [launcher.PYTHON, os.path.abspath(__file__), "--rank-main", "--sizes-list", ",".join(map(str, sizes)),
-            "--rounds", str(rounds), "--ddp-steps", str(ddp_steps), "--ddp-batch", *map(str, batches)]
+            "--rounds", str(rounds), "--ddp-steps", str(ddp_steps), "--ddp-batch", *map(str, batches),
+            *(["--shared-host-memory"] if shared else [])]
 
 
 def parse_result(text: str) -> dict:
@@ -242,14 +245,17 @@ def main() -> None:
     ap.add_argument("--netbed", help="run on the namespace bed instead (2x2); needs root")
     ap.add_argument("--rate", default="1gbit", help="the bed's link rate (tc syntax)")
     ap.add_argument("--blas-dir", help="a folder with another libblas.so.3 for the ranks (see above)")
+    ap.add_argument("--shared-host-memory", action="store_true",
+                    help="every rank calls conflux.torch.use_shared_host_memory() first (both backends' tensors)")
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sizes-list", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank_main:
-        rank_main([int(s) for s in args.sizes_list.split(",")], args.rounds, args.ddp_steps, args.ddp_batch)
+        rank_main([int(s) for s in args.sizes_list.split(",")], args.rounds, args.ddp_steps, args.ddp_batch,
+                  args.shared_host_memory)
         return
     sizes = size_range(args.sizes)
-    argv = rank_argv(sizes, args.rounds, args.ddp_steps, args.ddp_batch)
+    argv = rank_argv(sizes, args.rounds, args.ddp_steps, args.ddp_batch, args.shared_host_memory)
     raw = {}
     if args.netbed:
         if args.netbed != "2x2":

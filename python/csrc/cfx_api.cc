@@ -64,6 +64,8 @@ void load(const std::string& path) {
   resolve(handle, "cfxCodecParse", gApi.codecParse);
   resolve(handle, "cfxCommSetCodec", gApi.commSetCodec);
   resolve(handle, "cfxCommGetCompressStats", gApi.commGetCompressStats);
+  resolve(handle, "ncclMemAlloc", gApi.memAlloc);
+  resolve(handle, "ncclMemFree", gApi.memFree);
 }
 
 const char* resultName(ncclResult_t rc) {

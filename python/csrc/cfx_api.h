@@ -42,6 +42,8 @@ struct Api {
   decltype(&::cfxCodecParse) codecParse;
   decltype(&::cfxCommSetCodec) commSetCodec;
   decltype(&::cfxCommGetCompressStats) commGetCompressStats;
+  decltype(&::ncclMemAlloc) memAlloc;
+  decltype(&::ncclMemFree) memFree;
 };
 
 // Loads the library at `path` once per process (later calls must name the same file) and resolves every call.

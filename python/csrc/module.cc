@@ -4,13 +4,36 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "host_memory.h"
 #include "process_group_conflux.h"
 
 namespace py = pybind11;
 using cfx::torchext::ProcessGroupConflux;
+namespace tx = cfx::torchext;
 
 PYBIND11_MODULE(_torch_backend, m) {
   m.doc() = "The torch.distributed backend 'conflux' (import conflux.torch to register it).";
+  m.def(
+      "_use_shared_host_memory",
+      [](size_t minBytes, const std::string& libraryPath) {
+        tx::loadApi(libraryPath);
+        tx::useSharedHostMemory(minBytes);
+      },
+      py::arg("min_bytes"), py::arg("library_path"),
+      "CPU tensors of at least min_bytes come from ncclMemAlloc blocks, which same-host peers read in place");
+  m.def("_stop_shared_host_memory", &tx::stopSharedHostMemory, "Puts PyTorch's previous CPU allocator back");
+  m.def("_shared_host_stats", [] {
+    const tx::SharedHostStats s = tx::sharedHostStats();
+    py::dict d;
+    d["installed"] = s.installed;
+    d["min_bytes"] = s.minBytes;
+    d["blocks_made"] = s.blocksMade;
+    d["reuses"] = s.reuses;
+    d["fallbacks"] = s.fallbacks;
+    d["live_bytes"] = s.liveBytes;
+    d["cached_bytes"] = s.cachedBytes;
+    return d;
+  });
   // The base classes below are torch's; their Python types must exist before ours derive from them.
   py::module::import("torch.distributed");
 

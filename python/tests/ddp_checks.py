@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import conflux.torch  # noqa: F401
+import conflux.torch
 
 STEPS = 5
 
@@ -31,6 +31,21 @@ def mlp(seed):
 
 
 def check_ddp_matches_single_process(ctx):
+    ddp_matches_single_process(ctx)
+
+
+def check_ddp_on_shared_host_memory(ctx):
+    """The same with the model, DDP's buckets and the gradients in memory the ranks share, which Conflux reads in
+    place (conflux.torch.use_shared_host_memory)."""
+    conflux.torch.use_shared_host_memory(min_bytes=4096)
+    try:
+        ddp_matches_single_process(ctx)
+        assert conflux.torch.shared_host_memory_stats()["blocks_made"] > 0
+    finally:
+        conflux.torch.use_shared_host_memory(False)
+
+
+def ddp_matches_single_process(ctx):
     rank, n = ctx
     model = mlp(seed=100 + rank)  # ranks start apart: DDP must broadcast rank 0's parameters
     reference = mlp(seed=100)

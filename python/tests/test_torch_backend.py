@@ -23,5 +23,9 @@ def test_torch_backend(launches, check, world):
     launches.assert_check("torch_checks", world, CHECKS, check)
 
 
-def test_ddp_matches_single_process(launches):
-    launches.assert_check("ddp_checks", 2, ["check_ddp_matches_single_process"], "check_ddp_matches_single_process")
+DDP_CHECKS = ["check_ddp_matches_single_process", "check_ddp_on_shared_host_memory"]
+
+
+@pytest.mark.parametrize("check", DDP_CHECKS)
+def test_ddp_matches_single_process(launches, check):
+    launches.assert_check("ddp_checks", 2, DDP_CHECKS, check)

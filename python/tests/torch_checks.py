@@ -302,3 +302,57 @@ def check_codec(ctx):
         except RuntimeError as e:
             assert words in str(e), e
     dist.barrier()
+
+
+def check_shared_host_memory(ctx):
+    """use_shared_host_memory(): tensors from blocks the ranks of a host map, which Conflux reads in place, give the
+    same results in place and out of place at odd counts around the threshold; freed blocks are reused; turning it
+    off puts PyTorch's allocator back."""
+    rank, n = ctx
+    conflux.torch.use_shared_host_memory(min_bytes=4096)
+    try:
+        for count in (1023, 1024, 4097, 65537, (1 << 20) + 3):  # 4 KiB-4 B .. 4 MiB + 12 B of float32
+            for dtype in (torch.float32, torch.int64):
+                for name in ("sum", "max"):
+                    t = inputs(rank, count, dtype)
+                    dist.all_reduce(t, op=OPS[name])
+                    same(t, expected(name, n, count, dtype), f"shared all_reduce {dtype} {name} {count}")
+            flat = torch.zeros(n * count)
+            dist.all_gather_into_tensor(flat, torch.full((count,), float(rank)))
+            same(flat, torch.arange(n).repeat_interleave(count).float(), f"shared all_gather {count}")
+            out = torch.zeros(count)
+            dist.reduce_scatter_tensor(out, inputs(rank, n * count, torch.float32))
+            same(out, expected("sum", n, n * count, torch.float32)[rank * count:(rank + 1) * count],
+                 f"shared reduce_scatter {count}")
+            b = torch.full((count,), float(rank))
+            dist.broadcast(b, src=n - 1)
+            same(b, torch.full((count,), float(n - 1)), f"shared broadcast {count}")
+        stats = conflux.torch.shared_host_memory_stats()
+        assert stats["installed"] and stats["min_bytes"] == 4096, stats
+        assert stats["blocks_made"] > 0 and stats["reuses"] > 0 and stats["fallbacks"] == 0, stats
+        small = torch.zeros(16)  # under the threshold: PyTorch's own allocator
+        assert small.sum().item() == 0
+        inherited = torch.ones(1 << 20)
+        made = conflux.torch.shared_host_memory_stats()["blocks_made"]
+        pid = os.fork()  # a DataLoader worker: allocates from PyTorch's allocator, leaves the parent's blocks alone
+        if pid == 0:
+            ok = False
+            try:
+                fresh = torch.full((1 << 20,), 2.0)
+                ok = fresh.sum().item() == 2 << 20 and inherited.sum().item() == 1 << 20
+                del inherited, fresh
+                ok = ok and conflux.torch.shared_host_memory_stats()["blocks_made"] == made
+            finally:
+                os._exit(0 if ok else 1)
+        assert os.waitpid(pid, 0)[1] == 0, "the forked child's allocations went wrong"
+        assert inherited.sum().item() == 1 << 20
+    finally:
+        conflux.torch.use_shared_host_memory(False)
+    assert not conflux.torch.shared_host_memory_stats()["installed"]
+    for bad in (0, -4096):
+        try:
+            conflux.torch.use_shared_host_memory(min_bytes=bad)
+            raise AssertionError(f"min_bytes={bad} must be refused")
+        except ValueError as e:
+            assert "positive" in str(e), e
+    dist.barrier()

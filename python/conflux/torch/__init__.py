@@ -23,6 +23,7 @@ from torch.distributed import distributed_c10d as _c10d
 from .. import _lib
 
 try:
+    from .. import _torch_backend
     from .._torch_backend import ProcessGroupConflux
 except ImportError as e:  # the extension was not built (no PyTorch at install time, or a plain checkout)
     raise ImportError(
@@ -32,7 +33,29 @@ except ImportError as e:  # the extension was not built (no PyTorch at install t
 Options = ProcessGroupConflux.Options
 BACKEND = "conflux"
 
-__all__ = ["ProcessGroupConflux", "Options", "BACKEND"]
+__all__ = ["ProcessGroupConflux", "Options", "BACKEND", "use_shared_host_memory", "shared_host_memory_stats"]
+
+
+def use_shared_host_memory(enabled: bool = True, min_bytes: int = 1 << 20) -> None:
+    """CPU tensors of at least `min_bytes` bytes come from memory the ranks on this host share (ncclMemAlloc
+    blocks); smaller ones, and every tensor once called with enabled=False, from PyTorch's allocator.
+
+    Conflux then reads a same-host peer's tensor in place instead of copying it through shared-memory FIFOs at
+    both ends: a 4-rank all-reduce of a DDP gradient bucket copies about a third of the bytes. Call it before
+    building the model and DDP (the buckets are allocated then). Freed blocks are kept for reuse (up to 512 MiB).
+    Not the default because the blocks are shared mappings: a process forked afterwards (a DataLoader worker)
+    that writes into a tensor it inherited writes into its parent's tensor as well."""
+    if not enabled:
+        _torch_backend._stop_shared_host_memory()
+        return
+    if min_bytes <= 0:
+        raise ValueError(f"min_bytes must be positive, not {min_bytes}")
+    _torch_backend._use_shared_host_memory(int(min_bytes), _lib.library_path())
+
+
+def shared_host_memory_stats() -> dict:
+    """What use_shared_host_memory() has done: blocks made and reused, bytes held by tensors and cached."""
+    return _torch_backend._shared_host_stats()
 
 
 def _timeout_of(pg_options: Optional[Options], timeout: Any) -> Options:
