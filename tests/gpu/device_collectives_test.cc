@@ -306,7 +306,9 @@ TEST(GpuCollectives, EveryCollectiveThreeRanksOneGpu) {
 // ranks, 3 of the input for reduce, 2 for broadcast).
 TEST(GpuCollectives, EveryCollectiveOverIpcInWindows) {
   SKIP_WITHOUT_GPU();
+  // The sanitizer runs (quick) take 3 ranks only, whose uneven splits cover what 2 do: 28 s under TSan for both.
   for (int n : {2, 3}) {
+    if (n == 2 && quickMode()) continue;
     everyCollective(n, 0, ipcInSmallWindows(), 300001);
   }
 }
