@@ -10,9 +10,11 @@ groups at once, the default one on "conflux" and a Gloo group over the same rank
 every measurement alternates between them, --rounds times, so both see the same moment of a shared machine; a
 figure is the median over the rounds of rank 0's mean time per operation over a timed loop that starts after a
 barrier and ends with one. The DDP rows train two copies of one model, each wrapped by DDP on one group, in
-alternating blocks of steps; "DDP communicating nothing" is a third copy whose DDP has a communication hook that
-hands every bucket back at once (DDP's own work, no communication: the least any backend's step can cost), and
-"without DDP" is the same step on one process's model with no communication (every rank computing at once). With --netbed 2x2 the job runs on the
+alternating blocks of steps; "conflux with use_shared_host_memory()" is a copy on the conflux group made while that
+opt-in was on (model, buckets and gradients in blocks the host's ranks share); "DDP communicating nothing" is a copy
+whose DDP has a communication hook that hands every bucket back at once (DDP's own work, no communication: the least
+any backend's step can cost), and "without DDP" is the same step on one process's model with no communication (every
+rank computing at once). With --netbed 2x2 the job runs on the
 namespace bed of tests/netbed: 2 hosts of 2 ranks behind one switch, every port shaped to --rate.
 
 The model's compute runs on whatever BLAS PyTorch loads. Debian's default is the reference BLAS, several times slower
@@ -114,7 +116,9 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
     rank, n = dist.get_rank(), dist.get_world_size()
     # "free": DDP on the conflux group with a communication hook that hands each bucket back at once, so DDP does all
     # its own work and communicates nothing (what any backend's DDP step costs at least); "local": no DDP at all.
-    samples: dict = {b: {} for b in BACKENDS + ["free", "local"]}
+    # "shared": DDP on the conflux group with its model, buckets and gradients made while
+    # conflux.torch.use_shared_host_memory() was on (the one-line opt-in), so its all-reduces read peers in place.
+    samples: dict = {b: {} for b in BACKENDS + ["shared", "free", "local"]}
 
     def measure(key: str, make_fn, iters: int, warmup: int) -> None:
         for _ in range(rounds):
@@ -148,8 +152,17 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
                 opts[k].step()
             return step
 
+        was_on = conflux.torch.shared_host_memory_stats()["installed"]
+        conflux.torch.use_shared_host_memory()  # the model, DDP's buckets and (first backward) the gradients
+        nets["shared"] = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*mlp_layers()),
+                                                                   process_group=groups["conflux"])
+        opts["shared"] = torch.optim.SGD(nets["shared"].parameters(), lr=0.01)
+        stepper("shared")()
+        if not was_on:
+            conflux.torch.use_shared_host_memory(False)
+
         for _ in range(rounds):
-            for k in BACKENDS + ["free", "local"]:
+            for k in BACKENDS + ["shared", "free", "local"]:
                 samples[k].setdefault(f"ddp/{batch}", []).append(
                     timed(stepper(k), ddp_steps, 2, groups[k if k in BACKENDS else "conflux"],
                           cpu=samples[k].setdefault(f"ddp_cpu/{batch}", [])))
@@ -223,10 +236,13 @@ def table(title: str, sizes: list[int], result: dict) -> str:
     for key in sorted((k for k in med["conflux"] if k.startswith("ddp/")), key=lambda k: int(k.split("/")[1])):
         batch = key.split("/")[1]
         g, c, free, local = med["gloo"][key], med["conflux"][key], med["free"][key], med["local"][key]
-        gc, cc, fc, lc = (med[b][f"ddp_cpu/{batch}"] * 1e3 for b in ("gloo", "conflux", "free", "local"))
+        sh = med["shared"][key]
+        gc, cc, sc, fc, lc = (med[b][f"ddp_cpu/{batch}"] * 1e3 for b in ("gloo", "conflux", "shared", "free", "local"))
         lines.append(f"| DDP step, MLP {'-'.join(map(str, MLP))}, batch {batch} per rank | {grads} | {g * 1e3:.1f} ms "
                      f"| {c * 1e3:.1f} ms | {g / c:.2f}x |")
         lines.append(f"| (its CPU time per step, all threads of rank 0) | | {gc:.1f} ms | {cc:.1f} ms | |")
+        lines.append(f"| (the same step, conflux with use_shared_host_memory(): wall, CPU) | batch {batch} | "
+                     f"| {sh * 1e3:.1f} ms, {sc:.1f} ms | {g / sh:.2f}x |")
         lines.append(f"| (the same step, DDP communicating nothing: wall, CPU; Gloo / it) | batch {batch} "
                      f"| {free * 1e3:.1f} ms, {fc:.1f} ms | | {g / free:.2f}x |")
         lines.append(f"| (the same step without DDP: wall, CPU) | batch {batch} | {local * 1e3:.1f} ms, {lc:.1f} ms "
