@@ -44,7 +44,8 @@ CFX_PARAM(int, checkCallsParam, "CFX_CHECK_CALLS", 0,
           "a mismatched call fails with ncclInvalidUsage on every rank, naming each rank's call, before any data "
           "moves. 0 (the default) finds mismatches from the tags of the op's own messages, at no cost: a rank whose "
           "part of a mismatched op only sends (a root that disagrees) then learns it at its next call, or from "
-          "ncclCommGetAsyncError. Costs one small all-gather per collective. Must be the same on every rank.",
+          "ncclCommGetAsyncError. Costs one small all-gather per collective. Must be the same on every rank (making a "
+          "communicator refuses otherwise).",
           param::inRange(0, 1));
 CFX_PARAM(std::string, protoParam, "NCCL_PROTO", "",
           "Restrict protocols, NCCL_ALGO's syntax with Simple, LL, LL128. This library has Simple only: a spec that "
@@ -305,9 +306,12 @@ Status Communicator::connect(const transport::UniqueId& id) {
   self.cudaDev = cudaDev_;
   gethostname(self.hostName, sizeof(self.hostName) - 1);
   if (struct stat ns{}; ::stat("/proc/self/ns/pid", &ns) == 0) self.pidNamespace = static_cast<uint64_t>(ns.st_ino);
+  self.hostLanes = options_.hostLanes;
+  self.checkCalls = options_.checkCalls ? 1 : 0;
   peers_.assign(static_cast<size_t>(nRanks_), transport::PeerInfo{});
   peers_[static_cast<size_t>(rank_)] = self;
   CFX_TRY(bootstrap_->allGather(peers_.data(), sizeof(transport::PeerInfo)));
+  CFX_TRY(checkSettingsAgree());
   CFX_TRY(checkSecretAcrossHosts());
 
   CFX_TRY_ASSIGN(transports_, transport::TransportSet::connect(*bootstrap_, peers_, rank_, request));
@@ -352,6 +356,26 @@ Status Communicator::checkSecretAcrossHosts() const {
                                  "CFX_SECRET_FILE) to the same random text on every rank, or CFX_ALLOW_INSECURE=1 "
                                  "to run unauthenticated anyway",
                                  rank_, static_cast<long long>(nHosts)));
+}
+
+// Settings that change which messages a collective exchanges, so ranks that differ would not fail at once but pair
+// the wrong messages or wait for ones never sent: CFX_HOST_LANES (which lane, so which connections, an async op
+// takes; a rank with 1 never makes the lanes the others wait in) and CFX_CHECK_CALLS (an extra all-gather before
+// each op). Every rank sees every rank's values, so all refuse together, naming the ranks that differ from rank 0.
+Status Communicator::checkSettingsAgree() const {
+  const auto check = [&](const char* name, auto field) -> Status {
+    const transport::PeerInfo& first = peers_.front();
+    std::string odd;
+    for (const transport::PeerInfo& p : peers_) {
+      if (p.*field != first.*field) odd += strprintf(", rank %d has %d", p.rank, static_cast<int>(p.*field));
+    }
+    if (odd.empty()) return Status();
+    return Status::error(Errc::InvalidUsage,
+                         strprintf("rank %d: %s must be the same on every rank of a communicator, but rank 0 has %d%s",
+                                   rank_, name, static_cast<int>(first.*field), odd.c_str()));
+  };
+  CFX_TRY(check("CFX_HOST_LANES", &transport::PeerInfo::hostLanes));
+  return check("CFX_CHECK_CALLS", &transport::PeerInfo::checkCalls);
 }
 
 // Every rank's health monitor learns every other's UDP address, then starts heartbeating. A peer's pid is watched

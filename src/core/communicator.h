@@ -242,6 +242,7 @@ class Communicator {
   Communicator(int rank, int nRanks, const CommConfig& config);
   Status connect(const transport::UniqueId& id);
   Status checkSecretAcrossHosts() const;
+  Status checkSettingsAgree() const;
   Status startHealth();
   Status learnPlacement();
   // CFX_TOPO_CALIBRATE: every rank measures, all plan with the median (calibration_). Collective, at init.

@@ -31,8 +31,8 @@ CFX_PARAM(int, hostLanesParam, "CFX_HOST_LANES", 4,
           "separate async collectives overlap one another (the ops of one stream still run in order). 1: one queue, "
           "each async op of a communicator after the previous one. The lanes are made when a launch first picks one "
           "(launch 1: every rank makes them together, once). Sends and receives, device buffers and groups over "
-          "several communicators keep the one queue. Must be the same on every rank, and every rank must issue a "
-          "given collective on a host stream or none must (else set 1).",
+          "several communicators keep the one queue. Must be the same on every rank (making a communicator refuses "
+          "otherwise), and every rank must issue a given collective on a host stream or none must (else set 1).",
           param::inRange(1, 16));
 
 // The ops' library-kept state that a job reads and writes while it runs.

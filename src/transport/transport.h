@@ -40,6 +40,10 @@ struct PeerInfo {
   int cudaDev = -1;
   char hostName[64] = {};
   uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid; 0 when unknown
+  // Settings of the layers above that every rank must share (their owner fills and checks them; transports pass
+  // them along with the rest, so checking costs no exchange of its own): CFX_HOST_LANES and CFX_CHECK_CALLS.
+  int32_t hostLanes = 0;
+  int32_t checkCalls = 0;
 };
 
 // The payload of a direct slot: `bytes` bytes at `address` in the address space of process `pid`. The sending end may

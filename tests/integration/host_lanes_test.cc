@@ -413,4 +413,22 @@ TEST(HostLanes, DestroyFreesEveryLane) {
   });
 }
 
+// CFX_HOST_LANES and CFX_CHECK_CALLS change which messages an op exchanges, so a rank that sets them apart would pair
+// the wrong messages or wait for ones never sent (a rank with one lane never makes the lanes the others wait in).
+// Making the communicator refuses instead, on every rank, naming the setting and the rank that differs.
+TEST(HostLanes, ASettingThatDiffersOnOneRankFailsInitOnEveryRankNamingIt) {
+  for (const char* name : {"CFX_HOST_LANES", "CFX_CHECK_CALLS"}) {
+    runRanks(3, [&](RankContext& ctx) {
+      const bool odd = ctx.rank() == 2;
+      ::setenv(name, std::string(name) == "CFX_HOST_LANES" ? (odd ? "1" : "4") : (odd ? "1" : "0"), 1);
+      ncclComm_t comm = nullptr;
+      EXPECT_EQ(ncclCommInitRank(&comm, 3, ctx.uniqueId(), ctx.rank()), ncclInvalidUsage) << name;
+      const std::string why = ncclGetLastError(nullptr);
+      EXPECT_NE(why.find(name), std::string::npos) << why;
+      EXPECT_NE(why.find("rank 2 has 1"), std::string::npos) << why;
+      if (comm != nullptr) (void)ncclCommAbort(comm);
+    });
+  }
+}
+
 }  // namespace
