@@ -102,6 +102,7 @@ TEST(Scan, EveryAlgorithmOpAndTypeGivesTheSequentialPrefix) {
         const ReduceOp op = ReduceOp::builtin(type, kind, 1);
         const size_t elt = dataTypeSize(type);
         for (int n : {1, 2, 3, 4, 5, 7, 8}) {
+          if (quick && (n == 4 || n == 7)) continue;  // 16 s under TSan with all seven; the main build runs them
           for (size_t count : {size_t{0}, size_t{1}, size_t{37}, 700 / elt + 3}) {
             for (int variant = 0; variant < 2; ++variant) {
               const bool exclusive = variant == 1;
