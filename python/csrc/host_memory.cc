@@ -20,9 +20,12 @@ namespace {
 // Free blocks kept for reuse, at most: a few models' worth of gradient buckets, not a second heap.
 constexpr size_t kMaxCachedBytes = size_t{512} << 20;
 constexpr size_t kPage = 4096;
+// Larger requests go to the previous allocator: sizeClass's rounding cannot overflow below this, and no host buffer
+// is this large (the library refuses far smaller ones).
+constexpr size_t kMaxSharedBytes = SIZE_MAX / 4;
 
 // Sizes round up to a page, then to one of four classes per power of two (p, 1.25p, 1.5p, 1.75p): a freed block
-// serves any later request of its class, at most a quarter of it unused.
+// serves any later request of its class, at most a quarter of it unused. n <= kMaxSharedBytes.
 size_t sizeClass(size_t n) {
   n = (n + kPage - 1) / kPage * kPage;
   size_t p = kPage;
@@ -38,7 +41,7 @@ class SharedHostAllocator final : public c10::Allocator {
     const size_t minBytes = minBytes_.load(std::memory_order_relaxed);
     // A child made by fork (a DataLoader worker) has none of the library's threads, and may have been forked while
     // one held a lock the library's allocation takes: it allocates from the previous allocator only.
-    if (n < minBytes || n == 0 || getpid() != owner_) return base_->allocate(n);
+    if (n < minBytes || n == 0 || n > kMaxSharedBytes || getpid() != owner_) return base_->allocate(n);
     void* p = take(n);
     if (p == nullptr) return base_->allocate(n);
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
