@@ -8,15 +8,13 @@
 // each file in a folder given) is fed as it is, then every one of its prefixes and, for inputs of at most
 // kMaxMutatedBytes, each of its bytes inverted in turn: the truncations and single corruptions a mutator tries
 // first, made deterministically. A violated promise aborts, as under libFuzzer; long fuzzing is `make fuzz`.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <string>
+#include <utility>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -33,9 +31,8 @@ std::vector<uint8_t> readFile(const std::filesystem::path& path) {
 // Runs `input` and its derived inputs; returns how many were run.
 size_t replay(const std::vector<uint8_t>& input) {
   size_t runs = 0;
-  auto run = [&](const std::vector<uint8_t>& bytes) {
-    // A copy of exactly `size` bytes, as libFuzzer hands over: ASan then sees a read past the end.
-    std::vector<uint8_t> exact(bytes);
+  auto run = [&](std::vector<uint8_t> exact) {
+    // Exactly `size` bytes allocated, as libFuzzer hands them over: ASan then sees a read past the end.
     exact.shrink_to_fit();
     LLVMFuzzerTestOneInput(exact.empty() ? nullptr : exact.data(), exact.size());
     ++runs;
@@ -46,7 +43,7 @@ size_t replay(const std::vector<uint8_t>& input) {
     for (size_t i = 0; i < input.size(); ++i) {
       std::vector<uint8_t> flipped(input);
       flipped[i] = static_cast<uint8_t>(~flipped[i]);
-      run(flipped);
+      run(std::move(flipped));
     }
   }
   return runs;
