@@ -2,8 +2,8 @@
 // HealthMonitor: heartbeats, process-exit watches and failure flooding (faulttol layer). See health_monitor.h.
 #include "faulttol/health_monitor.h"
 
-#include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -70,6 +70,18 @@ net::UniqueFd openPidFd(int pid) {
 #endif
 }
 
+// Tags of the loop's wait set: a peer's pidFd is tagged with its rank + kFirstPeerTag.
+constexpr uint64_t kWakeTag = 0;
+constexpr uint64_t kSocketTag = 1;
+constexpr uint64_t kFirstPeerTag = 2;
+
+bool addToWaitSet(int epollFd, int fd, uint64_t tag) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag;
+  return ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
 }  // namespace
 
 HealthMonitor::HealthMonitor(int rank, int nRanks, const HealthOptions& options, std::span<const uint8_t> secret,
@@ -96,6 +108,11 @@ Result<std::unique_ptr<HealthMonitor>> HealthMonitor::open(int rank, int nRanks,
   }
   m->wakeFd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!m->wakeFd_.valid()) return Status::error(Errc::SystemError, strprintf("eventfd: %s", std::strerror(errno)));
+  m->epollFd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!m->epollFd_.valid() || !addToWaitSet(m->epollFd_.get(), m->wakeFd_.get(), kWakeTag) ||
+      !addToWaitSet(m->epollFd_.get(), m->sock_.get(), kSocketTag)) {
+    return Status::error(Errc::SystemError, strprintf("health monitor: epoll: %s", std::strerror(errno)));
+  }
   return m;
 }
 
@@ -123,6 +140,10 @@ Status HealthMonitor::start(std::vector<PeerIdentity> peers, Doorbell* doorbell,
     p.id = std::move(peers[static_cast<size_t>(r)]);
     p.lastHeard = now;
     if (r != rank_ && p.id.watchPid && p.id.pid > 0) p.pidFd = openPidFd(p.id.pid);
+    // A pidfd the wait set refuses is dropped: the period check's kill(pid, 0) watches that peer instead.
+    if (p.pidFd.valid() && !addToWaitSet(epollFd_.get(), p.pidFd.get(), kFirstPeerTag + static_cast<uint64_t>(r))) {
+      p.pidFd.reset();
+    }
   }
   try {
     thread_ = std::thread([this] {
@@ -203,7 +224,15 @@ void HealthMonitor::setState(Peer& peer, PeerState next) {
   const bool legal = peer.state == PeerState::Alive || (peer.state == PeerState::Departed && next == PeerState::Failed);
   if (!legal) return;
   peer.state = next;
-  if (next != PeerState::Alive) peer.pidFd.reset();
+  if (next != PeerState::Alive) dropPidFd(peer);
+}
+
+void HealthMonitor::dropPidFd(Peer& peer) {
+  if (!peer.pidFd.valid()) return;
+  // Out of the wait set first: closing removes it only once no other descriptor (a child forked meanwhile) refers
+  // to the pidfd, and until then an exited peer would keep the loop awake.
+  (void)::epoll_ctl(epollFd_.get(), EPOLL_CTL_DEL, peer.pidFd.get(), nullptr);
+  peer.pidFd.reset();
 }
 
 // ---- sending ----------------------------------------------------------------------------------------------
@@ -421,40 +450,37 @@ void HealthMonitor::checkSilence() {
 
 void HealthMonitor::loop() {
   auto nextBeat = Clock::now();
+  constexpr int kMaxEvents = 64;
+  epoll_event events[kMaxEvents];
   while (!stopping_.load(std::memory_order_relaxed)) {
-    std::vector<pollfd> fds;
-    std::vector<int> fdRanks;
-    fds.push_back({wakeFd_.get(), POLLIN, 0});
-    fds.push_back({sock_.get(), POLLIN, 0});
-    {
-      std::lock_guard lk(mu_);
-      for (int r = 0; r < nRanks_; ++r) {
-        const Peer& p = peers_[static_cast<size_t>(r)];
-        if (p.pidFd.valid()) {
-          fds.push_back({p.pidFd.get(), POLLIN, 0});
-          fdRanks.push_back(r);
-        }
-      }
-    }
     int timeoutMs = 1000;
     if (options_.period.count() > 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(nextBeat - Clock::now()).count();
       timeoutMs = static_cast<int>(std::clamp<long long>(left, 0, 1000));
     }
-    if (::poll(fds.data(), fds.size(), timeoutMs) < 0 && errno != EINTR) {
-      CFX_WARN("health monitor of rank %d: poll failed: %s", rank_, std::strerror(errno));
+    const int n = ::epoll_wait(epollFd_.get(), events, kMaxEvents, timeoutMs);
+    if (n < 0 && errno != EINTR) {
+      CFX_WARN("health monitor of rank %d: epoll_wait failed: %s", rank_, std::strerror(errno));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    if (fds[0].revents != 0) {
-      uint64_t count;
-      (void)!::read(wakeFd_.get(), &count, sizeof(count));
+    bool datagrams = false;
+    bool exits = false;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kWakeTag) {
+        uint64_t count;
+        (void)!::read(wakeFd_.get(), &count, sizeof(count));
+      } else {
+        datagrams |= events[i].data.u64 == kSocketTag;
+        exits |= events[i].data.u64 >= kFirstPeerTag;
+      }
     }
-    // The socket first: a peer that left on purpose said so before it exited.
-    if (fds[1].revents != 0) pollNow();
-    for (size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const int r = fdRanks[i - 2];
+    // The socket first, also when an exit comes without its event in this batch: a peer that left on purpose said so
+    // before it exited.
+    if (datagrams || exits) pollNow();
+    for (int i = 0; exits && i < n; ++i) {
+      if (events[i].data.u64 < kFirstPeerTag) continue;
+      const int r = static_cast<int>(events[i].data.u64 - kFirstPeerTag);
       Failure f;
       f.rank = r;
       f.detectedBy = rank_;
@@ -463,9 +489,10 @@ void HealthMonitor::loop() {
       {
         std::lock_guard lk(mu_);
         Peer& p = peers_[static_cast<size_t>(r)];
+        if (!p.pidFd.valid()) continue;  // closed after this batch was taken: its exit is already handled
         alive = p.state == PeerState::Alive;
         f.text = strprintf("process %d exited (seen on this host)", p.id.pid);
-        if (!alive) p.pidFd.reset();  // departed, then exited: a normal end
+        if (!alive) dropPidFd(p);  // departed, then exited: a normal end
       }
       if (alive) (void)record(f, true);
     }

@@ -161,6 +161,7 @@ class HealthMonitor {
   // Records `f` if its rank is not failed yet, floods it, wakes the executor and calls the sink.
   bool record(const Failure& f, bool firstHand);
   void setState(Peer& peer, PeerState next);
+  void dropPidFd(Peer& peer);  // caller holds mu_ (or owns peers_ alone)
   void sendTo(int peer, uint16_t kind, std::span<const uint8_t> payload);
   void wake();
 
@@ -171,6 +172,10 @@ class HealthMonitor {
   const uint64_t commTag_;
   net::UniqueFd sock_;
   net::UniqueFd wakeFd_;
+  // The loop's wait set: wakeFd_, sock_ and each watched peer's pidFd (tagged rank + 2). A closed pidFd leaves it on
+  // its own, so a wake-up costs the same whatever the number of peers (poll() scanned every pidfd each time: with 64
+  // ranks on a host, every heartbeat that arrived cost a scan of 63 descriptors).
+  net::UniqueFd epollFd_;
   sockaddr_storage address_{};
   Doorbell* doorbell_ = nullptr;
   FailureSink sink_;
