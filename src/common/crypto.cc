@@ -54,13 +54,8 @@ Status randomBytes(std::span<uint8_t> out) {
 
 namespace {
 
-// hmacSha256 over any number of parts.
-Result<Digest> hmacSha256Parts(std::span<const uint8_t> key, std::span<const std::span<const uint8_t>> parts) {
-  EVP_MAC* mac = hmacAlgorithm();
-  if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
-  UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
-  if (!ctx) return opensslError("EVP_MAC_CTX_new");
-
+// Sets `key` on a new context (HMAC over SHA-256).
+Status initHmac(EVP_MAC_CTX* ctx, std::span<const uint8_t> key) {
   char digestName[] = "SHA256";
   const OSSL_PARAM params[] = {
       OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digestName, 0),
@@ -69,25 +64,73 @@ Result<Digest> hmacSha256Parts(std::span<const uint8_t> key, std::span<const std
   // HMAC with an empty key is well defined (the key is zero-padded); OpenSSL wants a non-null pointer for it.
   static const uint8_t kEmptyKey[1] = {0};
   const uint8_t* keyData = key.empty() ? kEmptyKey : key.data();
-  if (EVP_MAC_init(ctx.get(), keyData, key.size(), params) != 1) return opensslError("EVP_MAC_init");
+  if (EVP_MAC_init(ctx, keyData, key.size(), params) != 1) return opensslError("EVP_MAC_init");
+  return {};
+}
+
+// Feeds `parts` to a keyed context and returns the MAC.
+Result<Digest> finishHmac(EVP_MAC_CTX* ctx, std::span<const std::span<const uint8_t>> parts) {
   for (const auto& part : parts) {
-    if (!part.empty() && EVP_MAC_update(ctx.get(), part.data(), part.size()) != 1) {
-      return opensslError("EVP_MAC_update");
-    }
+    if (!part.empty() && EVP_MAC_update(ctx, part.data(), part.size()) != 1) return opensslError("EVP_MAC_update");
   }
   Digest out{};
   size_t outLen = 0;
-  if (EVP_MAC_final(ctx.get(), out.data(), &outLen, out.size()) != 1) return opensslError("EVP_MAC_final");
+  if (EVP_MAC_final(ctx, out.data(), &outLen, out.size()) != 1) return opensslError("EVP_MAC_final");
   if (outLen != out.size()) {
     return Status::error(Errc::InternalError, strprintf("HMAC-SHA256 produced %zu bytes, expected 32", outLen));
   }
   return out;
 }
 
+// hmacSha256 over any number of parts.
+Result<Digest> hmacSha256Parts(std::span<const uint8_t> key, std::span<const std::span<const uint8_t>> parts) {
+  EVP_MAC* mac = hmacAlgorithm();
+  if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
+  UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
+  if (!ctx) return opensslError("EVP_MAC_CTX_new");
+  CFX_TRY(initHmac(ctx.get(), key));
+  return finishHmac(ctx.get(), parts);
+}
+
 }  // namespace
 
 Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
   return hmacSha256Parts(key, std::span<const std::span<const uint8_t>>(parts.begin(), parts.size()));
+}
+
+// ---- HmacKey ----
+
+// The keyed context. EVP_MAC_CTX is opaque, so HmacKey holds this instead of naming OpenSSL in the header.
+struct HmacKey::Ctx {
+  UniqueMacCtx mac;
+};
+
+Result<HmacKey> HmacKey::make(std::span<const uint8_t> key) {
+  EVP_MAC* mac = hmacAlgorithm();
+  if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
+  UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
+  if (!ctx) return opensslError("EVP_MAC_CTX_new");
+  CFX_TRY(initHmac(ctx.get(), key));
+  return HmacKey(new Ctx{std::move(ctx)});
+}
+
+HmacKey::HmacKey(HmacKey&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
+
+HmacKey& HmacKey::operator=(HmacKey&& other) noexcept {
+  if (this != &other) {
+    delete ctx_;
+    ctx_ = std::exchange(other.ctx_, nullptr);
+  }
+  return *this;
+}
+
+HmacKey::~HmacKey() { delete ctx_; }
+
+Result<Digest> HmacKey::mac(std::initializer_list<std::span<const uint8_t>> parts) {
+  if (ctx_ == nullptr) return Status::error(Errc::InvalidUsage, "HmacKey used after a move");
+  // A null key keeps the one set in make(): OpenSSL resets the inner and outer digests from the saved pads.
+  if (EVP_MAC_init(ctx_->mac.get(), nullptr, 0, nullptr) != 1) return opensslError("EVP_MAC_init");
+  return finishHmac(ctx_->mac.get(), std::span<const std::span<const uint8_t>>(parts.begin(), parts.size()));
 }
 
 Result<Digest> sha256(std::span<const uint8_t> data) {

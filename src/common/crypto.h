@@ -26,6 +26,29 @@ Status randomBytes(std::span<uint8_t> out);
 // HMAC-SHA256(key, parts[0] || parts[1] || ...). The parts are fed in order without copying them together.
 Result<Digest> hmacSha256(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts);
 
+// An HMAC-SHA256 key set up once. mac() re-initialises the keyed context for each message instead of building a
+// context, fetching the digest and deriving the key pads per call as hmacSha256 does: 0.4-0.5 against 1.7-2.9 us
+// for a 74-byte message here. For keys that sign many small messages (health datagrams: every rank to every peer,
+// every period).
+//
+// Threading: one thread at a time (its owner's lock). Not copyable; movable.
+// Errors:    SystemError when OpenSSL fails.
+class HmacKey {
+ public:
+  static Result<HmacKey> make(std::span<const uint8_t> key);
+  HmacKey(HmacKey&&) noexcept;
+  HmacKey& operator=(HmacKey&&) noexcept;
+  ~HmacKey();
+
+  // HMAC-SHA256(key, parts[0] || parts[1] || ...), equal to hmacSha256(key, parts).
+  Result<Digest> mac(std::initializer_list<std::span<const uint8_t>> parts);
+
+ private:
+  struct Ctx;
+  explicit HmacKey(Ctx* ctx) : ctx_(ctx) {}
+  Ctx* ctx_ = nullptr;
+};
+
 // SHA-256 of `data`: turns a secret text (CFX_SECRET, a launcher job id) into a fixed-size key.
 Result<Digest> sha256(std::span<const uint8_t> data);
 Result<Digest> sha256(std::string_view text);

@@ -108,6 +108,10 @@ Result<std::unique_ptr<HealthMonitor>> HealthMonitor::open(int rank, int nRanks,
   }
   m->wakeFd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!m->wakeFd_.valid()) return Status::error(Errc::SystemError, strprintf("eventfd: %s", std::strerror(errno)));
+  CFX_TRY_ASSIGN(crypto::HmacKey sendKey, crypto::HmacKey::make(m->secret_));
+  CFX_TRY_ASSIGN(crypto::HmacKey recvKey, crypto::HmacKey::make(m->secret_));
+  m->sendKey_.emplace(std::move(sendKey));
+  m->recvKey_.emplace(std::move(recvKey));
   m->epollFd_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!m->epollFd_.valid() || !addToWaitSet(m->epollFd_.get(), m->wakeFd_.get(), kWakeTag) ||
       !addToWaitSet(m->epollFd_.get(), m->sock_.get(), kSocketTag)) {
@@ -248,7 +252,7 @@ void HealthMonitor::sendTo(int peer, uint16_t kind, std::span<const uint8_t> pay
   h.nRanks = nRanks_;
   h.counter = ++counter_;
   h.known = static_cast<uint32_t>(failedCount());
-  Result<std::vector<uint8_t>> dgram = wire::seal(h, payload, secret_);
+  Result<std::vector<uint8_t>> dgram = wire::seal(h, payload, *sendKey_);
   if (!dgram.ok()) {
     CFX_WARN("health monitor of rank %d: %s", rank_, dgram.status().message().c_str());
     return;
@@ -354,7 +358,7 @@ void HealthMonitor::receiveAll() {
 }
 
 void HealthMonitor::handleDatagram(std::span<const uint8_t> bytes, const sockaddr_storage& from) {
-  Result<wire::Opened> opened = wire::open(bytes, secret_, commTag_, nRanks_, rank_);
+  Result<wire::Opened> opened = wire::open(bytes, *recvKey_, commTag_, nRanks_, rank_);
   if (!opened.ok()) {
     // A stranger, a garbled datagram or another communicator's monitor: a few WARN lines, then INFO, so a flood
     // cannot fill the log.

@@ -38,11 +38,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/doorbell.h"
 #include "common/socket.h"
 #include "common/status.h"
@@ -192,6 +194,9 @@ class HealthMonitor {
 
   std::mutex sendMu_;     // keeps counters in send order, so a receiver's replay check never drops a fresh one
   uint64_t counter_ = 0;  // last counter this rank sent; guarded by sendMu_
+  // The secret as HMAC keys made once in open(): every rank signs and checks a datagram per peer and period.
+  std::optional<crypto::HmacKey> sendKey_;  // guarded by sendMu_
+  std::optional<crypto::HmacKey> recvKey_;  // guarded by recvMutex_
   std::mutex recvMutex_;  // one reader of the socket at a time (monitor thread or pollNow); guards badDatagrams_
   uint64_t badDatagrams_ = 0;
   std::atomic<bool> stopping_{false};  // relaxed: the eventfd write is what wakes the thread

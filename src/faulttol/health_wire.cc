@@ -122,6 +122,11 @@ Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks) {
 }
 
 Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payload, std::span<const uint8_t> secret) {
+  CFX_TRY_ASSIGN(crypto::HmacKey key, crypto::HmacKey::make(secret));
+  return seal(h, payload, key);
+}
+
+Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payload, crypto::HmacKey& key) {
   std::vector<uint8_t> v;
   v.reserve(kHeaderBytes + payload.size() + kMacBytes);
   Out o(v);
@@ -139,12 +144,18 @@ Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payl
   if (v.size() + kMacBytes > kMaxDatagramBytes) {
     return Status::error(Errc::InternalError, strprintf("health datagram of %zu bytes is too large", v.size()));
   }
-  CFX_TRY_ASSIGN(const crypto::Digest mac, crypto::hmacSha256(secret, {crypto::bytesOf(kHealthLabel), v}));
+  CFX_TRY_ASSIGN(const crypto::Digest mac, key.mac({crypto::bytesOf(kHealthLabel), v}));
   v.insert(v.end(), mac.begin(), mac.end());
   return v;
 }
 
 Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks,
+                    int receiver) {
+  CFX_TRY_ASSIGN(crypto::HmacKey key, crypto::HmacKey::make(secret));
+  return open(datagram, key, commTag, nRanks, receiver);
+}
+
+Result<Opened> open(std::span<const uint8_t> datagram, crypto::HmacKey& key, uint64_t commTag, int nRanks,
                     int receiver) {
   if (datagram.size() < kHeaderBytes + kMacBytes || datagram.size() > kMaxDatagramBytes) {
     return Status::error(Errc::InvalidUsage, strprintf("datagram of %zu bytes (expected %zu to %zu)", datagram.size(),
@@ -180,7 +191,7 @@ Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> 
     return Status::error(Errc::InvalidUsage, strprintf("payload length %u does not match the datagram", payloadBytes));
   }
   const auto body = datagram.first(kHeaderBytes + payloadBytes);
-  CFX_TRY_ASSIGN(const crypto::Digest mac, crypto::hmacSha256(secret, {crypto::bytesOf(kHealthLabel), body}));
+  CFX_TRY_ASSIGN(const crypto::Digest mac, key.mac({crypto::bytesOf(kHealthLabel), body}));
   if (!crypto::constantTimeEqual(mac, datagram.last(kMacBytes))) {
     return Status::error(Errc::InvalidUsage, "failed authentication (wrong secret?)");
   }

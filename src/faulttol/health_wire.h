@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/status.h"
 #include "faulttol/health_monitor.h"
 
@@ -57,8 +58,10 @@ Result<RevokeNotice> decodeRevoke(std::span<const uint8_t> payload, int nRanks);
 std::vector<uint8_t> encodeFailure(const Failure& f);
 Result<Failure> decodeFailure(std::span<const uint8_t> payload, int nRanks);
 
-// The whole datagram: header, payload and MAC.
+// The whole datagram: header, payload and MAC. The forms with an HmacKey (the monitor's, made once from the
+// secret) give the same bytes without setting the key up per datagram.
 Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payload, std::span<const uint8_t> secret);
+Result<std::vector<uint8_t>> seal(const Header& h, std::span<const uint8_t> payload, crypto::HmacKey& key);
 // The header and payload of an authentic datagram for rank `receiver` of communicator `commTag` of `nRanks`
 // ranks; InvalidUsage (with what was wrong) for anything else.
 struct Opened {
@@ -66,6 +69,8 @@ struct Opened {
   std::vector<uint8_t> payload;
 };
 Result<Opened> open(std::span<const uint8_t> datagram, std::span<const uint8_t> secret, uint64_t commTag, int nRanks,
+                    int receiver);
+Result<Opened> open(std::span<const uint8_t> datagram, crypto::HmacKey& key, uint64_t commTag, int nRanks,
                     int receiver);
 
 }  // namespace cfx::ft::wire

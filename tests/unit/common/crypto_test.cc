@@ -52,6 +52,41 @@ TEST(CryptoTest, HmacWithAnEmptyKeyIsDefined) {
   EXPECT_EQ(*a, *b);
 }
 
+// A key made once gives hmacSha256's MAC for every message after it, whatever came before: RFC 4231's test case 2
+// twice, and keys of 0, 4, 64 (one block) and 131 bytes (hashed first) over messages of several parts.
+TEST(CryptoTest, AKeyMadeOnceMacsEachMessageAsAFreshOneDoes) {
+  Result<HmacKey> jefe = HmacKey::make(bytesOf("Jefe"));
+  ASSERT_TRUE(jefe.ok()) << jefe.status().message();
+  for (int i = 0; i < 2; ++i) {
+    Result<Digest> mac = jefe->mac({bytesOf("what do ya "), bytesOf("want for nothing?")});
+    ASSERT_TRUE(mac.ok()) << mac.status().message();
+    EXPECT_EQ(hex(*mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  }
+  for (size_t keyBytes : {size_t{0}, size_t{4}, size_t{64}, size_t{131}}) {
+    std::vector<uint8_t> key(keyBytes);
+    for (size_t i = 0; i < keyBytes; ++i) key[i] = static_cast<uint8_t>(i * 7 + 1);
+    Result<HmacKey> once = HmacKey::make(key);
+    ASSERT_TRUE(once.ok());
+    for (const char* message : {"", "a", "the health datagram of rank 3", "x"}) {
+      Result<Digest> fresh = hmacSha256(key, {bytesOf("label"), bytesOf(message)});
+      Result<Digest> reused = once->mac({bytesOf("label"), bytesOf(message)});
+      ASSERT_TRUE(fresh.ok());
+      ASSERT_TRUE(reused.ok());
+      EXPECT_EQ(*reused, *fresh) << keyBytes << "-byte key, message '" << message << "'";
+    }
+  }
+}
+
+TEST(CryptoTest, AMovedFromKeyRefusesToMac) {
+  Result<HmacKey> a = HmacKey::make(bytesOf("k"));
+  ASSERT_TRUE(a.ok());
+  HmacKey b = std::move(*a);
+  EXPECT_TRUE(b.mac({bytesOf("m")}).ok());
+  Result<Digest> refused = a->mac({bytesOf("m")});  // NOLINT(bugprone-use-after-move): what it does is the test
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Errc::InvalidUsage);
+}
+
 TEST(CryptoTest, Sha256MatchesFips180Vector) {
   Result<Digest> d = sha256(std::string_view("abc"));
   ASSERT_TRUE(d.ok());
