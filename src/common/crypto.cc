@@ -54,8 +54,12 @@ Status randomBytes(std::span<uint8_t> out) {
 
 namespace {
 
-// Sets `key` on a new context (HMAC over SHA-256).
-Status initHmac(EVP_MAC_CTX* ctx, std::span<const uint8_t> key) {
+// A new HMAC-SHA256 context with `key` set.
+Result<UniqueMacCtx> keyedContext(std::span<const uint8_t> key) {
+  EVP_MAC* mac = hmacAlgorithm();
+  if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
+  UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
+  if (!ctx) return opensslError("EVP_MAC_CTX_new");
   char digestName[] = "SHA256";
   const OSSL_PARAM params[] = {
       OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digestName, 0),
@@ -64,8 +68,8 @@ Status initHmac(EVP_MAC_CTX* ctx, std::span<const uint8_t> key) {
   // HMAC with an empty key is well defined (the key is zero-padded); OpenSSL wants a non-null pointer for it.
   static const uint8_t kEmptyKey[1] = {0};
   const uint8_t* keyData = key.empty() ? kEmptyKey : key.data();
-  if (EVP_MAC_init(ctx, keyData, key.size(), params) != 1) return opensslError("EVP_MAC_init");
-  return {};
+  if (EVP_MAC_init(ctx.get(), keyData, key.size(), params) != 1) return opensslError("EVP_MAC_init");
+  return ctx;
 }
 
 // Feeds `parts` to a keyed context and returns the MAC.
@@ -84,11 +88,7 @@ Result<Digest> finishHmac(EVP_MAC_CTX* ctx, std::span<const std::span<const uint
 
 // hmacSha256 over any number of parts.
 Result<Digest> hmacSha256Parts(std::span<const uint8_t> key, std::span<const std::span<const uint8_t>> parts) {
-  EVP_MAC* mac = hmacAlgorithm();
-  if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
-  UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
-  if (!ctx) return opensslError("EVP_MAC_CTX_new");
-  CFX_TRY(initHmac(ctx.get(), key));
+  CFX_TRY_ASSIGN(UniqueMacCtx ctx, keyedContext(key));
   return finishHmac(ctx.get(), parts);
 }
 
@@ -106,25 +106,14 @@ struct HmacKey::Ctx {
 };
 
 Result<HmacKey> HmacKey::make(std::span<const uint8_t> key) {
-  EVP_MAC* mac = hmacAlgorithm();
-  if (mac == nullptr) return opensslError("EVP_MAC_fetch(HMAC)");
-  UniqueMacCtx ctx(EVP_MAC_CTX_new(mac));
-  if (!ctx) return opensslError("EVP_MAC_CTX_new");
-  CFX_TRY(initHmac(ctx.get(), key));
-  return HmacKey(new Ctx{std::move(ctx)});
+  CFX_TRY_ASSIGN(UniqueMacCtx ctx, keyedContext(key));
+  return HmacKey(std::unique_ptr<Ctx>(new Ctx{std::move(ctx)}));
 }
 
-HmacKey::HmacKey(HmacKey&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
-
-HmacKey& HmacKey::operator=(HmacKey&& other) noexcept {
-  if (this != &other) {
-    delete ctx_;
-    ctx_ = std::exchange(other.ctx_, nullptr);
-  }
-  return *this;
-}
-
-HmacKey::~HmacKey() { delete ctx_; }
+HmacKey::HmacKey(std::unique_ptr<Ctx> ctx) : ctx_(std::move(ctx)) {}
+HmacKey::HmacKey(HmacKey&&) noexcept = default;
+HmacKey& HmacKey::operator=(HmacKey&&) noexcept = default;
+HmacKey::~HmacKey() = default;
 
 Result<Digest> HmacKey::mac(std::initializer_list<std::span<const uint8_t>> parts) {
   if (ctx_ == nullptr) return Status::error(Errc::InvalidUsage, "HmacKey used after a move");

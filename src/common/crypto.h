@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -45,8 +46,8 @@ class HmacKey {
 
  private:
   struct Ctx;
-  explicit HmacKey(Ctx* ctx) : ctx_(ctx) {}
-  Ctx* ctx_ = nullptr;
+  explicit HmacKey(std::unique_ptr<Ctx> ctx);
+  std::unique_ptr<Ctx> ctx_;
 };
 
 // SHA-256 of `data`: turns a secret text (CFX_SECRET, a launcher job id) into a fixed-size key.

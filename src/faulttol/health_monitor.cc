@@ -84,14 +84,13 @@ bool addToWaitSet(int epollFd, int fd, uint64_t tag) {
 
 }  // namespace
 
-HealthMonitor::HealthMonitor(int rank, int nRanks, const HealthOptions& options, std::span<const uint8_t> secret,
-                             uint64_t commTag)
-    : rank_(rank), nRanks_(nRanks), options_(options), secret_(secret.begin(), secret.end()), commTag_(commTag) {}
+HealthMonitor::HealthMonitor(int rank, int nRanks, const HealthOptions& options, uint64_t commTag)
+    : rank_(rank), nRanks_(nRanks), options_(options), commTag_(commTag) {}
 
 Result<std::unique_ptr<HealthMonitor>> HealthMonitor::open(int rank, int nRanks, const HealthOptions& options,
                                                            std::span<const uint8_t> secret, uint64_t commTag,
                                                            const sockaddr_storage& bindAddress) {
-  std::unique_ptr<HealthMonitor> m(new HealthMonitor(rank, nRanks, options, secret, commTag));
+  std::unique_ptr<HealthMonitor> m(new HealthMonitor(rank, nRanks, options, commTag));
   m->sock_.reset(::socket(bindAddress.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!m->sock_.valid()) {
     return Status::error(Errc::SystemError, strprintf("health monitor: UDP socket: %s", std::strerror(errno)));
@@ -108,8 +107,8 @@ Result<std::unique_ptr<HealthMonitor>> HealthMonitor::open(int rank, int nRanks,
   }
   m->wakeFd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!m->wakeFd_.valid()) return Status::error(Errc::SystemError, strprintf("eventfd: %s", std::strerror(errno)));
-  CFX_TRY_ASSIGN(crypto::HmacKey sendKey, crypto::HmacKey::make(m->secret_));
-  CFX_TRY_ASSIGN(crypto::HmacKey recvKey, crypto::HmacKey::make(m->secret_));
+  CFX_TRY_ASSIGN(crypto::HmacKey sendKey, crypto::HmacKey::make(secret));
+  CFX_TRY_ASSIGN(crypto::HmacKey recvKey, crypto::HmacKey::make(secret));
   m->sendKey_.emplace(std::move(sendKey));
   m->recvKey_.emplace(std::move(recvKey));
   m->epollFd_.reset(::epoll_create1(EPOLL_CLOEXEC));

@@ -153,7 +153,7 @@ class HealthMonitor {
     net::UniqueFd pidFd;       // readable once the process exits; invalid when not watched
   };
 
-  HealthMonitor(int rank, int nRanks, const HealthOptions& options, std::span<const uint8_t> secret, uint64_t commTag);
+  HealthMonitor(int rank, int nRanks, const HealthOptions& options, uint64_t commTag);
   void loop();
   void receiveAll();  // caller holds recvMutex_
   void handleDatagram(std::span<const uint8_t> bytes, const sockaddr_storage& from);
@@ -170,7 +170,6 @@ class HealthMonitor {
   const int rank_;
   const int nRanks_;
   const HealthOptions options_;
-  const std::vector<uint8_t> secret_;
   const uint64_t commTag_;
   net::UniqueFd sock_;
   net::UniqueFd wakeFd_;
@@ -194,7 +193,8 @@ class HealthMonitor {
 
   std::mutex sendMu_;     // keeps counters in send order, so a receiver's replay check never drops a fresh one
   uint64_t counter_ = 0;  // last counter this rank sent; guarded by sendMu_
-  // The secret as HMAC keys made once in open(): every rank signs and checks a datagram per peer and period.
+  // The secret as HMAC keys made once in open() (the monitor keeps no other copy): every rank signs and checks a
+  // datagram per peer and period.
   std::optional<crypto::HmacKey> sendKey_;  // guarded by sendMu_
   std::optional<crypto::HmacKey> recvKey_;  // guarded by recvMutex_
   std::mutex recvMutex_;  // one reader of the socket at a time (monitor thread or pollNow); guards badDatagrams_
