@@ -190,10 +190,16 @@ class Replica:
         if first:
             self.master = conflux.Master()
             self.store.set("diloco/master", bytes(self.master.id))
+        elif not self.args.joiner:
+            # The master admits joiners in the order they came. The master's host goes in alone first, so that it
+            # is rank 0 of every epoch (survivors keep their order) and the churn never kills the master with it.
+            self.store.get("diloco/first-in")
         self.member = conflux.Member(conflux.UniqueId(self.store.get("diloco/master")))
         # A master admits whoever is waiting at a boundary: the first members update until all of them are in.
         target = 1 if self.args.joiner else int(os.environ["WORLD_SIZE"])
         self.update_once()
+        if first:
+            self.store.set("diloco/first-in", b"1")
         while self.comm.size < target:
             time.sleep(0.05)  # each update is a boundary of its own: do not spin the master while peers start
             self.update_once()
@@ -365,7 +371,7 @@ class Replica:
         a = self.args
         if not a.churn or inner != a.inner_steps // 2:
             return
-        if outer == a.kill_step and self.comm.rank == self.comm.size - 1 and self.comm.rank != 0:
+        if outer == a.kill_step and self.comm.rank == self.comm.size - 1 and self.master is None:
             conflux_log(self, f"killed in outer step {outer} (churn)")
             os.kill(os.getpid(), signal.SIGKILL)
 
