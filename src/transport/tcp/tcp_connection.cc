@@ -18,6 +18,12 @@ namespace cfx::transport::tcp {
 namespace {
 // Frames gathered into one sendmsg(): header and payload each take one iovec.
 constexpr int kMaxIovecs = 32;
+// MSG_EOR marks the last segment of each sendmsg() as the end of a record, which exempts it from the kernel's
+// autocorking (net.ipv4.tcp_autocorking, on by default and not covered by TCP_NODELAY). A frame of a 64 KiB stripe
+// leaves the stack as a 65160-byte segment and a small tail; autocorking holds that tail until the segment before
+// it is freed, and where that wait goes through a shaped or loaded path (the namespace bed's tbf on 2 cores) it
+// stalled a whole all-to-all for 20-180 ms, a few times in a hundred (docs/notes/tcp_transport.md).
+constexpr int kSendFlags = MSG_NOSIGNAL | MSG_DONTWAIT | MSG_EOR;
 }  // namespace
 
 TcpLink::TcpLink(int peer, int channel, std::string description, const FifoGeometry& geometry, int nStreams,
@@ -257,7 +263,7 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
   msg.msg_iovlen = length > 0 ? 2 : 1;
   ssize_t sent = -1;
   do {
-    sent = ::sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    sent = ::sendmsg(socket_.fd(), &msg, kSendFlags);
   } while (sent < 0 && errno == EINTR);
   const int err = errno;
   const size_t done = sent > 0 ? static_cast<size_t>(sent) : 0;
@@ -348,7 +354,7 @@ bool TcpStream::progressSend() {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(nIov);
-    const ssize_t sent = ::sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = ::sendmsg(socket_.fd(), &msg, kSendFlags);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
