@@ -32,10 +32,8 @@ sys.path.insert(0, HERE)
 
 def rank_main(a: argparse.Namespace) -> int:
     import numpy as np
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
-    import conflux
-
-    comm = conflux.Communicator.from_env()
+    import netbed
+    conflux, comm = netbed.rank_communicator()
     n, me = comm.size, comm.rank
     count = a.mib * (1 << 20) // 4
     rng = np.random.default_rng(1234 + me)

@@ -27,10 +27,8 @@ sys.path.insert(0, HERE)
 
 def rank_main(a: argparse.Namespace) -> int:
     import numpy as np
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
-    import conflux
-
-    comm = conflux.Communicator.from_env()
+    import netbed
+    _, comm = netbed.rank_communicator()
     n, me = comm.size, comm.rank
     lanes = os.environ.get("CFX_HOST_LANES", "?")
     for codec in (None, "int8"):

@@ -536,6 +536,14 @@ class Bed:
         return 1 if failed else 0
 
 
+def rank_communicator():
+    """For a script the bed runs as its ranks: this checkout's conflux package, and a communicator made from the
+    env:// variables run_ranks() gives each rank."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import conflux
+    return conflux, conflux.Communicator.from_env()
+
+
 def job_secret() -> str:
     """A fresh random CFX_SECRET for one job's ranks (they span hosts, so Conflux needs one)."""
     return os.urandom(32).hex()
