@@ -103,7 +103,10 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
     ~Leave() { n.fetch_sub(1, std::memory_order_release); }  // pairs with abort()'s acquire wait
   } leave{inlineActive_};
   if (abortFlag_.load(std::memory_order_seq_cst)) {
-    return Status::error(Errc::RemoteError, stopCause() + " before this operation started");
+    // A revoke for a mismatched call gives that call's error (ncclInvalidUsage) here too, whether its notice came
+    // before this op started or stopped it midway (below): which one happens is a race between the ranks.
+    const Errc code = (laneParent_ != nullptr ? *laneParent_ : *this).revokeCode();
+    return Status::error(code != Errc::Ok ? code : Errc::RemoteError, stopCause() + " before this operation started");
   }
   prims::ExecOptions eo;
   eo.doorbell = doorbell_;
