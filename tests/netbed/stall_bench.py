@@ -11,7 +11,7 @@ the 99th percentile, the longest, and the calls that took over --factor times th
 machine; the table gives each one's stalls over all its rounds (docs/notes/tcp_transport.md).
 
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 128 256 512
-  /usr/bin/python3 tests/netbed/stall_bench.py --kib 256 --lib /tmp/before.so build/src/libnccl.so.2 --rounds 3
+  /usr/bin/python3 tests/netbed/stall_bench.py --kib 256 --lib before/libnccl.so.2 build/src/libnccl.so.2 --rounds 3
 """
 from __future__ import annotations
 
