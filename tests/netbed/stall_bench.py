@@ -87,7 +87,7 @@ def bed_main(a: argparse.Namespace) -> int:
     print("| library | buffer | median | p99 | longest | stalls | time in stalls |")
     print("|---|---|---|---|---|---|---|")
     for (li, kib), recs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        name = os.path.basename(libs[li]) if libs[li] else "default"
+        name = libs[li] or "default"
         print(f"| {name} | {kib} KiB | {statistics.median(r['median_ms'] for r in recs):.2f} ms "
               f"| {max(r['p99_ms'] for r in recs):.2f} ms | {max(r['max_ms'] for r in recs):.1f} ms "
               f"| {sum(int(r['stalls']) for r in recs)} / {a.calls * len(recs)} "
