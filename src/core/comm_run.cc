@@ -102,10 +102,12 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
     std::atomic<int>& n;
     ~Leave() { n.fetch_sub(1, std::memory_order_release); }  // pairs with abort()'s acquire wait
   } leave{inlineActive_};
+  // A lane is revoked with its parent, and a mismatch it finds revokes the parent (which stops every lane).
+  Communicator& owner = laneParent_ != nullptr ? *laneParent_ : *this;
   if (abortFlag_.load(std::memory_order_seq_cst)) {
     // A revoke for a mismatched call gives that call's error (ncclInvalidUsage) here too, whether its notice came
     // before this op started or stopped it midway (below): which one happens is a race between the ranks.
-    const Errc code = (laneParent_ != nullptr ? *laneParent_ : *this).revokeCode();
+    const Errc code = owner.revokeCode();
     return Status::error(code != Errc::Ok ? code : Errc::RemoteError, stopCause() + " before this operation started");
   }
   prims::ExecOptions eo;
@@ -119,9 +121,7 @@ Status Communicator::runInline(std::vector<prims::Work*>& works) {
   Status st = prims::execute(works, eo);
   // A peer's revoke is the cause of whatever this op then failed with; this rank's own abort or revoke is not news.
   // A revoke for a mismatched call gives every rank that call's error, instead of the abort it caused here: also to
-  // this rank's ops that it stopped on other host lanes. A lane is revoked with its parent, and a mismatch it finds
-  // revokes the parent (which stops every lane).
-  Communicator& owner = laneParent_ != nullptr ? *laneParent_ : *this;
+  // this rank's ops that it stopped on other host lanes.
   if (!st.ok() && owner.revokedByPeer()) {
     const Errc code = owner.revokeCode();
     st = code == Errc::Ok || code == st.code() ? Status::error(st.code(), owner.stopCause() + ": " + st.message())

@@ -7,8 +7,8 @@ Builds a bed of --hosts hosts with --ranks-per-host ranks (one switch at --rate)
 (`--rank`) through the Python package. Each rank calls --op (all_to_all or all_reduce) on a buffer of each --kib
 size --calls times after a warm-up, timing each call, and checks the last result. Rank 0 reports the median call,
 the 99th percentile, the longest, and the calls that took over --factor times the median ("stalls"). With several
---lib, each library (a libnccl.so.2, loaded through CFX_LIBRARY) runs in turn, --rounds times, in one bed, so all see the same
-machine; the table gives each one's stalls over all its rounds (docs/notes/tcp_transport.md).
+--lib, each library (a libnccl.so.2, loaded through CFX_LIBRARY) runs in turn, --rounds times, in one bed, so all
+see the same machine; the table gives each one's stalls over all its rounds (docs/notes/tcp_transport.md).
 
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 128 256 512
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 256 --lib before/libnccl.so.2 build/src/libnccl.so.2 --rounds 3
