@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -211,7 +212,30 @@ bool parseArgs(int argc, char** argv, Args* a) {
   return true;
 }
 
-// A port nobody listens on right now: bind port 0, read it back, close. Rank 0 binds it moments later.
+// Binds ai's address at port (0: any) and reads back the port bound; -1 if it cannot. No SO_REUSEADDR, so a port
+// with a listener, a connection or a TIME_WAIT on it is refused.
+int bindPort(const struct addrinfo* ai, int port) {
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  if (fd < 0) return -1;
+  struct sockaddr_storage ss {};
+  memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+  uint16_t* where = ss.ss_family == AF_INET6 ? &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                             : &reinterpret_cast<sockaddr_in*>(&ss)->sin_port;
+  *where = htons(static_cast<uint16_t>(port));
+  socklen_t len = ai->ai_addrlen;
+  int bound = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+    bound = ntohs(*where);
+  }
+  close(fd);
+  return bound;
+}
+
+// A port nobody listens on right now; rank 0 binds it moments later. It is drawn at random below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range), where only an explicit bind takes a port: one that bind(0) handed
+// out and this closed again goes to the next bind(0) or connect() on the machine, and a run now and then failed
+// with "Address already in use". Where the range leaves no room below it, whatever bind(0) gives.
 bool pickFreePort(const std::string& host, std::string* port) {
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
@@ -223,23 +247,28 @@ bool pickFreePort(const std::string& host, std::string* port) {
     fprintf(stderr, "cfxrun: cannot resolve '%s': %s\n", host.c_str(), gai_strerror(rc));
     return false;
   }
-  bool ok = false;
-  for (struct addrinfo* ai = res; ai && !ok; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    struct sockaddr_storage ss {};
-    socklen_t len = sizeof(ss);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-      int p = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                       : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-      *port = std::to_string(p);
-      ok = true;
-    }
-    close(fd);
+  int low = 32768;
+  int high = 60999;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re")) {
+    if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    fclose(f);
   }
+  const int first = low - 1 >= 11000 ? std::max(10000, low - 20000) : 0;
+  uint32_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) seed = static_cast<uint32_t>(getpid());
+  int bound = -1;
+  for (int attempt = 0; first > 0 && attempt < 200 && bound < 0; ++attempt) {
+    seed = seed * 1664525u + 1013904223u;
+    bound = bindPort(res, first + static_cast<int>((seed >> 8) % static_cast<uint32_t>(low - first)));
+  }
+  for (struct addrinfo* ai = res; ai && bound < 0; ai = ai->ai_next) bound = bindPort(ai, 0);
   freeaddrinfo(res);
-  if (!ok) fprintf(stderr, "cfxrun: cannot bind a free port on '%s': %s\n", host.c_str(), strerror(errno));
-  return ok;
+  if (bound < 0) {
+    fprintf(stderr, "cfxrun: cannot bind a free port on '%s': %s\n", host.c_str(), strerror(errno));
+    return false;
+  }
+  *port = std::to_string(bound);
+  return true;
 }
 
 bool isExecutable(const std::string& path) {

@@ -16,7 +16,9 @@ c=$(CFX_SECRET=mine "$cfxrun" -n 2 --all-output sh -c 'echo "$CFX_SECRET"' | sor
 [ "$c" = mine ] || fail "an inherited CFX_SECRET was replaced: '$c'"
 
 # The intruder: rank 1 of the job, started before the real rank 1 (which waits 3 s), without the job's secret.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The port is drawn as the Python tests draw theirs (python/tests/launcher.py: outside the kernel's ephemeral range).
+port=$(cd "$(dirname "$0")/../../python/tests" && python3 -c 'import launcher; print(launcher.free_port())') ||
+  fail "no free port"
 log=$(mktemp)
 env -u CFX_SECRET -u CFX_SECRET_FILE RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
   NCCL_SOCKET_IFNAME=lo CFX_BOOTSTRAP_TIMEOUT_MS=20000 timeout 60 "$perf" -b 8 -e 8 -n 1 -w 0 -c 1 >"$log" 2>&1 &

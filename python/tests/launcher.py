@@ -15,6 +15,7 @@ import dataclasses
 import importlib
 import json
 import os
+import random
 import secrets
 import socket
 import subprocess
@@ -27,7 +28,34 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = os.environ.get("CFX_TEST_PYTHON", "/usr/bin/python3")
 
 
+def _ports_outside_ephemeral_range() -> Optional[tuple[int, int]]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # the kernel's default
+    if low - 1 >= 11000:
+        return max(10000, low - 20000), low - 1
+    if 65535 - high >= 1000:
+        return high + 1, 65535
+    return None
+
+
 def free_port() -> int:
+    """A loopback port free now, for rank 0 to bind moments later (MASTER_PORT).
+
+    Drawn outside the kernel's ephemeral range: a port that bind(0) handed out and this closed again goes to the
+    next bind(0) or connect() anywhere on the machine, and under make test's parallel suites one run in a few hundred
+    lost it before rank 0 bound it. Outside the range only an explicit bind takes a port."""
+    span = _ports_outside_ephemeral_range()
+    for _ in range(200 if span else 0):
+        port = random.randint(*span)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))  # no SO_REUSEADDR: a port in TIME_WAIT is refused too
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Communicator creation (blocking, nonblocking, grouped, InitAll, scalable, NCCL_COMM_ID), queries, split, shrink,
 // grow, finalize, destroy and abort through the public C API, with ranks as forked processes (integration layer).
+#include "free_port.h"
 #include "integration/multiproc.h"
 #include "integration/nccl_checks.h"
 
@@ -309,16 +310,7 @@ TEST(CommInitTest, ScalableInitRejectsABadIdSet) {
 
 // NCCL_COMM_ID: every rank builds the id itself from the address; rank 0 serves the root inside init.
 TEST(CommInitTest, CommIdEnvironmentLetsEveryRankBuildTheId) {
-  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(probe, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
-  ::close(probe);  // a free port, most likely still free when rank 0 binds it
+  const int port = testports::freeLoopbackPort();
   RunOptions options;
   options.env = {{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(port)}};
   runRanks(3, options, [](RankContext& ctx) {

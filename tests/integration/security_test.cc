@@ -30,25 +30,14 @@
 #include <vector>
 
 #include "conflux.h"
+#include "free_port.h"
 #include "integration/multiproc.h"
 #include "integration/nccl_checks.h"
 
 namespace cfx::itest {
 namespace {
 
-std::string freeLoopbackPort() {
-  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (probe < 0 || ::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "no free port";
-  }
-  ::close(probe);  // most likely still free when rank 0 binds it
-  return std::to_string(ntohs(addr.sin_port));
-}
+std::string freeLoopbackPort() { return std::to_string(testports::freeLoopbackPort()); }
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 

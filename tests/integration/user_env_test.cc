@@ -17,22 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "free_port.h"
 #include "integration/multiproc.h"
 
 namespace cfx::itest {
 namespace {
-
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
@@ -79,16 +68,16 @@ void initFromEnvAndAllReduce(int nRanks, const std::vector<std::pair<std::string
 
 TEST(UserEnv, CommInitFromEnvTakesTorchrunsVariables) {
   initFromEnvAndAllReduce(3, {{"MASTER_ADDR", "127.0.0.1"},
-                              {"MASTER_PORT", std::to_string(freePort())},
+                              {"MASTER_PORT", std::to_string(testports::freeLoopbackPort())},
                               {"TORCHELASTIC_RUN_ID", "user-env-test"}});
 }
 
 TEST(UserEnv, CommInitFromEnvHonoursNcclCommId) {
-  initFromEnvAndAllReduce(2, {{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(freePort())}});
+  initFromEnvAndAllReduce(2, {{"NCCL_COMM_ID", "127.0.0.1:" + std::to_string(testports::freeLoopbackPort())}});
 }
 
 TEST(UserEnv, CommInitFromEnvAcceptsCfxMasterAddrWithItsPort) {
-  initFromEnvAndAllReduce(2, {{"CFX_MASTER_ADDR", "127.0.0.1:" + std::to_string(freePort())}});
+  initFromEnvAndAllReduce(2, {{"CFX_MASTER_ADDR", "127.0.0.1:" + std::to_string(testports::freeLoopbackPort())}});
 }
 
 TEST(UserEnv, CommInitFromEnvRefusesARankWithTrailingText) {

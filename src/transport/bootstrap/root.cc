@@ -445,8 +445,11 @@ std::string Root::missingText() const {
     if (++missing <= 32) list += strprintf("%s%zu", list.empty() ? "" : ", ", range_.first + i);
   }
   if (missing > 32) list += strprintf(" and %d more", missing - 32);
+  // Group 0 may be whole while another group's leader is what the root waits for: say so, not "missing ranks ".
   std::string text =
-      strprintf("missing rank%s %s (%d of %d joined)", missing == 1 ? "" : "s", list.c_str(), joined_, range_.count);
+      missing == 0 ? strprintf("all %d ranks joined", range_.count)
+                   : strprintf("missing rank%s %s (%d of %d joined)", missing == 1 ? "" : "s", list.c_str(), joined_,
+                               range_.count);
   if (members_.empty()) text = "no rank of this root's group joined";
   if (!severalGroups()) return text;
   if (group_ > 0) {

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <thread>
 
+#include "../../free_port.h"
+
 namespace cfx::net {
 namespace {
 
@@ -286,12 +288,8 @@ TEST(SocketTest, PeerCloseIsRemoteErrorNamingThePeer) {
 }
 
 TEST(SocketTest, ConnectRetriesRefusedThenReportsTheAddress) {
-  sockaddr_storage addr{};
-  {
-    Result<Listener> l = Listener::listen(ip("127.0.0.1"));
-    ASSERT_TRUE(l.ok());
-    addr = l->address();
-  }  // closed: nothing listens on that port now
+  // Nothing listens there.
+  const sockaddr_storage addr = *parseAddress("127.0.0.1:" + std::to_string(testports::freeLoopbackPort()));
   Result<Socket> s = Socket::connect(addr, {2, milliseconds(10)}, Deadline(milliseconds(5000)), nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Errc::RemoteError);
@@ -300,10 +298,7 @@ TEST(SocketTest, ConnectRetriesRefusedThenReportsTheAddress) {
 }
 
 TEST(SocketTest, ConnectSucceedsWhenTheListenerAppearsDuringRetries) {
-  Result<Listener> probe = Listener::listen(ip("127.0.0.1"));
-  ASSERT_TRUE(probe.ok());
-  const sockaddr_storage addr = probe->address();
-  probe->close();
+  const sockaddr_storage addr = *parseAddress("127.0.0.1:" + std::to_string(testports::freeLoopbackPort()));
   std::thread late([&] {
     std::this_thread::sleep_for(milliseconds(150));
     Result<Listener> l = Listener::listen(addr);

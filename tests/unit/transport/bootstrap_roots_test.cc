@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../free_port.h"
 #include "bootstrap_test_util.h"
 #include "common/socket.h"
 #include "transport/bootstrap/bootstrap.h"
@@ -104,10 +105,9 @@ TEST(BootstrapRootsTest, EachGroupsFirstRankServesItsCommIdRoot) {
   const BootstrapOptions options = testing::bootstrapTestOptions();
   UniqueId id;
   for (int k = 0; k < 3; ++k) {
-    Result<net::Listener> probe = net::Listener::listen(*net::parseAddress("127.0.0.1:0"));
-    ASSERT_TRUE(probe.ok());
-    const std::string where = net::addressToString(probe->address());
-    probe->close();  // a free port, most likely still free when the group's first rank binds it
+    const uint16_t port = testports::freeLoopbackPort();
+    ASSERT_NE(port, 0);
+    const std::string where = "127.0.0.1:" + std::to_string(port);
     Result<UniqueId> one = uniqueIdFromAddress(where, "the job's secret", /*startRoot=*/true);
     ASSERT_TRUE(one.ok()) << one.status().message();
     id.allIds.push_back(*one);

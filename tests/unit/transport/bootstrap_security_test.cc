@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../free_port.h"
 #include "common/log.h"
 #include "common/socket.h"
 #include "bootstrap_test_util.h"
@@ -71,9 +72,7 @@ TEST(BootstrapSecurity, EveryCommunicatorHasAFreshSessionSecretEvenWithoutASecre
   const BootstrapOptions options = testOptions();
   std::vector<Secret> sessions;
   for (int run = 0; run < 2; ++run) {
-    net::Listener probe = net::Listener::listen(net::parseAddress("127.0.0.1:0").value()).value();
-    const std::string hostPort = net::addressToString(probe.address());
-    probe.close();  // a free port, most likely still free when rank 0 binds it
+    const std::string hostPort = "127.0.0.1:" + std::to_string(testports::freeLoopbackPort());
     const UniqueId id = uniqueIdFromAddress(hostPort, "", /*startRoot=*/true).value();
     ASSERT_TRUE(id.insecure());
     auto ranks = joinAll(id, 2, options);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../free_port.h"
 #include "common/crypto.h"
 #include "common/socket.h"
 #include "transport/bootstrap/wire.h"
@@ -214,18 +215,8 @@ TEST(BootstrapTest, ConcurrentCommunicatorsFromDifferentIdsStaySeparate) {
   });
 }
 
-// A free loopback port for NCCL_COMM_ID (bound, read, released).
-uint16_t freePort() {
-  sockaddr_storage lo{};
-  lo.ss_family = AF_INET;
-  reinterpret_cast<sockaddr_in&>(lo).sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  Result<net::Listener> l = net::Listener::listen(lo);
-  EXPECT_TRUE(l.ok());
-  return l.ok() ? net::addressPort(l->address()) : 0;
-}
-
 TEST(BootstrapTest, CommIdStyleIdLetsRankZeroServeTheRoot) {
-  const std::string hostPort = "127.0.0.1:" + std::to_string(freePort());
+  const std::string hostPort = "127.0.0.1:" + std::to_string(testports::freeLoopbackPort());
   const int n = 4;
   BootstrapOptions options = testOptions();
   options.ifName = "";  // the automatic rule must find loopback from NCCL_COMM_ID's subnet
@@ -252,8 +243,8 @@ TEST(BootstrapTest, Ipv6RootWorks) {
   reinterpret_cast<sockaddr_in6&>(v6).sin6_addr = in6addr_loopback;
   Result<net::Listener> probe = net::Listener::listen(v6);
   if (!probe.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << probe.status().message();
-  const std::string hostPort = "[::1]:" + std::to_string(net::addressPort(probe->address()));
   probe->close();
+  const std::string hostPort = "[::1]:" + std::to_string(testports::freeLoopbackPort(AF_INET6));
   const int n = 3;
   const BootstrapOptions options = testOptions();
   std::vector<std::unique_ptr<Bootstrap>> ranks(n);
