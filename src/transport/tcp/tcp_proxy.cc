@@ -135,7 +135,7 @@ void TcpProxy::run() {
     {
       // Owner-driven links: while an owner drives its sockets, keep off them and mask their readiness, so that
       // arriving data wakes nobody but the spinning owner; take over once its count stands still for a park step.
-      if (watch.ownerDriving(waker_->ticks(), parked_) && !stopping_.load(std::memory_order_relaxed)) {
+      if (watch.ownerDriving(waker_->ticks()) && !stopping_.load(std::memory_order_relaxed)) {
         if (!parked_) mask(true);
         busy = false;
         continue;

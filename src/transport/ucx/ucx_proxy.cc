@@ -609,17 +609,12 @@ void UcxProxy::run() {
   int idle = 0;
   auto lastActive = Deadline::Clock::now();
   OwnerWatch watch(gate_->ticks.load(std::memory_order_relaxed));
-  bool parked = false;
   for (;;) {
-    {
-      // Owner-driven progress (ucx_proxy.h): while an owner's tick count moves, stay off the worker.
-      if (watch.ownerDriving(gate_->ticks.load(std::memory_order_relaxed), parked) &&
-          !stopping_.load(std::memory_order_relaxed)) {
-        parked = true;
-        std::this_thread::sleep_for(kOwnerParkStep);
-        continue;
-      }
-      parked = false;
+    // Owner-driven progress (ucx_proxy.h): while an owner's tick count moves, stay off the worker.
+    if (watch.ownerDriving(gate_->ticks.load(std::memory_order_relaxed)) &&
+        !stopping_.load(std::memory_order_relaxed)) {
+      std::this_thread::sleep_for(kOwnerParkStep);
+      continue;
     }
     std::unique_lock<std::mutex> lock(gate_->mutex);  // owners drive inline between our rounds
     bool progressed = step();
