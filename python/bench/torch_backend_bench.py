@@ -9,7 +9,8 @@ One job of ranks per rank count, started as torchrun starts them (env:// variabl
 groups at once, the default one on "conflux" and a Gloo group over the same ranks (new_group(backend="gloo")), and
 every measurement alternates between them, --rounds times, so both see the same moment of a shared machine; a
 figure is the median over the rounds of rank 0's mean time per operation over a timed loop that starts after a
-barrier and ends with one. The DDP rows train two copies of one model, each wrapped by DDP on one group, in
+barrier and ends with one; the collectives' last columns are the median and 90th percentile of rank 0's calls timed
+one by one, over every round (a mean hides whether all calls are slow or a few stall). The DDP rows train two copies of one model, each wrapped by DDP on one group, in
 alternating blocks of steps; "conflux with use_shared_host_memory()" is a copy on the conflux group made while that
 opt-in was on (model, buckets and gradients in blocks the host's ranks share); "DDP communicating nothing" is a copy
 whose DDP has a communication hook that hands every bucket back at once (DDP's own work, no communication: the least
@@ -68,15 +69,21 @@ def human(n: int) -> str:
 
 # ---- one rank ------------------------------------------------------------------------------------------------------
 
-def timed(fn, iters: int, warmup: int, group, cpu: Optional[list] = None) -> float:
-    """Mean wall time per call; appends the process's CPU time per call (every thread) to `cpu` if given."""
+def timed(fn, iters: int, warmup: int, group, cpu: Optional[list] = None, calls: Optional[list] = None) -> float:
+    """Mean wall time per call; appends the process's CPU time per call (every thread) to `cpu` if given, and each
+    call's own time to `calls` if given (a mean hides whether every call is slow or a few stall)."""
     import torch.distributed as dist
     for _ in range(warmup):
         fn()
     dist.barrier(group=group)
     start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(iters):
-        fn()
+        if calls is None:
+            fn()
+        else:
+            t0 = time.perf_counter()
+            fn()
+            calls.append(time.perf_counter() - t0)
     cpu_end = time.process_time()
     dist.barrier(group=group)
     if cpu is not None:
@@ -119,11 +126,13 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
     # "shared": DDP on the conflux group with its model, buckets and gradients made while
     # conflux.torch.use_shared_host_memory() was on (the one-line opt-in), so its all-reduces read peers in place.
     samples: dict = {b: {} for b in BACKENDS + ["shared", "free", "local"]}
+    calls: dict = {b: {} for b in BACKENDS}  # every call's time, over all rounds
 
     def measure(key: str, make_fn, iters: int, warmup: int) -> None:
         for _ in range(rounds):
             for b in BACKENDS:
-                samples[b].setdefault(key, []).append(timed(make_fn(b), iters, warmup, groups[b]))
+                samples[b].setdefault(key, []).append(
+                    timed(make_fn(b), iters, warmup, groups[b], calls=calls[b].setdefault(key, [])))
 
     for nbytes in sizes:
         t = torch.ones(nbytes // 4)
@@ -169,9 +178,12 @@ def rank_main(sizes: list[int], rounds: int, ddp_steps: int, ddp_batches: list[i
     if rank == 0:
         params = sum(p.numel() for layer in mlp_layers() for p in layer.parameters())
         result = {b: {k: statistics.median(v) for k, v in s.items()} for b, s in samples.items()}
+        per_call = {b: {k: [statistics.median(v), sorted(v)[int(0.9 * (len(v) - 1))]] for k, v in s.items()}
+                    for b, s in calls.items()}
         with open("/proc/self/maps") as maps:
             blas = sorted({line.split()[-1] for line in maps if "blas" in line.rsplit("/", 1)[-1]})
-        print("RESULT " + json.dumps({"median": result, "samples": samples, "ddp_params": params, "blas": blas}),
+        print("RESULT " + json.dumps({"median": result, "samples": samples, "per_call": per_call,
+                                      "ddp_params": params, "blas": blas}),
               flush=True)
     dist.destroy_process_group()
 
@@ -226,12 +238,16 @@ def run_netbed_job(rate: str, argv: list[str], extra_env: dict) -> dict:
 def table(title: str, sizes: list[int], result: dict) -> str:
     med = result["median"]
     blas = ", ".join(os.path.basename(b) for b in result.get("blas", [])) or "unknown"
-    lines = [f"### {title} (BLAS: {blas})", "", "| op | size | Gloo | Conflux | Gloo / Conflux |",
-             "|---|---|---|---|---|"]
+    lines = [f"### {title} (BLAS: {blas})", "",
+             "| op | size | Gloo | Conflux | Gloo / Conflux | per call, median / p90: Gloo | Conflux |",
+             "|---|---|---|---|---|---|---|"]
     for op in ("all_reduce", "all_to_all_single"):
         for nbytes in sizes:
-            g, c = med["gloo"][f"{op}/{nbytes}"], med["conflux"][f"{op}/{nbytes}"]
-            lines.append(f"| {op} | {human(nbytes)} | {g * 1e3:.3f} ms | {c * 1e3:.3f} ms | {g / c:.2f}x |")
+            key = f"{op}/{nbytes}"
+            g, c = med["gloo"][key], med["conflux"][key]
+            (gm, g90), (cm, c90) = (result["per_call"][b][key] for b in ("gloo", "conflux"))
+            lines.append(f"| {op} | {human(nbytes)} | {g * 1e3:.3f} ms | {c * 1e3:.3f} ms | {g / c:.2f}x "
+                         f"| {gm * 1e3:.3f} / {g90 * 1e3:.3f} ms | {cm * 1e3:.3f} / {c90 * 1e3:.3f} ms |")
     grads = f"{result['ddp_params'] * 4 / (1 << 20):.1f} MiB of gradients"
     for key in sorted((k for k in med["conflux"] if k.startswith("ddp/")), key=lambda k: int(k.split("/")[1])):
         batch = key.split("/")[1]
