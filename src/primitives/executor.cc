@@ -57,7 +57,9 @@ struct Culprit {
 
 // Asks the ends each parked Work is blocked on whether their peers still live. Only a blocking end counts: a
 // peer that finished its part of the op and tore down (legal: its data already sits in our FIFO) must not fail
-// a transfer that is waiting on some other peer.
+// a transfer that is waiting on some other peer. Nor may one that did so between the look and the check: a peer
+// posts its last message (or reads the last one it was sent) and exits, and the check then finds it gone with
+// the message waiting. So an end whose peer is gone is looked at once more, after the check.
 Status checkPeers(const std::vector<Work*>& works, Culprit* culprit) {
   Status st;
   forEachParked(works, [&](const Work& w) {
@@ -66,12 +68,19 @@ Status checkPeers(const std::vector<Work*>& works, Culprit* culprit) {
     size_t bytes = 0;
     uint64_t tag = 0;
     *culprit = {t.recvPeer, &w};
-    if (t.needsRecv() && t.recv && t.recv->tryPeek(&bytes, &tag) == nullptr) st = t.recv->check();
+    auto recvBlocked = [&] { return t.recv->tryPeek(&bytes, &tag) == nullptr; };
+    if (t.needsRecv() && t.recv && recvBlocked()) {
+      st = t.recv->check();
+      if (!st.ok() && !recvBlocked()) st = Status();
+    }
     if (!st.ok()) return;
     // A sender blocks on a full FIFO, or (single-copy) on the receiver releasing the descriptor slot.
     *culprit = {t.sendPeer, &w};
-    const bool sendBlocked = t.directPosted ? !t.send->drained() : t.send && t.send->tryAcquire() == nullptr;
-    if (t.needsSend() && t.send && sendBlocked) st = t.send->check();
+    auto sendBlocked = [&] { return t.directPosted ? !t.send->drained() : t.send->tryAcquire() == nullptr; };
+    if (t.needsSend() && t.send && sendBlocked()) {
+      st = t.send->check();
+      if (!st.ok() && !sendBlocked()) st = Status();
+    }
   });
   if (st.ok()) *culprit = {};
   return st;

@@ -286,5 +286,40 @@ TEST(Collectives, EveryImplementedPairIsDispatched) {
   EXPECT_EQ(pairs, 34);
 }
 
+// A peer that posts its last message and exits between a waiting receiver's look at the FIFO and its check of the
+// peer: the message counts, and the exit fails nothing (CI saw a 7-rank all-reduce over shared memory fail that way:
+// "peer rank 2 has exited", its data already waiting). A peer that exits without posting still fails the receiver.
+TEST(PeerExit, AMessagePostedJustBeforeTheSenderExitedIsStillReceived) {
+  std::vector<int32_t> sent(50);
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<int32_t>(3 * i + 1);
+  const size_t bytes = sent.size() * sizeof(int32_t);
+  for (const bool posts : {true, false}) {
+    SCOPED_TRACE(posts ? "the sender posted before it exited" : "the sender exited without posting");
+    LoopbackWorld world(2, {256, 2});
+    if (posts) {
+      world.senderExitsAsItIsChecked(1, 0);
+    } else {
+      world.senderHasExited(1, 0);
+    }
+    std::vector<int32_t> got(sent.size(), -1);
+    const auto st = world.runRanks(
+        [&](int r, prims::Prims& p) -> prims::Coro {
+          if (r == 0) return coll::verbStrand(p.recv(1, got.data(), bytes));
+          if (posts) return coll::verbStrand(p.send(0, sent.data(), bytes));
+          return []() -> prims::Coro { co_return Status(); }();
+        },
+        std::chrono::seconds(5));
+    ASSERT_TRUE(st[1].ok()) << st[1].message();
+    if (posts) {
+      ASSERT_TRUE(st[0].ok()) << st[0].message();
+      EXPECT_EQ(got, sent);
+    } else {
+      ASSERT_FALSE(st[0].ok());
+      EXPECT_EQ(st[0].code(), Errc::RemoteError) << st[0].message();
+      EXPECT_NE(st[0].message().find("the sender has exited"), std::string::npos) << st[0].message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cfx::testing

@@ -39,6 +39,10 @@ struct Fifo {
   Doorbell* receiverBell;
   std::atomic<uint64_t> head{0};  // slots released by the receiver
   std::atomic<uint64_t> tail{0};  // slots posted by the sender
+  // LoopbackWorld::senderExitsAsItIsChecked: posts stay unseen until the receiver checks the sender, which then
+  // reports it gone.
+  std::atomic<bool> hideUntilChecked{false};
+  std::atomic<bool> senderGone{false};
 };
 
 class LoopbackSend final : public transport::SendEnd {
@@ -78,6 +82,7 @@ class LoopbackRecv final : public transport::RecvEnd {
  public:
   explicit LoopbackRecv(std::shared_ptr<Fifo> f) : f_(std::move(f)) {}
   const void* tryPeek(size_t* bytes, uint64_t* tag) override {
+    if (f_->hideUntilChecked.load(std::memory_order_acquire)) return nullptr;
     const uint64_t head = f_->head.load(std::memory_order_relaxed);
     // Acquire pairs with the release store in LoopbackSend::post().
     if (f_->tail.load(std::memory_order_acquire) == head) return nullptr;
@@ -91,7 +96,13 @@ class LoopbackRecv final : public transport::RecvEnd {
     f_->head.store(f_->head.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     f_->senderBell->ring();
   }
-  Status check() override { return Status(); }
+  Status check() override {
+    // Once the sender has posted, it exits just before this check: its message shows, and it is gone.
+    const bool posted = f_->tail.load(std::memory_order_acquire) != f_->head.load(std::memory_order_relaxed);
+    if (posted && f_->hideUntilChecked.exchange(false, std::memory_order_acq_rel)) f_->senderGone.store(true);
+    if (f_->senderGone.load()) return Status::error(Errc::RemoteError, "loopback: the sender has exited");
+    return Status();
+  }
   const char* kind() const override { return "loopback"; }
   Status readDirect(const transport::DirectRegion& region, size_t offset, void* dst, size_t bytes) override {
     if (region.magic != transport::kDirectMagic || offset + bytes > region.bytes) {
@@ -119,6 +130,7 @@ LoopbackWorld::LoopbackWorld(int nRanks, transport::FifoGeometry geometry, size_
     for (int to = 0; to < nRanks; ++to) {
       if (from == to) continue;
       auto fifo = std::make_shared<Fifo>(geometry, directThreshold, directReads_, &bells_[from], &bells_[to]);
+      fifos_.push_back(fifo);
       endpoints_[from].send[transport::kCollChannel][to] = std::make_unique<LoopbackSend>(fifo);
       endpoints_[to].recv[transport::kCollChannel][from] = std::make_unique<LoopbackRecv>(fifo);
     }
@@ -126,6 +138,19 @@ LoopbackWorld::LoopbackWorld(int nRanks, transport::FifoGeometry geometry, size_
 }
 
 LoopbackWorld::~LoopbackWorld() = default;
+
+namespace {
+Fifo& fifoOf(const std::vector<std::shared_ptr<void>>& fifos, int nRanks, int from, int to) {
+  const int index = from * (nRanks - 1) + (to < from ? to : to - 1);  // the constructor's order
+  return *static_cast<Fifo*>(fifos[static_cast<size_t>(index)].get());
+}
+}  // namespace
+
+void LoopbackWorld::senderExitsAsItIsChecked(int from, int to) {
+  fifoOf(fifos_, nRanks_, from, to).hideUntilChecked.store(true);
+}
+
+void LoopbackWorld::senderHasExited(int from, int to) { fifoOf(fifos_, nRanks_, from, to).senderGone.store(true); }
 
 std::vector<Status> LoopbackWorld::runRanks(const CoroFactory& makeCoro, std::chrono::milliseconds timeout) {
   std::vector<Status> results(static_cast<size_t>(nRanks_));

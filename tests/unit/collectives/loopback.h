@@ -38,6 +38,13 @@ class LoopbackWorld {
   void setRingChunkSlices(int slices) { ringChunkSlices_ = slices; }
 
   using CoroFactory = std::function<prims::Coro(int rank, prims::Prims& prims)>;
+  // From now on, what `from` posts to `to` stays unseen until `to` asks whether `from` lives (RecvEnd::check);
+  // then, once something was posted, it shows and `from` reports as exited: a peer that posts its last message
+  // and exits between the receiver's look and its check.
+  void senderExitsAsItIsChecked(int from, int to);
+  // `to`'s checks of `from` report it exited (a peer gone with nothing posted).
+  void senderHasExited(int from, int to);
+
   // Runs `makeCoro` on every rank, one thread each, on the collective channel; returns each rank's Status.
   // Operation numbers continue across calls, as on a communicator. Bytes left in a FIFO by one call are seen
   // by the next (a test of mismatched calls relies on this).
@@ -52,6 +59,7 @@ class LoopbackWorld {
   uint32_t opSeq_ = 0;
   int ringChunkSlices_ = 1;
   std::shared_ptr<std::atomic<size_t>> directReads_;
+  std::vector<std::shared_ptr<void>> fifos_;  // from * (nRanks - 1) + the index of `to` among the others
 };
 
 }  // namespace cfx::testing
