@@ -44,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,12 +255,11 @@ bool pickFreePort(const std::string& host, std::string* port) {
     fclose(f);
   }
   const int first = low - 1 >= 11000 ? std::max(10000, low - 20000) : 0;
-  uint32_t seed = 0;
-  if (getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) seed = static_cast<uint32_t>(getpid());
   int bound = -1;
-  for (int attempt = 0; first > 0 && attempt < 200 && bound < 0; ++attempt) {
-    seed = seed * 1664525u + 1013904223u;
-    bound = bindPort(res, first + static_cast<int>((seed >> 8) % static_cast<uint32_t>(low - first)));
+  if (first > 0) {
+    std::mt19937 draw(std::random_device{}());
+    std::uniform_int_distribution<int> pick(first, low - 1);
+    for (int attempt = 0; attempt < 200 && bound < 0; ++attempt) bound = bindPort(res, pick(draw));
   }
   for (struct addrinfo* ai = res; ai && bound < 0; ai = ai->ai_next) bound = bindPort(ai, 0);
   freeaddrinfo(res);

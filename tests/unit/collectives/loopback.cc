@@ -81,6 +81,7 @@ class LoopbackSend final : public transport::SendEnd {
 class LoopbackRecv final : public transport::RecvEnd {
  public:
   explicit LoopbackRecv(std::shared_ptr<Fifo> f) : f_(std::move(f)) {}
+  Fifo& fifo() { return *f_; }
   const void* tryPeek(size_t* bytes, uint64_t* tag) override {
     if (f_->hideUntilChecked.load(std::memory_order_acquire)) return nullptr;
     const uint64_t head = f_->head.load(std::memory_order_relaxed);
@@ -130,7 +131,6 @@ LoopbackWorld::LoopbackWorld(int nRanks, transport::FifoGeometry geometry, size_
     for (int to = 0; to < nRanks; ++to) {
       if (from == to) continue;
       auto fifo = std::make_shared<Fifo>(geometry, directThreshold, directReads_, &bells_[from], &bells_[to]);
-      fifos_.push_back(fifo);
       endpoints_[from].send[transport::kCollChannel][to] = std::make_unique<LoopbackSend>(fifo);
       endpoints_[to].recv[transport::kCollChannel][from] = std::make_unique<LoopbackRecv>(fifo);
     }
@@ -140,17 +140,17 @@ LoopbackWorld::LoopbackWorld(int nRanks, transport::FifoGeometry geometry, size_
 LoopbackWorld::~LoopbackWorld() = default;
 
 namespace {
-Fifo& fifoOf(const std::vector<std::shared_ptr<void>>& fifos, int nRanks, int from, int to) {
-  const int index = from * (nRanks - 1) + (to < from ? to : to - 1);  // the constructor's order
-  return *static_cast<Fifo*>(fifos[static_cast<size_t>(index)].get());
+// The FIFO from -> to, through to's receiving end (every end of a LoopbackWorld is a loopback one).
+Fifo& fifoOf(std::vector<transport::Endpoints>& endpoints, int from, int to) {
+  return static_cast<LoopbackRecv&>(*endpoints[static_cast<size_t>(to)].recv[transport::kCollChannel][from]).fifo();
 }
 }  // namespace
 
 void LoopbackWorld::senderExitsAsItIsChecked(int from, int to) {
-  fifoOf(fifos_, nRanks_, from, to).hideUntilChecked.store(true);
+  fifoOf(endpoints_, from, to).hideUntilChecked.store(true);
 }
 
-void LoopbackWorld::senderHasExited(int from, int to) { fifoOf(fifos_, nRanks_, from, to).senderGone.store(true); }
+void LoopbackWorld::senderHasExited(int from, int to) { fifoOf(endpoints_, from, to).senderGone.store(true); }
 
 std::vector<Status> LoopbackWorld::runRanks(const CoroFactory& makeCoro, std::chrono::milliseconds timeout) {
   std::vector<Status> results(static_cast<size_t>(nRanks_));

@@ -59,7 +59,6 @@ class LoopbackWorld {
   uint32_t opSeq_ = 0;
   int ringChunkSlices_ = 1;
   std::shared_ptr<std::atomic<size_t>> directReads_;
-  std::vector<std::shared_ptr<void>> fifos_;  // from * (nRanks - 1) + the index of `to` among the others
 };
 
 }  // namespace cfx::testing
