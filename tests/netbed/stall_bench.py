@@ -12,6 +12,7 @@ see the same machine; the table gives each one's stalls over all its rounds (doc
 
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 128 256 512
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 256 --lib before/libnccl.so.2 build/src/libnccl.so.2 --rounds 3
+  /usr/bin/python3 tests/netbed/stall_bench.py --op all_reduce --kib 1024 --rate "" --rtt-ms 50   # unshaped, 50 ms RTT
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def rank_main(a: argparse.Namespace) -> int:
 
 def bed_main(a: argparse.Namespace) -> int:
     import netbed
-    spec = netbed.switch(a.hosts, rate=a.rate)
+    spec = netbed.switch(a.hosts, rate=a.rate or None, delay_ms=a.rtt_ms / 2)
     argv = [a.python, os.path.abspath(__file__), "--rank", "--op", a.op, "--calls", str(a.calls), "--warmup",
             str(a.warmup), "--factor", str(a.factor), "--kib", *[str(k) for k in a.kib]]
     libs = a.lib or [None]
@@ -82,8 +83,9 @@ def bed_main(a: argparse.Namespace) -> int:
     except netbed.Skip as e:
         print(f"SKIP: {e}")
         return netbed.SKIP_RC
-    print(f"{a.op}, {a.hosts} hosts x {a.ranks_per_host} ranks, {a.rate or 'unshaped'}; {a.calls} calls per size "
-          f"and round, {a.rounds} round(s); a stall is a call over {a.factor:g}x the median (rank 0)")
+    print(f"{a.op}, {a.hosts} hosts x {a.ranks_per_host} ranks, {a.rate or 'unshaped'}, {a.rtt_ms:g} ms RTT; "
+          f"{a.calls} calls per size and round, {a.rounds} round(s); a stall is a call over {a.factor:g}x the median "
+          f"(rank 0)")
     print("| library | buffer | median | p99 | longest | stalls | time in stalls |")
     print("|---|---|---|---|---|---|---|")
     for (li, kib), recs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -104,7 +106,8 @@ def main() -> int:
     ap.add_argument("--op", choices=["all_to_all", "all_reduce"], default="all_to_all")
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--ranks-per-host", type=int, default=2)
-    ap.add_argument("--rate", default="1gbit", help="tc rate of the switch ports")
+    ap.add_argument("--rate", default="1gbit", help="tc rate of the switch ports (\"\": unshaped)")
+    ap.add_argument("--rtt-ms", type=float, default=0.0, help="round trip between hosts (the delay relay)")
     ap.add_argument("--kib", type=int, nargs="+", default=[128, 256, 512])
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--warmup", type=int, default=5)
