@@ -5,7 +5,9 @@
 // plus collectives back to back in one Work, and dispatch errors.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 
 #include "coll_harness.h"
 #include "collectives/planner.h"
@@ -319,6 +321,47 @@ TEST(PeerExit, AMessagePostedJustBeforeTheSenderExitedIsStillReceived) {
       EXPECT_NE(st[0].message().find("the sender has exited"), std::string::npos) << st[0].message();
     }
   }
+}
+
+// A transport may read a message in while the receiver checks its peers (tcp's owner-driven I/O reads the socket on
+// the owner's thread): nobody rings for it. The receiver must look again before it sleeps, not sleep through the
+// check interval with the message in hand (host lanes across hosts stalled 200 ms a few times in a hundred ops).
+TEST(PeerCheck, AMessageTheCheckReadsInIsTakenWithoutSleeping) {
+  std::vector<int32_t> sent(50);
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<int32_t>(7 * i + 2);
+  const size_t bytes = sent.size() * sizeof(int32_t);
+  LoopbackWorld world(2, {256, 2});
+  world.messagesShowOnlyWhenChecked(1, 0);
+  // The watcher rings rank 0 until a check has shown the message (each ring makes the next sleep check its peers
+  // first, as a ring from a transport does), then watches it: a receiver found asleep on the shown message is the
+  // failure, and is woken so that the test ends at once instead of after the check interval.
+  std::atomic<bool> done{false};
+  std::atomic<bool> slept{false};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      if (world.asleepOnShownMessage(1, 0)) {
+        slept.store(true);
+        world.bell(0).ring();
+      } else if (!world.shownByCheck(1, 0)) {
+        world.bell(0).ring();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::vector<int32_t> got(sent.size(), -1);
+  const auto st = world.runRanks(
+      [&](int r, prims::Prims& p) -> prims::Coro {
+        if (r == 0) return coll::verbStrand(p.recv(1, got.data(), bytes));
+        return coll::verbStrand(p.send(0, sent.data(), bytes));
+      },
+      std::chrono::seconds(60), std::chrono::seconds(2));
+  done.store(true);
+  watcher.join();
+  ASSERT_TRUE(st[0].ok()) << st[0].message();
+  ASSERT_TRUE(st[1].ok()) << st[1].message();
+  EXPECT_EQ(got, sent);
+  EXPECT_FALSE(slept.load()) << "rank 0 slept on its doorbell with the message its peer check read in";
 }
 
 }  // namespace

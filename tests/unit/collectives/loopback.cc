@@ -43,6 +43,9 @@ struct Fifo {
   // reports it gone.
   std::atomic<bool> hideUntilChecked{false};
   std::atomic<bool> senderGone{false};
+  // LoopbackWorld::messagesShowOnlyWhenChecked: posts ring nobody and stay unseen until the receiver checks.
+  std::atomic<bool> showOnCheck{false};
+  std::atomic<bool> shown{false};
 };
 
 class LoopbackSend final : public transport::SendEnd {
@@ -62,7 +65,7 @@ class LoopbackSend final : public transport::SendEnd {
     f_->tags[i] = tag;
     // Release pairs with the acquire load in LoopbackRecv::tryPeek(): the slot's bytes and tag are visible.
     f_->tail.store(tail + 1, std::memory_order_release);
-    f_->receiverBell->ring();
+    if (!f_->showOnCheck.load(std::memory_order_acquire)) f_->receiverBell->ring();
   }
   size_t slotBytes() const override { return f_->geometry.slotBytes; }
   int nSlots() const override { return f_->geometry.nSlots; }
@@ -84,6 +87,7 @@ class LoopbackRecv final : public transport::RecvEnd {
   Fifo& fifo() { return *f_; }
   const void* tryPeek(size_t* bytes, uint64_t* tag) override {
     if (f_->hideUntilChecked.load(std::memory_order_acquire)) return nullptr;
+    if (f_->showOnCheck.load(std::memory_order_acquire) && !f_->shown.load(std::memory_order_acquire)) return nullptr;
     const uint64_t head = f_->head.load(std::memory_order_relaxed);
     // Acquire pairs with the release store in LoopbackSend::post().
     if (f_->tail.load(std::memory_order_acquire) == head) return nullptr;
@@ -101,6 +105,7 @@ class LoopbackRecv final : public transport::RecvEnd {
     // Once the sender has posted, it exits just before this check: its message shows, and it is gone.
     const bool posted = f_->tail.load(std::memory_order_acquire) != f_->head.load(std::memory_order_relaxed);
     if (posted && f_->hideUntilChecked.exchange(false, std::memory_order_acq_rel)) f_->senderGone.store(true);
+    if (posted && f_->showOnCheck.load(std::memory_order_acquire)) f_->shown.store(true, std::memory_order_release);
     if (f_->senderGone.load()) return Status::error(Errc::RemoteError, "loopback: the sender has exited");
     return Status();
   }
@@ -152,7 +157,21 @@ void LoopbackWorld::senderExitsAsItIsChecked(int from, int to) {
 
 void LoopbackWorld::senderHasExited(int from, int to) { fifoOf(endpoints_, from, to).senderGone.store(true); }
 
-std::vector<Status> LoopbackWorld::runRanks(const CoroFactory& makeCoro, std::chrono::milliseconds timeout) {
+void LoopbackWorld::messagesShowOnlyWhenChecked(int from, int to) {
+  fifoOf(endpoints_, from, to).showOnCheck.store(true);
+}
+
+bool LoopbackWorld::shownByCheck(int from, int to) { return fifoOf(endpoints_, from, to).shown.load(); }
+
+bool LoopbackWorld::asleepOnShownMessage(int from, int to) {
+  Fifo& fifo = fifoOf(endpoints_, from, to);
+  // Unread before and after the look at the sleepers: the receiver did not take it in between.
+  const bool unread = fifo.shown.load() && fifo.head.load() != fifo.tail.load();
+  return unread && bells_[to].sleepers.load() > 0 && fifo.head.load() != fifo.tail.load();
+}
+
+std::vector<Status> LoopbackWorld::runRanks(const CoroFactory& makeCoro, std::chrono::milliseconds timeout,
+                                            std::chrono::milliseconds checkInterval) {
   std::vector<Status> results(static_cast<size_t>(nRanks_));
   const uint32_t seq = ++opSeq_;
   auto body = [&](int rank) {
@@ -169,6 +188,7 @@ std::vector<Status> LoopbackWorld::runRanks(const CoroFactory& makeCoro, std::ch
     options.doorbell = &bells_[rank];
     options.spins = 64;  // more threads than cores: sleep soon and let the peer run
     options.timeout = timeout;
+    options.checkInterval = checkInterval;
     std::vector<prims::Work*> works{&work};
     results[static_cast<size_t>(rank)] = prims::execute(works, options);
   };

@@ -44,12 +44,24 @@ class LoopbackWorld {
   void senderExitsAsItIsChecked(int from, int to);
   // `to`'s checks of `from` report it exited (a peer gone with nothing posted).
   void senderHasExited(int from, int to);
+  // From now on, what `from` posts to `to` rings no doorbell and stays unseen until `to` checks `from`
+  // (RecvEnd::check), which shows it: a transport whose end reads the message in on the receiver's own thread while
+  // it is checked (tcp's owner-driven I/O), so nobody rings for it.
+  void messagesShowOnlyWhenChecked(int from, int to);
+  // True while a message of `from` that a check showed waits unread and `to` sleeps on its doorbell: the receiver
+  // slept through a message it had in hand. (Polled by a test's watcher thread.)
+  bool asleepOnShownMessage(int from, int to);
+  // Whether a check of `to` has shown a message of `from` yet.
+  bool shownByCheck(int from, int to);
+  Doorbell& bell(int rank) { return bells_[rank]; }
 
   // Runs `makeCoro` on every rank, one thread each, on the collective channel; returns each rank's Status.
   // Operation numbers continue across calls, as on a communicator. Bytes left in a FIFO by one call are seen
   // by the next (a test of mismatched calls relies on this).
+  // checkInterval: ExecOptions::checkInterval, the longest a rank sleeps without a ring.
   std::vector<Status> runRanks(const CoroFactory& makeCoro,
-                               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                               std::chrono::milliseconds checkInterval = std::chrono::milliseconds(200));
 
  private:
   int nRanks_;
