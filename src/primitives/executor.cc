@@ -38,6 +38,13 @@ void forEachParked(const std::vector<Work*>& works, Fn fn) {
   for (const Work* w : works) forEachParked(*w, fn);
 }
 
+// Whether a parked verb could move now (the executor looks before it sleeps, and again after peeking the ends).
+bool anyParkedReady(const std::vector<Work*>& works) {
+  bool ready = false;
+  forEachParked(works, [&](const Work& w) { ready = ready || w.waiting->ready(); });
+  return ready;
+}
+
 Status timeoutError(const std::vector<Work*>& works, std::chrono::milliseconds waited) {
   std::string what;
   forEachParked(works, [&](const Work& w) {
@@ -278,9 +285,7 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       seqStale = false;
       checkedSeq = seq;
     }
-    bool anyReady = false;
-    forEachParked(works, [&](const Work& w) { anyReady = anyReady || w.waiting->ready(); });
-    if (anyReady) continue;
+    if (anyParkedReady(works)) continue;
     if (deadline.expired()) {
       return timeoutError(works, std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::Clock::now() -
                                                                                         lastProgress));
@@ -303,9 +308,7 @@ Status execute(std::vector<Work*>& works, const ExecOptions& options) {
       // The checks peek the ends, and a peek of an owner-driven link may read its socket on this thread (tcp
       // inline I/O): what that published rang no doorbell, so `seq` would not see it. Sleeping on it cost every
       // rank a whole checkInterval, a few times in a hundred 256 KiB all-reduces on host lanes across hosts.
-      bool readyNow = false;
-      forEachParked(works, [&](const Work& w) { readyNow = readyNow || w.waiting->ready(); });
-      if (readyNow) continue;
+      if (anyParkedReady(works)) continue;
     }
     options.doorbell->wait(seq, deadline.remaining(interval));
   }

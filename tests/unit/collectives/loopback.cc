@@ -39,13 +39,14 @@ struct Fifo {
   Doorbell* receiverBell;
   std::atomic<uint64_t> head{0};  // slots released by the receiver
   std::atomic<uint64_t> tail{0};  // slots posted by the sender
-  // LoopbackWorld::senderExitsAsItIsChecked: posts stay unseen until the receiver checks the sender, which then
-  // reports it gone.
+  // Posts stay unseen until the receiver checks the sender (shown then), which then reports it gone where
+  // exitWhenShown (LoopbackWorld::senderExitsAsItIsChecked); silentPosts: posts ring nobody
+  // (LoopbackWorld::messagesShowOnlyWhenChecked).
   std::atomic<bool> hideUntilChecked{false};
-  std::atomic<bool> senderGone{false};
-  // LoopbackWorld::messagesShowOnlyWhenChecked: posts ring nobody and stay unseen until the receiver checks.
-  std::atomic<bool> showOnCheck{false};
+  std::atomic<bool> exitWhenShown{false};
+  std::atomic<bool> silentPosts{false};
   std::atomic<bool> shown{false};
+  std::atomic<bool> senderGone{false};
 };
 
 class LoopbackSend final : public transport::SendEnd {
@@ -65,7 +66,7 @@ class LoopbackSend final : public transport::SendEnd {
     f_->tags[i] = tag;
     // Release pairs with the acquire load in LoopbackRecv::tryPeek(): the slot's bytes and tag are visible.
     f_->tail.store(tail + 1, std::memory_order_release);
-    if (!f_->showOnCheck.load(std::memory_order_acquire)) f_->receiverBell->ring();
+    if (!f_->silentPosts.load(std::memory_order_acquire)) f_->receiverBell->ring();
   }
   size_t slotBytes() const override { return f_->geometry.slotBytes; }
   int nSlots() const override { return f_->geometry.nSlots; }
@@ -87,7 +88,6 @@ class LoopbackRecv final : public transport::RecvEnd {
   Fifo& fifo() { return *f_; }
   const void* tryPeek(size_t* bytes, uint64_t* tag) override {
     if (f_->hideUntilChecked.load(std::memory_order_acquire)) return nullptr;
-    if (f_->showOnCheck.load(std::memory_order_acquire) && !f_->shown.load(std::memory_order_acquire)) return nullptr;
     const uint64_t head = f_->head.load(std::memory_order_relaxed);
     // Acquire pairs with the release store in LoopbackSend::post().
     if (f_->tail.load(std::memory_order_acquire) == head) return nullptr;
@@ -102,10 +102,13 @@ class LoopbackRecv final : public transport::RecvEnd {
     f_->senderBell->ring();
   }
   Status check() override {
-    // Once the sender has posted, it exits just before this check: its message shows, and it is gone.
+    // Once the sender has posted, its message shows at this check (and the sender, where it exits when shown, has
+    // exited just before it).
     const bool posted = f_->tail.load(std::memory_order_acquire) != f_->head.load(std::memory_order_relaxed);
-    if (posted && f_->hideUntilChecked.exchange(false, std::memory_order_acq_rel)) f_->senderGone.store(true);
-    if (posted && f_->showOnCheck.load(std::memory_order_acquire)) f_->shown.store(true, std::memory_order_release);
+    if (posted && f_->hideUntilChecked.exchange(false, std::memory_order_acq_rel)) {
+      f_->shown.store(true, std::memory_order_release);
+      if (f_->exitWhenShown.load()) f_->senderGone.store(true);
+    }
     if (f_->senderGone.load()) return Status::error(Errc::RemoteError, "loopback: the sender has exited");
     return Status();
   }
@@ -152,13 +155,17 @@ Fifo& fifoOf(std::vector<transport::Endpoints>& endpoints, int from, int to) {
 }  // namespace
 
 void LoopbackWorld::senderExitsAsItIsChecked(int from, int to) {
-  fifoOf(endpoints_, from, to).hideUntilChecked.store(true);
+  Fifo& fifo = fifoOf(endpoints_, from, to);
+  fifo.exitWhenShown.store(true);
+  fifo.hideUntilChecked.store(true);
 }
 
 void LoopbackWorld::senderHasExited(int from, int to) { fifoOf(endpoints_, from, to).senderGone.store(true); }
 
 void LoopbackWorld::messagesShowOnlyWhenChecked(int from, int to) {
-  fifoOf(endpoints_, from, to).showOnCheck.store(true);
+  Fifo& fifo = fifoOf(endpoints_, from, to);
+  fifo.silentPosts.store(true);
+  fifo.hideUntilChecked.store(true);
 }
 
 bool LoopbackWorld::shownByCheck(int from, int to) { return fifoOf(endpoints_, from, to).shown.load(); }
