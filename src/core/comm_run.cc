@@ -73,6 +73,12 @@ std::string Communicator::stopCause() const {
              : std::string("communicator was revoked (ncclCommRevoke)");
 }
 
+Status Communicator::blameFailedRank(Status st) {
+  if (st.code() != Errc::RemoteError || health_ == nullptr || abortFlag_.load(std::memory_order_acquire)) return st;
+  if (!health_->awaitFailure(options_.health.hungAfter() + options_.health.period)) return st;
+  return Status::error(Errc::RemoteError, health_->describeFailures() + " (" + st.message() + ")");
+}
+
 Status Communicator::checkUsable() const {
   const Errc e = asyncError();
   if (e == Errc::InProgress) {

@@ -7,16 +7,6 @@
 
 namespace cfx::core {
 
-namespace {
-
-// The ranks the health monitor knows to have failed, as an error naming each and its cause; Ok when none.
-Status failedRanks(const ft::HealthMonitor* health) {
-  if (health == nullptr || health->failedCount() == 0) return Status();
-  return Status::error(Errc::RemoteError, health->describeFailures());
-}
-
-}  // namespace
-
 Status Communicator::registerWindow(const void* key, const void* buff, size_t bytes) {
   // Usable first: while a non-blocking init still runs, ipc_ is being set on its thread.
   CFX_TRY(checkUsable());
@@ -30,18 +20,14 @@ Status Communicator::mapWindow(const void* key, const void* buff, size_t bytes) 
   // at the next poll; the bootstrap's own waits end on abort() as well.
   auto alive = [this, health]() -> Status {
     if (abortFlag_.load(std::memory_order_acquire)) return Status::error(Errc::RemoteError, stopCause());
-    return failedRanks(health);
+    if (health == nullptr || health->failedCount() == 0) return Status();
+    return Status::error(Errc::RemoteError, health->describeFailures());
   };
   auto window = ipc_->mapWindow(*bootstrap_, rank_, nRanks_, buff, bytes, options_.timeout, alive);
   if (!window.ok()) {
     // A peer that died makes the bootstrap fail on whichever neighbour noticed first (on its ring, the dead rank's
-    // neighbour, which then gave up too). The health monitor names the rank that failed: wait for its verdict, as
-    // long as it takes to declare a silent peer hung.
-    Status st = window.status();
-    if (st.code() == Errc::RemoteError && health_ != nullptr && !abortFlag_.load(std::memory_order_acquire) &&
-        health_->awaitFailure(options_.health.hungAfter() + options_.health.period)) {
-      st = Status::error(Errc::RemoteError, failedRanks(health).message() + " (" + st.message() + ")");
-    }
+    // neighbour, which then gave up too).
+    Status st = blameFailedRank(window.status());
     setAsyncError(st);
     return st;
   }

@@ -114,6 +114,11 @@ class Communicator {
   // was aborted"; empty while neither happened. Refused calls, failed device ops and ops stopped by a peer's revoke
   // say it so.
   std::string stopCause() const;
+  // A bootstrap exchange that failed on a peer's ended connection (RemoteError) may be that peer giving up because
+  // another rank failed. The health monitor names the rank that failed: this waits for its verdict, as long as it
+  // takes to declare a silent peer hung, and puts it first ("<failed ranks> (<st>)"). Else, or unless RemoteError,
+  // `st` as it is.
+  Status blameFailedRank(Status st);
 
   // Runs works on the calling thread (blocking NULL-stream path).
   Status runInline(std::vector<prims::Work*>& works);

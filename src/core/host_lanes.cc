@@ -84,9 +84,12 @@ Status HostLanes::makeAll(size_t k) {
       CFX_TRY_ASSIGN(const UniqueId id, transport::createUniqueId(parent_.options().bootstrap.options));
       id.encode(wire.data() + i * UniqueId::kBytes);
     }
-    for (int r = 1; r < parent_.nRanks(); ++r) CFX_TRY(parent_.bootstrap().send(r, tag, wire.data(), wire.size()));
+    for (int r = 1; r < parent_.nRanks(); ++r) {
+      CFX_TRY(parent_.blameFailedRank(parent_.bootstrap().send(r, tag, wire.data(), wire.size())));
+    }
   } else {
-    CFX_TRY(parent_.bootstrap().recv(0, tag, wire.data(), wire.size()));
+    // Rank 0 may close before it sends them because it gave up on a peer that died: the error names that peer.
+    CFX_TRY(parent_.blameFailedRank(parent_.bootstrap().recv(0, tag, wire.data(), wire.size())));
   }
   CommConfig config = parent_.config();
   if (!config.commName.empty()) config.commName += ":";

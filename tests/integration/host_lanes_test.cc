@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conflux.h"
@@ -383,6 +385,41 @@ TEST(HostLanes, APeerDeadBeforeTheLanesAreMadeFailsTheLaunchThatMakesThem) {
     const std::string why = ncclGetLastError(comm);
     EXPECT_NE(why.find("rank 2"), std::string::npos) << why;
     EXPECT_NE(cfxHostStreamSynchronize(streams[0]), ncclSuccess);
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    destroyStreams(streams);
+  });
+}
+
+// A peer that dies while a rank waits for rank 0's lane ids: rank 0 learns it on an op of its own and then refuses
+// its next launch, so it never sends them, and its abort ends the connection the waiting rank reads. That rank's
+// error names the rank that died, not rank 0, whose connection ended only because of it. (Rank 1 issues its launches
+// at once and rank 2 dies 300 ms later, so rank 1 is waiting by then; were it not, its own launch would find the
+// failure first and name it too.)
+TEST(HostLanes, APeerDyingWhileARankWaitsForTheLaneIdsIsNamedRatherThanRankZero) {
+  runRanks(3, withLanes(2, {{"CFX_BOOTSTRAP_TIMEOUT_MS", "300000"}}), [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    std::vector<float> buf(512, 1.0f);
+    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 100, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+    if (ctx.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ctx.killSelf(SIGKILL);
+    }
+    const std::vector<cfxHostStream_t> streams = makeStreams(2);
+    auto launch = [&](size_t k) {
+      float* part = buf.data() + 256 * k;
+      return ncclAllReduce(part, part, 100, ncclFloat, ncclSum, comm, asCuda(streams[k]));
+    };
+    if (ctx.rank() == 0) {
+      (void)launch(0);  // on the parent; it fails once rank 2 is gone
+      EXPECT_NE(cfxHostStreamSynchronize(streams[0]), ncclSuccess);
+      EXPECT_NE(launch(1), ncclSuccess);  // refused: the lanes' ids are never sent
+    } else {
+      (void)launch(0);
+      EXPECT_NE(launch(1), ncclSuccess);  // waits for rank 0's ids until rank 0 aborts
+      const std::string why = ncclGetLastError(comm);
+      EXPECT_NE(why.find("rank 2"), std::string::npos) << why;
+    }
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
     destroyStreams(streams);
   });
