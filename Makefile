@@ -48,9 +48,10 @@ deps:
 # make's builds precompile the standard headers (CFX_PCH) and compile src/ in unity batches (CFX_UNITY: 166 s of CPU
 # for the library instead of 247 s): a developer's build without them (the default) is what catches a missing
 # #include or a name two files of a layer both claim. This optimised build leaves out the unit tests that make test
-# runs under the sanitizers (CFX_ALL_UNIT_TESTS=OFF): each of them runs in the asan build, unabridged, and the
-# threaded ones in the tsan build too. It keeps the few marked OPTIMISED (reduction and conversion kernels, device
-# kernels, the HIP runtime, the CUDA headers). A developer's default build has them all.
+# runs under the sanitizers anyway (CFX_ALL_UNIT_TESTS=OFF): each of them runs in the asan build, and the threaded
+# ones in the tsan build too. It keeps those marked OPTIMISED: the reduction and conversion kernels, device kernels,
+# the HIP runtime, the CUDA headers, and the sweeps that only this build runs whole (the sanitizer builds run them
+# with CFX_TEST_QUICK). A developer's default build has them all.
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCFX_WERROR=ON -DCFX_PCH=ON -DCFX_UNITY=ON \
 	  -DCFX_ALL_UNIT_TESTS=OFF
@@ -62,9 +63,8 @@ demo: build
 	@echo "== Conflux demo: 4-rank all-reduce on host memory (shared-memory transport) =="
 	NCCL_SOCKET_IFNAME=lo $(BUILD)/perf/cfxrun -n 4 --timeout 300 $(BUILD)/perf/all_reduce_perf -b 1K -e 64M -f 4 -n 20 -w 5 -c 1
 
-# The whole suite. The sanitizer runs of the integration label use CFX_TEST_QUICK=1: the same tests over a smaller
-# sweep (the optimised build runs them whole). The asan build runs the unit label whole: it is the one build that
-# runs every unit test (see $(BUILD)/build.ninja).
+# The whole suite. Sanitizer runs use CFX_TEST_QUICK=1: the same tests over a smaller sweep (the optimised build runs
+# the sweeps whole; see $(BUILD)/build.ninja for the unit tests it leaves to the sanitizer builds).
 # test-main's tests leave most of the CPU idle (they wait on sockets, peers and deadlines: about a third of two
 # cores in use), so the sanitizer builds compile meanwhile at the lowest priority (prebuild). The stages after it
 # then find their builds done; a failed prebuild is only a cold cache, since each stage builds again and reports the
@@ -117,10 +117,10 @@ prebuild:
 	@MAKEFLAGS= nice -n 19 $(MAKE) --no-print-directory asan-build tsan-build > $(BUILD)/prebuild.log 2>&1 \
 	  || echo "prebuild: a build failed (see $(BUILD)/prebuild.log); its stage builds again and reports it"
 
-ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
 test-asan: asan-build
-	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -L unit --timeout 900
-	cd build-asan && CFX_TEST_QUICK=1 $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -L integration --timeout 900
+	cd build-asan && CFX_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
 
 # UCX's memory hooks (libucm patches mmap/madvise when libucp loads) crash under TSan's interceptors; the two
 # UCX_MEM_* settings turn them off, which the ucx transport does not need.
