@@ -13,6 +13,7 @@ see the same machine; the table gives each one's stalls over all its rounds (doc
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 128 256 512
   /usr/bin/python3 tests/netbed/stall_bench.py --kib 256 --lib before/libnccl.so.2 build/src/libnccl.so.2 --rounds 3
   /usr/bin/python3 tests/netbed/stall_bench.py --op all_reduce --kib 1024 --rate "" --rtt-ms 50   # unshaped, 50 ms RTT
+  /usr/bin/python3 tests/netbed/stall_bench.py --kib 1024 --async-op --lib before/libnccl.so.2 build/src/libnccl.so.2
 """
 from __future__ import annotations
 
@@ -36,7 +37,12 @@ def rank_main(a: argparse.Namespace) -> int:
         count = kib * 1024 // 4
         send = np.full(count, me + 1, dtype=np.float32)
         recv = np.empty(count, dtype=np.float32)
-        call = (lambda: comm.all_to_all(send, recv)) if a.op == "all_to_all" else (lambda: comm.all_reduce(send, recv))
+        if a.async_op:  # each call on a host stream of its own, so the calls rotate over the host lanes
+            call = ((lambda: comm.all_to_all(send, recv, async_op=True).wait()) if a.op == "all_to_all"
+                    else (lambda: comm.all_reduce(send, recv, async_op=True).wait()))
+        else:
+            call = ((lambda: comm.all_to_all(send, recv)) if a.op == "all_to_all"
+                    else (lambda: comm.all_reduce(send, recv)))
         for _ in range(a.warmup):
             call()
         times = []
@@ -63,6 +69,8 @@ def bed_main(a: argparse.Namespace) -> int:
     spec = netbed.switch(a.hosts, rate=a.rate or None, delay_ms=a.rtt_ms / 2)
     argv = [a.python, os.path.abspath(__file__), "--rank", "--op", a.op, "--calls", str(a.calls), "--warmup",
             str(a.warmup), "--factor", str(a.factor), "--kib", *[str(k) for k in a.kib]]
+    if a.async_op:
+        argv.append("--async-op")
     libs = a.lib or [None]
     rows: dict[tuple[int, int], list[dict]] = {}  # (lib index, kib) -> one record per round
     try:
@@ -83,7 +91,8 @@ def bed_main(a: argparse.Namespace) -> int:
     except netbed.Skip as e:
         print(f"SKIP: {e}")
         return netbed.SKIP_RC
-    print(f"{a.op}, {a.hosts} hosts x {a.ranks_per_host} ranks, {a.rate or 'unshaped'}, {a.rtt_ms:g} ms RTT; "
+    print(f"{a.op}{' (async_op, over the host lanes)' if a.async_op else ''}, {a.hosts} hosts x {a.ranks_per_host} "
+          f"ranks, {a.rate or 'unshaped'}, {a.rtt_ms:g} ms RTT; "
           f"{a.calls} calls per size and round, {a.rounds} round(s); a stall is a call over {a.factor:g}x the median "
           f"(rank 0)")
     print("| library | buffer | median | p99 | longest | stalls | time in stalls |")
@@ -104,6 +113,9 @@ def main() -> int:
     ap.add_argument("--build", default="build")
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with numpy")
     ap.add_argument("--op", choices=["all_to_all", "all_reduce"], default="all_to_all")
+    ap.add_argument("--async-op", action="store_true",
+                    help="issue each call with async_op=True and wait: the calls rotate over the host lanes "
+                         "(CFX_HOST_LANES), as the torch backend's do")
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--ranks-per-host", type=int, default=2)
     ap.add_argument("--rate", default="1gbit", help="tc rate of the switch ports (\"\": unshaped)")

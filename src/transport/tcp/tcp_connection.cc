@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
+
+#include "common/log.h"
 
 namespace cfx::transport::tcp {
 
@@ -200,6 +203,7 @@ bool TcpStream::progress(bool* busy) {
   if (!socket_.valid()) return false;
   takeEvents();
   bool progressed = progressSend();
+  if (std::exchange(txMoved_, false)) armSendQueueWatch(/*ownerThread=*/false);
   progressed |= progressRecv(/*inlineRead=*/false);
   return progressed;
 }
@@ -212,6 +216,7 @@ bool TcpStream::tryDriveInline(bool sendOnly) {
   // The proxy may be parked with the socket masked (tcp_proxy.h): ask the socket rather than wait for a report.
   canWrite_ = true;
   progressSend();
+  if (std::exchange(txMoved_, false)) armSendQueueWatch(/*ownerThread=*/true);
   if (sendOnly) return true;
   // Edge-triggered readiness only reaches the proxy; the owner asks the socket itself, at the price of one recv()
   // that may find nothing.
@@ -283,7 +288,38 @@ bool TcpStream::trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t 
   // Release pairs with the acquire loads of head in progressSend() and hasUnsentSlots().
   ring.head.store(s + 1, std::memory_order_release);
   if (txSlot_ != s) link_->streamSent(index_, txSlot_);
+  if (done > 0) armSendQueueWatch(/*ownerThread=*/true);
   return true;
+}
+
+void TcpStream::armSendQueueWatch(bool ownerThread) {
+  if (sendQueueWatched_.load(std::memory_order_relaxed)) return;
+  if (!ownerThread) {
+    sendQueueWatched_.store(true, std::memory_order_relaxed);  // the proxy looks before it sleeps
+    return;
+  }
+  // One ioctl per drive that sent: most sends leave nothing unsent, and those wake nobody.
+  if (sendQueueState(socket_.fd()) == SendQueue::Empty) return;
+  if (!sendQueueWatched_.exchange(true, std::memory_order_relaxed)) link_->wakeProxy();
+}
+
+SendQueue TcpStream::watchSendQueue() {
+  // Disarmed first, so that an owner arming it meanwhile either finds it armed again below or wakes the proxy.
+  if (!sendQueueWatched_.exchange(false, std::memory_order_relaxed)) return SendQueue::Empty;
+  const SendQueue state = sendQueueState(fd_);
+  if (state == SendQueue::Empty) return state;
+  sendQueueWatched_.store(true, std::memory_order_relaxed);
+  if (state == SendQueue::Stalled) {
+    pushSendQueue(fd_);
+    if (stalledPushes_++ == 0) {
+      CFX_INFO(log::Sys::Net,
+               "tcp: connection to %s: the kernel held bytes unsent with none in flight (a drop by this host's own "
+               "queueing discipline, or a peer that stopped reading); pushed them rather than wait for TCP's "
+               "probe timer (logged once per socket)",
+               link_->description().c_str());
+    }
+  }
+  return state;
 }
 
 void TcpStream::close() {
@@ -364,6 +400,7 @@ bool TcpStream::progressSend() {
       fail(strprintf("failed while sending: %s", std::strerror(errno)));
       break;
     }
+    txMoved_ = true;
     auto left = static_cast<size_t>(sent);
     const uint64_t before = txSlot_;
     while (txSlot_ != posted) {

@@ -39,6 +39,7 @@
 #include "common/status.h"
 #include "transport/link/proxied_link.h"
 #include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_socket.h"
 #include "transport/tcp/tcp_stripe.h"
 #include "transport/transport.h"
 
@@ -171,6 +172,10 @@ class TcpStream {
   bool trySendFrom(uint64_t s, const void* src, size_t bytes, uint64_t tag);
   // Posted slots not yet completely handed to the kernel (used to flush before closing).
   bool hasUnsentSlots();
+  // Proxy thread, before it sleeps: the kernel's send queue (tcp_socket.h, SendQueue) where a send armed the watch,
+  // pushing a stalled one; Empty disarms it. A send arms it: the owner's where the kernel kept bytes unsent (waking
+  // the proxy, which may be asleep), the proxy's own always.
+  SendQueue watchSendQueue();
   // Proxy thread: closes the socket after a failure, once it has removed it from epoll.
   void close();
 
@@ -179,6 +184,8 @@ class TcpStream {
   void takeEvents();
   bool progressSend();
   bool progressRecv(bool inlineRead);
+  // After a send that moved bytes (txMoved_), from the owner's thread or the proxy's (watchSendQueue).
+  void armSendQueueWatch(bool ownerThread);
   // Marks the link failed with a RemoteError naming the peer, and stops using the socket.
   void fail(const std::string& what);
   // This stream's stripe of slot s: its length (0 when the slot has no stripe here) and offset.
@@ -198,6 +205,9 @@ class TcpStream {
   bool rxEnded_ = false;  // the peer closed this socket between two stripes (see TcpLink::streamEnded)
   bool canRead_ = true;
   bool canWrite_ = true;
+  bool txMoved_ = false;                         // progressSend() handed bytes to the kernel since the last look
+  std::atomic<bool> sendQueueWatched_{false};    // watchSendQueue() has a queue to look at
+  uint32_t stalledPushes_ = 0;                   // proxy thread: pushes of a stalled queue, for the first INFO line
   // Send side: the slot whose stripe is being written and how many bytes of its frame (header included) are
   // out; txHeaders_ holds the encoded stripe headers of the slots in flight, by slot index modulo nSlots.
   uint64_t txSlot_ = 0;

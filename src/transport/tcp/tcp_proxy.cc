@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -107,6 +108,24 @@ void TcpProxy::mask(bool masked) {
   }
 }
 
+int TcpProxy::watchSendQueues() {
+  bool moving = false;
+  bool stalled = false;
+  for (auto& stream : streams_) {
+    if (!stream->open() || stream->dead()) continue;
+    const SendQueue queue = stream->watchSendQueue();
+    moving |= queue == SendQueue::Moving;
+    stalled |= queue == SendQueue::Stalled;
+  }
+  if (!moving && !stalled) {
+    watchMs_ = kWatchFirstMs;
+    return kIdleWaitMs;
+  }
+  const int ms = watchMs_;
+  watchMs_ = stalled ? std::min(2 * watchMs_, kIdleWaitMs) : kWatchFirstMs;
+  return ms;
+}
+
 void TcpProxy::run() {
   pthread_setname_np(pthread_self(), index_ == 0 ? "cfx-tcp-proxy" : strprintf("cfx-tcp-proxy%d", index_).c_str());
   log::setThreadRank(rank_);
@@ -117,7 +136,7 @@ void TcpProxy::run() {
   for (;;) {
     // After a productive round look again without sleeping; otherwise sleep until something happens.
     const int n = parked_ ? waitUs(epoll_.get(), events.data(), kMaxEvents, kOwnerParkStep.count())
-                          : ::epoll_wait(epoll_.get(), events.data(), kMaxEvents, busy ? 0 : kIdleWaitMs);
+                          : ::epoll_wait(epoll_.get(), events.data(), kMaxEvents, busy ? 0 : watchSendQueues());
     if (n < 0 && errno != EINTR) {
       const Status error = Status::error(Errc::SystemError, strprintf("tcp: epoll_wait(): %s", std::strerror(errno)));
       for (auto& stream : streams_) stream->link().fail(error);

@@ -6,6 +6,8 @@
 // It never spins: it sleeps in epoll_wait until a socket is ready or an owner wakes it through the ProxyWaker
 // (post() and release() do where owners do not drive their links), with a 100 ms timeout as a safety net. After a
 // round that freed or published a slot, or found a connection broken, it rings the owning rank's doorbell once.
+// While a socket's kernel send queue holds bytes not yet sent, it sleeps a few milliseconds at a time instead and
+// pushes a queue that stalled (tcp_socket.h, SendQueue): TCP would otherwise wait 200 ms or more for its probe timer.
 //
 // Owner-driven links (tcp_connection.h): when a wake-up finds the owner's tick count moved since a look less than
 // two park intervals ago, the owner is driving the sockets, so the proxy parks: it masks every socket in epoll
@@ -55,6 +57,11 @@ class TcpProxy {
   bool anyUnsent() const;
   // Parks (masks every open socket's readiness in epoll) or unparks (re-arms it; epoll then reports what is ready).
   void mask(bool masked);
+  // Before an idle sleep: looks at the kernel send queues that sends left bytes in (TcpStream::watchSendQueue,
+  // which pushes a stalled one) and returns how long to sleep: the idle wait when none holds unsent bytes, else
+  // kWatchFirstMs, doubled after each look that found a stall (up to the idle wait), so that a peer that stopped
+  // reading costs a few wake-ups rather than hundreds a second.
+  int watchSendQueues();
 
   const int rank_;
   const int index_;
@@ -67,6 +74,9 @@ class TcpProxy {
   std::atomic<bool> stopping_{false};
   Deadline::Clock::time_point lingerUntil_{};
   bool parked_ = false;  // sockets masked while their owner drives them
+  // The first look at a send queue holding unsent bytes, and the next one (watchSendQueues).
+  static constexpr int kWatchFirstMs = 2;
+  int watchMs_ = kWatchFirstMs;
 };
 
 }  // namespace cfx::transport::tcp

@@ -3,8 +3,10 @@
 #include "transport/tcp/tcp_socket.h"
 
 #include <ifaddrs.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -166,6 +168,19 @@ Status tuneDataSocket(int fd) {
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalSeconds, sizeof(kKeepIntervalSeconds));
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepProbes, sizeof(kKeepProbes));
   return Status();
+}
+
+SendQueue sendQueueState(int fd) {
+  int queued = 0;  // unacknowledged and unsent bytes
+  int unsent = 0;
+  if (::ioctl(fd, SIOCOUTQNSD, &unsent) != 0 || unsent <= 0) return SendQueue::Empty;
+  if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return SendQueue::Moving;
+  return queued > unsent ? SendQueue::Moving : SendQueue::Stalled;
+}
+
+void pushSendQueue(int fd) {
+  const int one = 1;
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 }  // namespace cfx::transport::tcp

@@ -47,4 +47,15 @@ bool setCongestionControl(int fd, const std::string& name, std::string* why);
 // that a peer host that vanishes without a FIN or RST is noticed within about two minutes.
 Status tuneDataSocket(int fd);
 
+// The kernel's send queue of a data socket. After the host's own queueing discipline drops a segment (a shaped or
+// short egress queue), TCP keeps it as unsent; if nothing else is in flight, no acknowledgement comes to send it
+// again, and it waits for the probe timer, at least 200 ms (docs/notes/tcp_transport.md, "Bytes the kernel
+// holds"). Empty: nothing unsent. Moving: unsent bytes behind some in flight, which acknowledgements will send.
+// Stalled: unsent bytes and none in flight (also what a peer that stopped reading leaves: a zero window).
+enum class SendQueue { Empty, Moving, Stalled };
+SendQueue sendQueueState(int fd);
+// Has TCP try to send a stalled queue now (setting TCP_NODELAY again pushes pending frames); harmless where the
+// window is closed, which keeps them waiting.
+void pushSendQueue(int fd);
+
 }  // namespace cfx::transport::tcp
