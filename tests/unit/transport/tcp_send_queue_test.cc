@@ -2,11 +2,8 @@
 // The kernel send queue's states as the TCP proxy reads them (tcp_socket.h, SendQueue), on a loopback connection
 // whose receiver stops reading: TCP then keeps bytes unsent with none in flight, as after a drop by the host's own
 // queueing discipline, which is the state the proxy pushes.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/doorbell.h"
 #include "common/socket.h"
+#include "common/status.h"
 #include "transport/tcp/tcp_socket.h"
 
 namespace cfx::transport::tcp {
@@ -23,33 +22,26 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Pair {
-  net::UniqueFd sender;
-  net::UniqueFd receiver;
+  net::UniqueFd sender;  // non-blocking, tuned as a data socket
+  net::Socket receiver;
 };
 
 // A loopback connection with small buffers, so that a few hundred KiB fill the receiver's window.
-Pair connectedPair() {
-  net::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  EXPECT_TRUE(listener.valid());
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), len), 0);
-  EXPECT_EQ(::listen(listener.get(), 1), 0);
-  EXPECT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  applyBufferSizes(listener.get(), 64 << 10);  // inherited by the accepted socket
-  Pair p;
-  p.sender = net::UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  applyBufferSizes(p.sender.get(), 64 << 10);
-  EXPECT_EQ(::connect(p.sender.get(), reinterpret_cast<sockaddr*>(&addr), len), 0);
-  p.receiver = net::UniqueFd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  EXPECT_TRUE(p.receiver.valid());
-  const timeval patience{.tv_sec = 10, .tv_usec = 0};  // a recv that finds nothing fails the test, never hangs it
-  EXPECT_EQ(::setsockopt(p.receiver.get(), SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience)), 0);
-  EXPECT_TRUE(tuneDataSocket(p.sender.get()).ok());
-  EXPECT_EQ(::fcntl(p.sender.get(), F_SETFL, O_NONBLOCK), 0);
-  return p;
+void connectPair(Pair* p) {
+  constexpr int64_t kBufferBytes = 64 << 10;
+  Result<net::Listener> listener = net::Listener::listen(*net::parseAddress("127.0.0.1:0"), 1);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  applyBufferSizes(listener->fd(), kBufferBytes);  // inherited by the accepted socket
+  bool connected = false;
+  int err = 0;
+  Result<net::UniqueFd> sender = startConnect(listener->address(), kBufferBytes, &connected, &err);
+  ASSERT_TRUE(sender.ok()) << sender.status().message();
+  Result<net::Socket> receiver = listener->accept(Deadline(std::chrono::seconds(10)), nullptr);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().message();
+  ASSERT_EQ(finishConnect(sender->get()), 0);
+  ASSERT_TRUE(tuneDataSocket(sender->get()).ok());
+  p->sender = std::move(sender).value();
+  p->receiver = std::move(receiver).value();
 }
 
 // Polls the sender's queue until it is in `want` (the kernel acknowledges and advertises windows on its own time).
@@ -63,13 +55,15 @@ bool reaches(int fd, SendQueue want) {
 }
 
 TEST(TcpSendQueue, AFreshSocketIsEmpty) {
-  Pair p = connectedPair();
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connectPair(&p));
   EXPECT_EQ(sendQueueState(p.sender.get()), SendQueue::Empty);
   EXPECT_EQ(sendQueueState(-1), SendQueue::Empty);  // not a socket: nothing to watch
 }
 
 TEST(TcpSendQueue, BytesThePeerCannotTakeAreStalledUntilItReadsThenTheQueueEmpties) {
-  Pair p = connectedPair();
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connectPair(&p));
   // Fill the receiver's window and the sender's buffer: the last bytes then wait unsent with none in flight.
   std::vector<char> chunk(16 << 10, 'x');
   size_t written = 0;
@@ -87,15 +81,10 @@ TEST(TcpSendQueue, BytesThePeerCannotTakeAreStalledUntilItReadsThenTheQueueEmpti
   pushSendQueue(p.sender.get());
   EXPECT_NE(sendQueueState(p.sender.get()), SendQueue::Empty);
 
-  size_t got = 0;
-  const auto until = Clock::now() + std::chrono::seconds(10);
-  while (got < written && Clock::now() < until) {
-    const ssize_t n = ::recv(p.receiver.get(), chunk.data(), chunk.size(), 0);
-    ASSERT_GT(n, 0);
-    for (ssize_t i = 0; i < n; ++i) ASSERT_EQ(chunk[static_cast<size_t>(i)], 'x');
-    got += static_cast<size_t>(n);
-  }
-  EXPECT_EQ(got, written);
+  std::vector<char> got(written);
+  const Status read = p.receiver.recvAll(got.data(), got.size(), Deadline(std::chrono::seconds(10)), nullptr);
+  ASSERT_TRUE(read.ok()) << read.message();
+  for (char c : got) ASSERT_EQ(c, 'x');
   EXPECT_TRUE(reaches(p.sender.get(), SendQueue::Empty));
 }
 
