@@ -299,13 +299,15 @@ void TcpStream::armSendQueueWatch(bool ownerThread) {
     return;
   }
   // One ioctl per drive that sent: most sends leave nothing unsent, and those wake nobody.
-  if (sendQueueState(socket_.fd()) == SendQueue::Empty) return;
+  if (sendQueueState(fd_) == SendQueue::Empty) return;
   if (!sendQueueWatched_.exchange(true, std::memory_order_relaxed)) link_->wakeProxy();
 }
 
 SendQueue TcpStream::watchSendQueue() {
+  // Looked at before it is written: the proxy passes here at every idle turn, for every stream, and most are unarmed.
   // Disarmed first, so that an owner arming it meanwhile either finds it armed again below or wakes the proxy.
-  if (!sendQueueWatched_.exchange(false, std::memory_order_relaxed)) return SendQueue::Empty;
+  if (!sendQueueWatched_.load(std::memory_order_relaxed) || !sendQueueWatched_.exchange(false, std::memory_order_relaxed))
+    return SendQueue::Empty;
   const SendQueue state = sendQueueState(fd_);
   if (state == SendQueue::Empty) return state;
   sendQueueWatched_.store(true, std::memory_order_relaxed);
