@@ -37,12 +37,9 @@ def rank_main(a: argparse.Namespace) -> int:
         count = kib * 1024 // 4
         send = np.full(count, me + 1, dtype=np.float32)
         recv = np.empty(count, dtype=np.float32)
-        if a.async_op:  # each call on a host stream of its own, so the calls rotate over the host lanes
-            call = ((lambda: comm.all_to_all(send, recv, async_op=True).wait()) if a.op == "all_to_all"
-                    else (lambda: comm.all_reduce(send, recv, async_op=True).wait()))
-        else:
-            call = ((lambda: comm.all_to_all(send, recv)) if a.op == "all_to_all"
-                    else (lambda: comm.all_reduce(send, recv)))
+        fn = comm.all_to_all if a.op == "all_to_all" else comm.all_reduce
+        # async_op: each call on a host stream of its own, so the calls rotate over the host lanes.
+        call = (lambda: fn(send, recv, async_op=True).wait()) if a.async_op else (lambda: fn(send, recv))
         for _ in range(a.warmup):
             call()
         times = []
