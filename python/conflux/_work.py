@@ -12,7 +12,7 @@ from ._buffers import Buffer
 
 class HostStream:
     """A cfx host stream: ops enqueued on it run in order, on a progress thread of the communicator (collectives of
-    different streams side by side, on its host lanes)."""
+    different streams side by side where it has host lanes: CFX_HOST_LANES)."""
 
     def __init__(self) -> None:
         handle = ctypes.c_void_p()

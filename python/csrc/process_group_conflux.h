@@ -2,8 +2,8 @@
 // ProcessGroupConflux: the torch.distributed backend "conflux" on host memory (CPU tensors).
 //
 // Every operation is enqueued on a cfx host stream of its own (conflux.h) and returns at once with a Work; the
-// communicator's progress threads run the operations, collectives side by side on its host lanes (CFX_HOST_LANES),
-// so they may end out of call order. Whoever first learns that an operation is over
+// communicator's progress threads run the operations, collectives side by side on its host lanes where it has them
+// (CFX_HOST_LANES: across a long round trip), so they may end out of call order. Whoever first learns that an operation is over
 // completes its Work: a thread in Work::wait() (synchronizing its stream), a poll (isCompleted), or, for a Work whose
 // future was asked for, the group's completer thread, which follows those in call order so that futures complete
 // even when nobody waits (DDP waits on futures). Completing runs the operation's copy-out step (list outputs are

@@ -42,7 +42,7 @@ struct CommOptions {
   topo::TopologyOptions topology;                   // NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE
   ft::HealthOptions health;                         // CFX_HEARTBEAT_MS, CFX_HEARTBEAT_MISSES
   bool checkCalls = false;                          // CFX_CHECK_CALLS: every collective agrees on its call first
-  int hostLanes = 4;                                // CFX_HOST_LANES (core/host_lanes.h)
+  int hostLanes = 0;                                // CFX_HOST_LANES (core/host_lanes.h); 0 until init resolves it
   static CommOptions fromParams();
 };
 

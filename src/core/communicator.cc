@@ -321,6 +321,13 @@ Status Communicator::connect(const transport::UniqueId& id) {
   netRails_ = transports_->netRails();
   directMinBytes_ = transports_->directMinBytes();
   directAnyBuffer_ = transports_->directAnyBuffer();
+  // After the PeerInfo check, which compares what each rank was configured with: every rank resolves an automatic
+  // setting from the same agreed round trip, so all get the same count.
+  if (options_.hostLanes == 0) {
+    options_.hostLanes = resolveHostLanes(0, transports_->netRttSeconds());
+    CFX_INFO(log::Sys::Init, "rank %d: CFX_HOST_LANES automatic: %d (longest round trip between hosts %.3f ms)", rank_,
+             options_.hostLanes, transports_->netRttSeconds() * 1e3);
+  }
   CFX_TRY(learnPlacement());
   CFX_TRY(agreeCalibration());
   learnTopology();

@@ -19,21 +19,25 @@ namespace {
 
 constexpr uint64_t kLaneTagBase = 0x484c000000000000ull;  // "HL": the bootstrap tag of the lanes' ids
 
-// 4: Streaming DiLoCo keeps a few fragments' all-reduces in flight at once (and the Python package's async_op calls
-// each get a stream of their own), and over a long-RTT link each op spends most of its time waiting, so up to four
-// overlap before the links themselves are the limit. The lanes are made only when a launch first picks one (launch
-// 1), but then all together, so a program with two host-stream launches or more pays for K-1 of them: their setups
-// once (side by side), and a communicator's transport buffers and threads each (docs/notes/wan_training.md).
-CFX_PARAM(int, hostLanesParam, "CFX_HOST_LANES", 4,
+// Automatic (0) by default: lanes where an op mostly waits on the path (Streaming DiLoCo keeps a few fragments'
+// all-reduces in flight at once over a long round trip, and the Python package's async_op calls each get a stream of
+// their own), one queue where ops are limited by the CPUs or the link (resolveHostLanes). The lanes are made only
+// when a launch first picks one (launch 1), but then all together, so a program with two host-stream launches or
+// more pays for K-1 of them: their setups once (side by side), and a communicator's transport buffers and threads
+// each (docs/notes/wan_training.md).
+CFX_PARAM(int, hostLanesParam, "CFX_HOST_LANES", 0,
           "Lanes for a communicator's asynchronous collectives (on cfx host streams, as the Python package's "
-          "async_op=True issues them): launch n of collectives on a host stream runs on lane n mod CFX_HOST_LANES, "
-          "each lane an internal duplicate of the communicator with its own connections and progress thread, so that "
-          "separate async collectives overlap one another (the ops of one stream still run in order). 1: one queue, "
-          "each async op of a communicator after the previous one. The lanes are made when a launch first picks one "
+          "async_op=True and the torch backend issue them): launch n of collectives on a host stream runs on lane n "
+          "mod CFX_HOST_LANES, each lane an internal duplicate of the communicator with its own connections and "
+          "progress thread, so that separate async collectives overlap one another (the ops of one stream still run "
+          "in order). 1: one queue, each async op of a communicator after the previous one. 0 (automatic): 4 where "
+          "the longest round trip between the communicator's hosts, as the tcp transport measures it at connect, is "
+          "1.5 ms or more, else 1 (one host, a short path, or ucx). The lanes are made when a launch first picks one "
           "(launch 1: every rank makes them together, once). Sends and receives, device buffers and groups over "
           "several communicators keep the one queue. Must be the same on every rank (making a communicator refuses "
-          "otherwise), and every rank must issue a given collective on a host stream or none must (else set 1).",
-          param::inRange(1, 16));
+          "otherwise), and with more than one lane every rank must issue a given collective on a host stream or "
+          "none must.",
+          param::inRange(0, 16));
 
 // The ops' library-kept state that a job reads and writes while it runs.
 template <class Fn>
@@ -48,6 +52,11 @@ void forEachState(const std::vector<const Op*>& ops, Fn&& fn) {
 }  // namespace
 
 int readHostLanes() { return hostLanesParam.get(); }
+
+int resolveHostLanes(int configured, double netRttSeconds) {
+  if (configured > 0) return configured;
+  return netRttSeconds >= kAutoHostLanesRttSeconds ? kAutoHostLanes : 1;
+}
 
 // Making the lanes on the thread that issues the launch, collectively, is safe because every rank reaches that launch
 // (NCCL's rule: the same calls in the same order), and NCCL allows any call to block until the other ranks arrive,

@@ -48,8 +48,18 @@ namespace cfx::core {
 class Communicator;
 struct Op;
 
-// CFX_HOST_LANES, read when a communicator is created (CommOptions::hostLanes).
+// CFX_HOST_LANES, read when a communicator is created (CommOptions::hostLanes); 0 is "automatic".
 int readHostLanes();
+
+// The lanes an automatic CFX_HOST_LANES gives, and the round trip from which it gives them.
+inline constexpr int kAutoHostLanes = 4;
+inline constexpr double kAutoHostLanesRttSeconds = 1.5e-3;
+// The lane count a communicator uses: `configured` when set (> 0); else kAutoHostLanes where the longest round trip
+// between its hosts (`netRttSeconds`, the same on every rank) is kAutoHostLanesRttSeconds or more, and 1 otherwise.
+// Why: an op that mostly waits on a long path leaves room for others beside it, but on one host or a short path
+// an op is limited by the CPUs or the link, and lanes only add connections that sit idle between their turns
+// (docs/notes/wan_training.md has the measurements).
+int resolveHostLanes(int configured, double netRttSeconds);
 
 class HostLanes {
  public:

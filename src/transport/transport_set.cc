@@ -46,6 +46,8 @@ Status TransportSet::check(const TransportRequest& request) {
 
 const char* TransportSet::netName() const { return net_ == Net::Ucx ? "ucx" : "tcp"; }
 
+double TransportSet::netRttSeconds() const { return tcp_ ? tcp_->pathRttSeconds() : 0; }
+
 Result<std::unique_ptr<TransportSet>> TransportSet::connect(Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
                                                             int rank, const TransportRequest& request) {
   std::unique_ptr<TransportSet> set(new TransportSet(rank, static_cast<int>(peers.size())));

@@ -78,6 +78,9 @@ class TransportSet {
   bool directAnyBuffer() const { return directAnyBuffer_; }
   // "tcp" or "ucx": the network transport selected (whether or not a pair uses it).
   const char* netName() const;
+  // The longest round trip between this communicator's hosts, as tcp measured it at connect
+  // (TcpTransport::pathRttSeconds); the same on every rank. 0 where no pair uses tcp (one host, or ucx).
+  double netRttSeconds() const;
   // Fails every network end now (their check() says "aborted") and skips the destructor's flush to dead peers.
   // Any thread, never blocks, idempotent.
   void abort();

@@ -70,6 +70,21 @@ int shmNamesOfThisProcess() {
   return n;
 }
 
+// Progress threads of this process: one per communicator, so the parent's and its lanes'.
+int progressThreads() {
+  int n = 0;
+  if (DIR* dir = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      n += std::getline(comm, name) && name.rfind("cfx-prog-", 0) == 0;
+    }
+    ::closedir(dir);
+  }
+  return n;
+}
+
 // Six in-place sums of odd counts over three streams (two each, so consecutive ops of a stream run on different
 // lanes), a chain of three on one buffer on one stream, and an int32 sum beside them, all issued before any wait;
 // ncclCommFinalize then waits for every lane.
@@ -448,6 +463,42 @@ TEST(HostLanes, DestroyFreesEveryLane) {
     EXPECT_EQ(shmNamesOfThisProcess(), 0);
     destroyStreams(streams);
   });
+}
+
+// The automatic CFX_HOST_LANES (0) keeps one queue where the ranks share a host or a short path (loopback tcp), and
+// a count that is set is kept: four async sums on four streams, checked against the closed form, then the progress
+// threads counted (the parent's, plus one per lane).
+TEST(HostLanes, TheAutomaticCountKeepsOneQueueOnOneHostOrAShortPath) {
+  const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, int>> cases = {
+      {{{"CFX_HOST_LANES", "0"}}, 1},
+      {{{"CFX_HOST_LANES", "0"}, {"NCCL_SHM_DISABLE", "1"}}, 1},
+      {{{"CFX_HOST_LANES", "4"}, {"NCCL_SHM_DISABLE", "1"}}, 4},
+  };
+  for (const auto& [env, threads] : cases) {
+    RunOptions options;
+    options.env = env;
+    runRanks(2, options, [&](RankContext& ctx) {
+      ncclComm_t comm = ctx.initComm();
+      ASSERT_NE(comm, nullptr);
+      const std::vector<cfxHostStream_t> streams = makeStreams(4);
+      std::vector<std::vector<int32_t>> bufs(4, std::vector<int32_t>(513));
+      for (int k = 0; k < 4; ++k) {
+        for (size_t i = 0; i < bufs[k].size(); ++i) bufs[k][i] = static_cast<int32_t>(i) * (ctx.rank() + 1) + k;
+        ASSERT_EQ(
+            ncclAllReduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), ncclInt32, ncclSum, comm, asCuda(streams[k])),
+            ncclSuccess);
+      }
+      for (cfxHostStream_t s : streams) ASSERT_EQ(cfxHostStreamSynchronize(s), ncclSuccess) << ncclGetLastError(comm);
+      int bad = 0;
+      for (int k = 0; k < 4; ++k) {
+        for (size_t i = 0; i < bufs[k].size(); ++i) bad += bufs[k][i] != static_cast<int32_t>(i) * 3 + 2 * k;
+      }
+      EXPECT_EQ(bad, 0);
+      EXPECT_EQ(progressThreads(), threads) << env.front().second << (env.size() > 1 ? " without shm" : "");
+      destroyStreams(streams);
+      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    });
+  }
 }
 
 // CFX_HOST_LANES and CFX_CHECK_CALLS change which messages an op exchanges, so a rank that sets them apart would pair

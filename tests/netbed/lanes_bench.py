@@ -105,7 +105,8 @@ def bed_main(a: argparse.Namespace) -> int:
     key = ("none", a.kib[0])
     extra = {l: statistics.median(firsts[(l, *key)]) - statistics.median(medians[(l, *key)]) for l in ("1", str(a.lanes))}
     print(f"first batch beyond a later one (plain, {a.kib[0]} KiB): {extra['1']:.3f} s with one queue, "
-          f"{extra[str(a.lanes)]:.3f} s with {a.lanes} lanes (making {a.lanes - 1} lanes)")
+          f"{extra[str(a.lanes)]:.3f} s with CFX_HOST_LANES={a.lanes} "
+          f"({'automatic' if a.lanes == 0 else f'making {a.lanes - 1} lanes'})")
     return 0
 
 
@@ -118,7 +119,7 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=4)
     ap.add_argument("--rate", default="100mbit", help="tc rate of the switch ports")
     ap.add_argument("--rtt-ms", type=float, default=50.0)
-    ap.add_argument("--lanes", type=int, default=4)
+    ap.add_argument("--lanes", type=int, default=4, help="the CFX_HOST_LANES compared with 1 (0: the automatic default)")
     ap.add_argument("--inflight", type=int, default=4)
     ap.add_argument("--kib", type=int, nargs="+", default=[64, 1024, 4096])
     ap.add_argument("--reps", type=int, default=5)

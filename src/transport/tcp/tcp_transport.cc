@@ -197,28 +197,38 @@ double slowestPathRtt(const std::vector<EstablishedSocket>& sockets, int nRanks)
   return *std::max_element(perPeer.begin(), perPeer.end());
 }
 
-// Every rank's view of its slowest path, allGathered so that all ranks size their slots alike: the largest BDP
-// against the smallest cap. The rate is the interface's, or CFX_TCP_AUTOTUNE_MBITS, but at least 10 Gbit/s when
+// What the ranks agree on about their slowest path: the slot size of every link, and the longest round trip.
+struct PathAgreement {
+  size_t slotBytes = 0;
+  double rttSeconds = 0;
+};
+
+// Every rank's view of its slowest path, allGathered so that all ranks size their slots alike (the largest BDP
+// against the smallest cap) and know the same longest round trip. The rate is the interface's, or CFX_TCP_AUTOTUNE_MBITS, but at least 10 Gbit/s when
 // not given: interface speeds lie (a TUN reports 10 Mbit/s), and over-estimating only reserves address space up
 // to the cap, while under-estimating leaves a long pipe idle.
-Result<size_t> agreeSlotBytes(Bootstrap& bootstrap, const std::vector<EstablishedSocket>& sockets,
-                              const TcpOptions& options, const sockaddr_storage& bound) {
+Result<PathAgreement> agreeOnPaths(Bootstrap& bootstrap, const std::vector<EstablishedSocket>& sockets,
+                                   const TcpOptions& options, const sockaddr_storage& bound) {
   struct PathRecord {
     double bdpBytes;
     uint64_t fifoCapBytes;
+    double rttSeconds;
   };
+  static_assert(sizeof(PathRecord) == 24, "the wire record; tests' raw peers (RawPeer::agreeOnPaths) send as many bytes");
   const double rtt = slowestPathRtt(sockets, bootstrap.nRanks());
   const double rate = options.autotuneBytesPerSecond > 0 ? options.autotuneBytesPerSecond
                                                          : std::max(interfaceBytesPerSecond(bound), 10e9 / 8);
   std::vector<PathRecord> records(static_cast<size_t>(bootstrap.nRanks()));
-  records[static_cast<size_t>(bootstrap.rank())] = PathRecord{.bdpBytes = rate * rtt,
-                                                              .fifoCapBytes = options.pathFifoCapBytes};
+  records[static_cast<size_t>(bootstrap.rank())] =
+      PathRecord{.bdpBytes = rate * rtt, .fifoCapBytes = options.pathFifoCapBytes, .rttSeconds = rtt};
   CFX_TRY(bootstrap.allGather(records.data(), sizeof(PathRecord)));
   double bdp = 0;
   uint64_t cap = options.pathFifoCapBytes;
+  double longestRtt = 0;
   for (const PathRecord& r : records) {
     bdp = std::max(bdp, r.bdpBytes);
     cap = std::min(cap, r.fifoCapBytes);
+    longestRtt = std::max(longestRtt, r.rttSeconds);
   }
   const size_t slot = pathSlotBytes(options.geometry.slotBytes, options.geometry.nSlots, bdp, cap);
   if (slot != options.geometry.slotBytes) {
@@ -228,7 +238,7 @@ Result<size_t> agreeSlotBytes(Bootstrap& bootstrap, const std::vector<Establishe
              bootstrap.rank(), bdp, rtt * 1e3, rate * 8 / 1e9, options.geometry.nSlots, options.geometry.slotBytes,
              slot, static_cast<unsigned long long>(cap));
   }
-  return slot;
+  return PathAgreement{.slotBytes = slot, .rttSeconds = longestRtt};
 }
 
 }  // namespace
@@ -355,7 +365,8 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   ownListeners.clear();  // every expected peer is connected; later strangers get a refusal from the kernel
   // Collective like the listener allGather above: every rank gets here, with or without TCP peers.
   FifoGeometry geometry = options.geometry;
-  CFX_TRY_ASSIGN(geometry.slotBytes, agreeSlotBytes(bootstrap, sockets, options, bound));
+  CFX_TRY_ASSIGN(const PathAgreement paths, agreeOnPaths(bootstrap, sockets, options, bound));
+  geometry.slotBytes = paths.slotBytes;
 
   // Stream s of every link goes to proxy thread s % nThreads; threads that would serve no stream are not started.
   int maxStreams = 1;
@@ -370,6 +381,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::create(Bootstrap& bootstrap,
   }
   std::unique_ptr<TcpTransport> transport(new TcpTransport(rank, localDoorbell, options.closeLinger));
   transport->slotBytes_ = geometry.slotBytes;
+  transport->pathRttSeconds_ = paths.rttSeconds;
   // Autotuned links stripe over every rail; a fixed socket count over as many rails as it has sockets.
   transport->rails_ = options.autotune ? listenerCount(mine) : std::min(listenerCount(mine), options.nSocks);
   std::vector<std::vector<std::unique_ptr<TcpStream>>> streams(static_cast<size_t>(nThreads));

@@ -132,6 +132,10 @@ class TcpTransport {
   // The slot size every link of this transport got: options.geometry.slotBytes, or larger on a long fat path.
   // The same on every rank of the communicator.
   size_t slotBytes() const { return slotBytes_; }
+  // The longest round trip on the communicator's paths: each rank's slowest peer (the kernel's smoothed RTT of the
+  // link's best socket, right after connect), the largest over ranks. The same on every rank; 0 when no rank has
+  // a TCP peer.
+  double pathRttSeconds() const { return pathRttSeconds_; }
   // Connected peers (each has kNumChannels connections).
   int nPeers() const;
   // How many rails (CFX_SOCKET_RAILS) this rank's links use: the interfaces it listens on, or fewer where a fixed
@@ -146,6 +150,7 @@ class TcpTransport {
   Doorbell& doorbell_;
   const std::chrono::milliseconds linger_;
   size_t slotBytes_ = 0;
+  double pathRttSeconds_ = 0;
   int rails_ = 1;
   std::vector<std::shared_ptr<TcpLink>> links_;
   std::vector<std::unique_ptr<TcpProxy>> proxies_;

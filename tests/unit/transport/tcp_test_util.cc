@@ -297,9 +297,10 @@ std::vector<ListenRecord> RawPeer::exchangeAddresses() {
   return records;
 }
 
-void RawPeer::agreeOnPathSlots() {
-  std::vector<uint8_t> records(16 * static_cast<size_t>(bootstrap_.nRanks()), 0);
-  EXPECT_TRUE(bootstrap_.allGather(records.data(), 16).ok());
+void RawPeer::agreeOnPaths() {
+  constexpr size_t kRecordBytes = 24;
+  std::vector<uint8_t> records(kRecordBytes * static_cast<size_t>(bootstrap_.nRanks()), 0);
+  EXPECT_TRUE(bootstrap_.allGather(records.data(), kRecordBytes).ok());
 }
 
 Result<net::Socket> RawPeer::connect(const ListenRecord& to, int toRank, int channel, const FifoGeometry& geometry,
@@ -355,7 +356,7 @@ void connectRawLink(FakeWorld& world, const TcpOptions& options, int nStreams, R
       link.sockets.push_back(std::move(s).value());
     }
   }
-  link.raw->agreeOnPathSlots();
+  link.raw->agreeOnPaths();
   creator.join();
   ASSERT_TRUE(real.status.ok()) << real.status.message();
 }

@@ -165,9 +165,10 @@ class RawPeer {
 
   // Takes part in the address exchange with a listener that never answers.
   std::vector<ListenRecord> exchangeAddresses();
-  // The allGather create() runs once connected, where ranks agree on slots for long paths (tcp_transport.cc):
-  // 16 bytes per rank {BDP as a double, FIFO cap}; a zero cap keeps the configured slots.
-  void agreeOnPathSlots();
+  // The allGather create() runs once connected, where ranks agree on slots for long paths and on the longest round
+  // trip (tcp_transport.cc, agreeOnPaths): 24 bytes per rank {BDP as a double, FIFO cap, RTT as a double}; a zero
+  // cap keeps the configured slots.
+  void agreeOnPaths();
   // Connects and authenticates like a lower rank. Returns the socket, ready for frames.
   Result<net::Socket> connect(const ListenRecord& to, int toRank, int channel, const FifoGeometry& geometry,
                               int stream = 0, int nStreams = 1, uint32_t minStripe = kDefaultMinStripeBytes);

@@ -146,6 +146,20 @@ TEST(TcpTransport, SingleRankWithNoPeersCreatesAndDestroys) {
   EXPECT_EQ(t.value()->nPeers(), 0);
 }
 
+// The longest round trip is agreed (an automatic CFX_HOST_LANES is resolved from it, so every rank must see the
+// same number) and measured: a rank connected to no one still learns it from the others.
+TEST(TcpTransport, EveryRankAgreesOnTheLongestRoundTrip) {
+  constexpr int kRanks = 3;
+  FakeWorld world(kRanks);
+  auto ranks = createConnected(world, testOptions(), [](int a, int b) { return a != b && a != 2 && b != 2; });
+  for (auto& r : ranks) ASSERT_TRUE(r->transport) << "rank " << r->rank << ": " << r->status.message();
+  const double rtt = ranks[0]->transport->pathRttSeconds();
+  EXPECT_GT(rtt, 0.0);
+  EXPECT_LT(rtt, 1.0) << "a loopback round trip";
+  for (auto& r : ranks) EXPECT_EQ(r->transport->pathRttSeconds(), rtt) << "rank " << r->rank;
+  EXPECT_EQ(ranks[2]->transport->nPeers(), 0);
+}
+
 TEST(TcpTransport, EveryKnobHasHelpTextAndAValidDefault) {
   const std::vector<std::string> expected = {"CFX_TCP_SLOT_BYTES",    "CFX_TCP_SLOTS",
                                              "NCCL_SOCKET_NTHREADS",  "NCCL_NSOCKS_PERTHREAD",
