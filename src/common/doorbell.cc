@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <ctime>
 
@@ -44,8 +45,26 @@ void Doorbell::wait(uint32_t observed, std::chrono::microseconds timeout) {
   sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
+int SpinBudget::next(int limit) {
+  probing_ = ++waits_ % kProbeEvery == 0;
+  given_ = probing_ ? limit : std::clamp(budget_, std::min(kMinSpins, limit), limit);
+  return given_;
+}
+
+void SpinBudget::ended(bool ranOut) {
+  if (probing_) {
+    // A probe that ran out says what the budget already says; one that did not says the waits are short again.
+    if (!ranOut) budget_ = given_;
+    return;
+  }
+  budget_ = ranOut ? std::max(kMinSpins, given_ / 2) : std::min(given_, INT32_MAX / 2) * 2;
+}
+
 bool Backoff::spin() {
-  if (count_ >= limit_) return true;  // ended: stays so until reset(), and the count never overflows
+  if (count_ >= limit_) {  // ended: stays so until reset(), and the count never overflows
+    ranOut_ = true;
+    return true;
+  }
   ++count_;
   if (count_ < limit_) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -59,11 +78,13 @@ bool Backoff::spin() {
         firstYield_ = now;
       } else if (now - firstYield_ >= kMaxYieldingSpin) {
         count_ = limit_;
+        ranOut_ = true;
         return true;
       }
     }
     return false;
   }
+  ranOut_ = true;
   return true;
 }
 

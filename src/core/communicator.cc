@@ -30,7 +30,9 @@ CFX_PARAM(int64_t, timeoutMsParam, "CFX_TIMEOUT_MS", 600000,
           "0 waits forever (NCCL's behaviour).",
           param::atLeast<int64_t>(0));
 CFX_PARAM(int, spinCountParam, "CFX_SPIN_COUNT", 2000,
-          "Failed polls before a waiting rank sleeps on its doorbell; lower saves CPU when oversubscribed.",
+          "Failed polls before a waiting rank sleeps on its doorbell, at most: where ranks do not outnumber CPUs a "
+          "thread's waits spin what its last waits suggest (a spin that runs out halves the next one, down to 16). "
+          "Lower saves CPU when oversubscribed.",
           param::inRange(0, 10000000));
 CFX_PARAM(std::string, hostIdParam, "NCCL_HOSTID", "",
           "Override the host identity used to decide which ranks share a host (and so shared memory).");

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The waiting policy alone: how often a waiting rank yields its CPU for a given placement of ranks on CPUs.
+// The waiting policy alone: how often a waiting rank yields its CPU for a given placement of ranks on CPUs, and how
+// long its spins are as its waits teach it (SpinBudget).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
+#include <vector>
 
 #include "primitives/executor.h"
 
@@ -78,6 +81,75 @@ TEST(WaitPolicy, AYieldingSpinEndsOnTimeWhateverItsCount) {
   EXPECT_TRUE(b.spin()) << "once ended, the spin stays ended until reset";
   b.reset();
   EXPECT_FALSE(b.spin());
+}
+
+// Polls one wait takes before its spin says block (never yielding, so only the count ends it), then ends that wait
+// with progress, as the executor's next progress does.
+int pollsOfOneWait(Backoff& b) {
+  int polls = 0;
+  while (!b.spin()) ++polls;
+  b.reset();
+  return polls;
+}
+
+// A wait that outlasts its spin paid for nothing: the next spins halve down to the floor; waits that end while
+// spinning double them back up to the limit. Probes (every kProbeEvery-th wait) spin the whole limit and leave a
+// shrunk budget alone when they run out too.
+TEST(SpinBudget, RunOutsHalveTheSpinAndWaitsThatEndWhileSpinningDoubleIt) {
+  constexpr int kLimit = 1000;
+  SpinBudget budget;
+  std::vector<int> given;
+  for (int i = 0; i < 10; ++i) {
+    given.push_back(budget.next(kLimit));
+    budget.ended(/*ranOut=*/true);
+  }
+  const unsigned probe = SpinBudget::kProbeEvery;
+  ASSERT_GE(probe, 12u) << "the sequences below assume no probe among the first 11 waits";
+  EXPECT_EQ(given, (std::vector<int>{1000, 500, 250, 125, 62, 31, 16, 16, 16, 16}));
+  EXPECT_EQ(budget.next(kLimit), 16);
+  budget.ended(/*ranOut=*/false);
+  std::vector<int> grown;
+  for (unsigned wait = 12; wait < probe; ++wait) {
+    grown.push_back(budget.next(kLimit));
+    budget.ended(/*ranOut=*/false);
+  }
+  for (size_t i = 0; i < grown.size(); ++i) EXPECT_EQ(grown[i], std::min(kLimit, 32 << i)) << "wait " << 12 + i;
+  EXPECT_EQ(budget.next(kLimit), kLimit) << "a probe";
+}
+
+TEST(SpinBudget, AProbeThatRunsOutLeavesTheShrunkBudgetAndOneThatEndsInTimeRestoresTheLimit) {
+  constexpr int kLimit = 2000;
+  SpinBudget budget;
+  for (unsigned wait = 1; wait < SpinBudget::kProbeEvery; ++wait) {
+    (void)budget.next(kLimit);
+    budget.ended(/*ranOut=*/true);
+  }
+  EXPECT_EQ(budget.next(kLimit), kLimit) << "the probe";
+  budget.ended(/*ranOut=*/true);
+  EXPECT_EQ(budget.next(kLimit), SpinBudget::kMinSpins);
+  budget.ended(/*ranOut=*/true);
+  for (unsigned wait = SpinBudget::kProbeEvery + 2; wait < 2 * SpinBudget::kProbeEvery; ++wait) {
+    (void)budget.next(kLimit);
+    budget.ended(/*ranOut=*/true);
+  }
+  EXPECT_EQ(budget.next(kLimit), kLimit) << "the second probe";
+  budget.ended(/*ranOut=*/false);
+  EXPECT_EQ(budget.next(kLimit), kLimit) << "the waits are short again";
+  EXPECT_EQ(budget.next(10), 10) << "never more than the limit the caller has now";
+}
+
+// The Backoff asks its budget at each wait: a wait that ran out makes the next one spin half as long, and one that
+// ended while spinning (progress after a few polls) lets the one after spin longer again.
+TEST(SpinBudget, BackoffSpinsWhatItsBudgetAllowsWaitByWait) {
+  SpinBudget budget;
+  Backoff b(400, /*yieldEvery=*/0, &budget);
+  EXPECT_EQ(pollsOfOneWait(b), 399);
+  EXPECT_EQ(pollsOfOneWait(b), 199);
+  EXPECT_EQ(pollsOfOneWait(b), 99);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(b.spin());
+  b.reset();  // progress while this wait of 50 spun: the next wait may spin 2 x 50
+  EXPECT_EQ(pollsOfOneWait(b), 99);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(b.spin());
 }
 
 }  // namespace
