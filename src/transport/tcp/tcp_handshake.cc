@@ -15,7 +15,8 @@ namespace {
 // The last byte is the protocol version: a peer with another version is told apart from a stranger.
 // Version 2: striped links (the Hello carries the stream count, the stripe size and the socket buffers).
 // Version 3: frame protection (the Hello and the Challenge carry each end's, stripes may carry a tag).
-constexpr uint8_t kHelloMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'H', 3};
+// Version 4: the setup's path agreement also carries each rank's longest round trip (tcp_transport.cc).
+constexpr uint8_t kHelloMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'H', 4};
 constexpr uint8_t kAckMagic[8] = {'C', 'F', 'X', 'T', 'C', 'P', 'A', 3};
 constexpr char kServerLabel[] = "conflux tcp server proof v3";
 constexpr char kClientLabel[] = "conflux tcp client proof v3";

@@ -204,9 +204,9 @@ struct PathAgreement {
 };
 
 // Every rank's view of its slowest path, allGathered so that all ranks size their slots alike (the largest BDP
-// against the smallest cap) and know the same longest round trip. The rate is the interface's, or CFX_TCP_AUTOTUNE_MBITS, but at least 10 Gbit/s when
-// not given: interface speeds lie (a TUN reports 10 Mbit/s), and over-estimating only reserves address space up
-// to the cap, while under-estimating leaves a long pipe idle.
+// against the smallest cap) and know the same longest round trip. The rate is the interface's, or
+// CFX_TCP_AUTOTUNE_MBITS, but at least 10 Gbit/s when not given: interface speeds lie (a TUN reports 10 Mbit/s),
+// and over-estimating only reserves address space up to the cap, while under-estimating leaves a long pipe idle.
 Result<PathAgreement> agreeOnPaths(Bootstrap& bootstrap, const std::vector<EstablishedSocket>& sockets,
                                    const TcpOptions& options, const sockaddr_storage& bound) {
   struct PathRecord {
@@ -214,7 +214,8 @@ Result<PathAgreement> agreeOnPaths(Bootstrap& bootstrap, const std::vector<Estab
     uint64_t fifoCapBytes;
     double rttSeconds;
   };
-  static_assert(sizeof(PathRecord) == 24, "the wire record; tests' raw peers (RawPeer::agreeOnPaths) send as many bytes");
+  // Part of the tcp setup's wire format (kWireVersion); the tests' raw peer sends as many bytes (RawPeer::agreeOnPaths).
+  static_assert(sizeof(PathRecord) == 24);
   const double rtt = slowestPathRtt(sockets, bootstrap.nRanks());
   const double rate = options.autotuneBytesPerSecond > 0 ? options.autotuneBytesPerSecond
                                                          : std::max(interfaceBytesPerSecond(bound), 10e9 / 8);
