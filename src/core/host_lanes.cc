@@ -53,6 +53,10 @@ void forEachState(const std::vector<const Op*>& ops, Fn&& fn) {
 
 int readHostLanes() { return hostLanesParam.get(); }
 
+HostLanes::HostLanes(Communicator& parent) : parent_(parent) {}
+
+HostLanes::~HostLanes() { clear(); }
+
 int resolveHostLanes(int configured, double netRttSeconds) {
   if (configured > 0) return configured;
   return netRttSeconds >= kAutoHostLanesRttSeconds ? kAutoHostLanes : 1;

@@ -63,8 +63,9 @@ int resolveHostLanes(int configured, double netRttSeconds);
 
 class HostLanes {
  public:
-  explicit HostLanes(Communicator& parent) : parent_(parent) {}
-  ~HostLanes() { clear(); }
+  // Out of line: the lanes are held by unique_ptr, whose destructor needs Communicator complete.
+  explicit HostLanes(Communicator& parent);
+  ~HostLanes();
   HostLanes(const HostLanes&) = delete;
   HostLanes& operator=(const HostLanes&) = delete;
 

@@ -3,7 +3,6 @@
 // with the automatic 0, lanes only across a long round trip.
 #include <gtest/gtest.h>
 
-#include "core/communicator.h"  // host_lanes.h holds lanes by unique_ptr
 #include "core/host_lanes.h"
 
 namespace cfx::core {
