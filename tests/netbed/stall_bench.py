@@ -38,7 +38,8 @@ def rank_main(a: argparse.Namespace) -> int:
         send = np.full(count, me + 1, dtype=np.float32)
         recv = np.empty(count, dtype=np.float32)
         fn = comm.all_to_all if a.op == "all_to_all" else comm.all_reduce
-        # async_op: each call on a host stream of its own, so the calls rotate over the host lanes.
+        # async_op: each call on a host stream of its own, as the torch backend issues them (over the host lanes
+        # where the communicator has them: CFX_HOST_LANES, automatic by default).
         call = (lambda: fn(send, recv, async_op=True).wait()) if a.async_op else (lambda: fn(send, recv))
         for _ in range(a.warmup):
             call()
@@ -88,7 +89,7 @@ def bed_main(a: argparse.Namespace) -> int:
     except netbed.Skip as e:
         print(f"SKIP: {e}")
         return netbed.SKIP_RC
-    print(f"{a.op}{' (async_op, over the host lanes)' if a.async_op else ''}, {a.hosts} hosts x {a.ranks_per_host} "
+    print(f"{a.op}{' (async_op, on host streams)' if a.async_op else ''}, {a.hosts} hosts x {a.ranks_per_host} "
           f"ranks, {a.rate or 'unshaped'}, {a.rtt_ms:g} ms RTT; "
           f"{a.calls} calls per size and round, {a.rounds} round(s); a stall is a call over {a.factor:g}x the median "
           f"(rank 0)")
@@ -111,8 +112,8 @@ def main() -> int:
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with numpy")
     ap.add_argument("--op", choices=["all_to_all", "all_reduce"], default="all_to_all")
     ap.add_argument("--async-op", action="store_true",
-                    help="issue each call with async_op=True and wait: the calls rotate over the host lanes "
-                         "(CFX_HOST_LANES), as the torch backend's do")
+                    help="issue each call with async_op=True and wait, on a host stream as the torch backend's "
+                         "are (over the host lanes where there are some: set CFX_HOST_LANES=4 to have them here)")
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--ranks-per-host", type=int, default=2)
     ap.add_argument("--rate", default="1gbit", help="tc rate of the switch ports (\"\": unshaped)")
