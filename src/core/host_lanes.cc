@@ -92,6 +92,14 @@ Status HostLanes::makeAll(size_t k) {
   // One message from rank 0 to every rank: the K-1 lanes' ids, each with its bootstrap root in rank 0's process.
   const uint64_t tag = kLaneTagBase | parent_.nextSplitCount();
   std::vector<uint8_t> wire((k - 1) * UniqueId::kBytes);
+  // Why the parent can no longer make lanes: aborted, or failed (a peer died or stopped; its health monitor says so
+  // within its heartbeat deadline). The waits below give up on it rather than on the bootstrap's timeout.
+  const auto parentStop = [this]() -> Status {
+    const bool aborted = parent_.abortFlag().load(std::memory_order_acquire);
+    if (!aborted && parent_.asyncError() == Errc::Ok) return Status();
+    const std::string cause = parent_.stopCause();
+    return cause.empty() ? parent_.asyncStatus() : Status::error(Errc::InvalidUsage, cause);
+  };
   if (parent_.rank() == 0) {
     for (size_t i = 0; i + 1 < k; ++i) {
       CFX_TRY_ASSIGN(const UniqueId id, transport::createUniqueId(parent_.options().bootstrap.options));
@@ -101,8 +109,9 @@ Status HostLanes::makeAll(size_t k) {
       CFX_TRY(parent_.blameFailedRank(parent_.bootstrap().send(r, tag, wire.data(), wire.size())));
     }
   } else {
-    // Rank 0 may close before it sends them because it gave up on a peer that died: the error names that peer.
-    CFX_TRY(parent_.blameFailedRank(parent_.bootstrap().recv(0, tag, wire.data(), wire.size())));
+    // Rank 0 may close before it sends them because it gave up on a peer that died: the error names that peer. A
+    // rank 0 that stopped keeps its connection open, and heartbeats name it.
+    CFX_TRY(parent_.blameFailedRank(parent_.bootstrap().recv(0, tag, wire.data(), wire.size(), parentStop)));
   }
   CommConfig config = parent_.config();
   if (!config.commName.empty()) config.commName += ":";
@@ -143,14 +152,11 @@ Status HostLanes::makeAll(size_t k) {
       cv.notify_all();
     });
   }
-  const auto parentStopped = [this] {
-    return parent_.abortFlag().load(std::memory_order_acquire) || parent_.asyncError() != Errc::Ok;
-  };
   {
     std::unique_lock<std::mutex> lock(m);
     while (running > 0) {
       cv.wait_for(lock, std::chrono::milliseconds(20));
-      if (!stopped && parentStopped()) {
+      if (!stopped && !parentStop().ok()) {
         stopped = true;
         for (Communicator* lane : pending) {
           if (lane != nullptr) lane->stopInit();
@@ -159,10 +165,7 @@ Status HostLanes::makeAll(size_t k) {
     }
   }
   for (std::thread& t : threads) t.join();
-  if (stopped) {
-    const std::string cause = parent_.stopCause();
-    return cause.empty() ? parent_.asyncStatus() : Status::error(Errc::InvalidUsage, cause);
-  }
+  if (stopped) return parentStop();
   for (Status& st : results) CFX_TRY(std::move(st));    // the lanes made meanwhile are destroyed on the way out
   std::vector<std::unique_ptr<Communicator>> lanes(1);  // [0]: the parent
   for (auto& lane : made) {

@@ -6,6 +6,7 @@
 // async error, and destroy freeing every lane.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -438,6 +439,38 @@ TEST(HostLanes, APeerDyingWhileARankWaitsForTheLaneIdsIsNamedRatherThanRankZero)
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
     destroyStreams(streams);
   });
+}
+
+// A rank 0 that stops (SIGSTOP: its connections stay open) before it sends the lanes' ids: the ranks waiting for them
+// fail once heartbeats find it hung (3 s by default), and the error names it, rather than at the bootstrap's timeout
+// (300 s here, beyond the job's limit).
+TEST(HostLanes, ARankZeroThatStopsBeforeSendingTheLaneIdsIsNamedOnceHeartbeatsFindIt) {
+  RunOptions options = withLanes(2, {{"CFX_BOOTSTRAP_TIMEOUT_MS", "300000"}});
+  options.failOnChildError = false;
+  const cfx::itest::RunResult result = runRanks(3, options, [&](RankContext& ctx) {
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    const std::vector<std::string> pids = ctx.allGather(std::to_string(::getpid()));
+    std::vector<float> buf(512, 1.0f);
+    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), 100, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+    ctx.barrier();
+    if (ctx.rank() == 0) ctx.killSelf(SIGSTOP);
+    const std::vector<cfxHostStream_t> streams = makeStreams(2);
+    const auto start = std::chrono::steady_clock::now();
+    (void)ncclAllReduce(buf.data(), buf.data(), 100, ncclFloat, ncclSum, comm, asCuda(streams[0]));  // the parent's
+    EXPECT_NE(ncclAllReduce(buf.data() + 256, buf.data() + 256, 100, ncclFloat, ncclSum, comm, asCuda(streams[1])),
+              ncclSuccess);  // makes the lanes: waits for rank 0's ids
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string why = ncclGetLastError(comm);
+    EXPECT_NE(why.find("rank 0"), std::string::npos) << why;
+    EXPECT_LT(waited, 60.0) << why;
+    EXPECT_NE(cfxHostStreamSynchronize(streams[0]), ncclSuccess);
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    destroyStreams(streams);
+    if (ctx.rank() == 1) ::kill(std::stoi(pids[0]), SIGKILL);
+  });
+  for (int r = 1; r < 3; ++r) EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].describe();
+  EXPECT_EQ(result.ranks[0].termSignal, SIGKILL);
 }
 
 // Destroy frees every lane: no mapping of a shared-memory segment and no name in /dev/shm are left behind, though

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -161,6 +162,10 @@ class Bootstrap {
   // bytes <= 64 MiB.
   virtual Status send(int peer, uint64_t tag, const void* data, size_t bytes) = 0;
   virtual Status recv(int peer, uint64_t tag, void* data, size_t bytes) = 0;
+  // recv that also gives up when `alive` returns an error, and returns that error. `alive` runs between waits (at
+  // least every 50 ms) on the calling thread, with no lock of this bootstrap held. It is for waits on a peer whose
+  // failure another part of the communicator learns first: heartbeats find a stopped rank long before options.timeout.
+  virtual Status recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>& alive) = 0;
 
   // Makes every blocked and future call return RemoteError promptly. Idempotent, thread-safe, never blocks.
   virtual void abort() = 0;

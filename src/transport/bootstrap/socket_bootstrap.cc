@@ -170,7 +170,8 @@ Status SocketBootstrap::sendTo(int peer, FrameKind kind, uint64_t tag, const voi
 }
 
 Status SocketBootstrap::recvFrom(int peer, FrameKind kind, uint64_t tag, void* data, size_t bytes,
-                                 const Deadline& deadline, const std::string& what) {
+                                 const Deadline& deadline, const std::string& what,
+                                 const std::function<Status()>* alive) {
   const Key key{peer, kind, tag};
   std::vector<uint8_t> msg;
   {
@@ -200,6 +201,14 @@ Status SocketBootstrap::recvFrom(int peer, FrameKind kind, uint64_t tag, void* d
                       static_cast<long long>(options_.timeout.count()), what.c_str(), peerName(peer).c_str(),
                       inbound_[peer].connected ? "" : ", which never connected"));
       }
+      if (alive != nullptr) {
+        // Unlocked: `alive` reads the communicator's state, under locks of its own.
+        lk.unlock();
+        Status st = (*alive)();
+        lk.lock();
+        if (!st.ok()) return st;
+        if (inbox_.count(key) != 0) continue;
+      }
       const auto slice = Deadline::Clock::now() + std::chrono::microseconds(net::kAbortPollInterval);
       cv_.wait_until(lk, std::min(slice, deadline.at()));
     }
@@ -220,10 +229,19 @@ Status SocketBootstrap::send(int peer, uint64_t tag, const void* data, size_t by
 }
 
 Status SocketBootstrap::recv(int peer, uint64_t tag, void* data, size_t bytes) {
+  return userRecv(peer, tag, data, bytes, nullptr);
+}
+
+Status SocketBootstrap::recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>& alive) {
+  return userRecv(peer, tag, data, bytes, &alive);
+}
+
+Status SocketBootstrap::userRecv(int peer, uint64_t tag, void* data, size_t bytes,
+                                 const std::function<Status()>* alive) {
   CFX_TRY(checkPeer(peer, "recv"));
   const Deadline deadline(options_.timeout);
   return recvFrom(peer, FrameKind::User, tag, data, bytes, deadline,
-                  strprintf("recv (tag %llu)", static_cast<unsigned long long>(tag)));
+                  strprintf("recv (tag %llu)", static_cast<unsigned long long>(tag)), alive);
 }
 
 Status SocketBootstrap::allGather(void* data, size_t bytesPerRank) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,7 @@ class SocketBootstrap final : public Bootstrap {
   Status barrier() override;
   Status send(int peer, uint64_t tag, const void* data, size_t bytes) override;
   Status recv(int peer, uint64_t tag, void* data, size_t bytes) override;
+  Status recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>& alive) override;
   void abort() override;
 
  private:
@@ -90,7 +92,8 @@ class SocketBootstrap final : public Bootstrap {
   Status sendTo(int peer, FrameKind kind, uint64_t tag, const void* data, size_t bytes, const Deadline& deadline,
                 const std::string& what);
   Status recvFrom(int peer, FrameKind kind, uint64_t tag, void* data, size_t bytes, const Deadline& deadline,
-                  const std::string& what);
+                  const std::string& what, const std::function<Status()>* alive = nullptr);
+  Status userRecv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>* alive);
   Status connectTo(int peer, const Deadline& deadline);
   Status bruckAllGather(uint64_t seq, uint8_t* base, size_t bytesPerRank);
   std::string peerName(int peer) const;

@@ -393,6 +393,46 @@ TEST(BootstrapTest, AbortUnblocksAPendingRecv) {
   EXPECT_EQ(ranks[1]->send(0, 1, &v, sizeof(v)).code(), Errc::RemoteError);
 }
 
+// A recv watched by `alive`: it returns a message that arrives while `alive` is content, and `alive`'s own error
+// once that turns, long before the timeout; the bootstrap stays usable afterwards (it was not aborted).
+TEST(BootstrapTest, AWatchedRecvEndsWithItsWatchersError) {
+  const BootstrapOptions options = testOptions(milliseconds(120000));
+  auto ranks = joinAll(freshId(options), 2, options);
+  std::atomic<bool> failed{false};
+  std::atomic<int> polls{0};
+  const std::function<Status()> alive = [&]() -> Status {
+    polls.fetch_add(1);
+    if (!failed.load()) return Status();
+    return Status::error(Errc::RemoteError, "rank 0 stopped answering");
+  };
+  std::thread sender([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    const int v = 42;
+    EXPECT_TRUE(ranks[0]->send(1, 5, &v, sizeof(v)).ok());
+  });
+  int v = 0;
+  EXPECT_TRUE(ranks[1]->recv(0, 5, &v, sizeof(v), alive).ok());
+  sender.join();
+  EXPECT_EQ(v, 42);
+  EXPECT_GT(polls.load(), 0);
+
+  const auto start = Clock::now();
+  std::thread watcher([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    failed.store(true);
+  });
+  Status st = ranks[1]->recv(0, 6, &v, sizeof(v), alive);
+  watcher.join();
+  EXPECT_EQ(st.code(), Errc::RemoteError);
+  EXPECT_EQ(st.message(), "rank 0 stopped answering");
+  EXPECT_LT(secondsSince(start), 20.0);
+
+  const int w = 7;  // not aborted: the next message still gets through
+  ASSERT_TRUE(ranks[0]->send(1, 6, &w, sizeof(w)).ok());
+  EXPECT_TRUE(ranks[1]->recv(0, 6, &v, sizeof(v)).ok());
+  EXPECT_EQ(v, 7);
+}
+
 TEST(BootstrapTest, ExternalAbortFlagUnblocksInit) {
   std::atomic<bool> abortFlag{false};
   BootstrapOptions options = testOptions(milliseconds(120000));

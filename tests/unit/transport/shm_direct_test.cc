@@ -62,6 +62,9 @@ class FakeBootstrap final : public Bootstrap {
   }
   Status send(int, uint64_t, const void*, size_t) override { return Status::error(Errc::InternalError, "unused"); }
   Status recv(int, uint64_t, void*, size_t) override { return Status::error(Errc::InternalError, "unused"); }
+  Status recv(int, uint64_t, void*, size_t, const std::function<Status()>&) override {
+    return Status::error(Errc::InternalError, "unused");
+  }
   void abort() override {}
 
  private:

@@ -86,6 +86,9 @@ class FakeBootstrap final : public Bootstrap {
   Status recv(int, uint64_t, void*, size_t) override {
     return Status::error(Errc::InternalError, "the fake bootstrap has no point-to-point messages");
   }
+  Status recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>&) override {
+    return recv(peer, tag, data, bytes);
+  }
   void abort() override {}
 
  private:
