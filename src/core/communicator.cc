@@ -214,6 +214,7 @@ Communicator::~Communicator() {
     std::lock_guard<std::mutex> lock(ipcMutex_);
     ipc_.reset();
   }
+  if (bootstrap_) bootstrap_->setPeerWatch(nullptr);  // it reads health_
   health_.reset();  // says goodbye to the peers, and stops ringing the doorbell before the transports unmap it
   // Transports go before the bootstrap: their destructors may still flush to peers.
   transports_.reset();
@@ -408,10 +409,21 @@ Status Communicator::startHealth() {
   }
   // A revoke by any rank stops this rank's work too (NCCL: ncclCommRevoke stops all in-flight operations).
   health_->setRevokeSink([this](const ft::RevokeNotice& notice) { revokedRemotely(notice); });
-  return health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
+  CFX_TRY(health_->start(std::move(ids), doorbell_, [this](const ft::Failure& f) {
     setAsyncError(Status::error(Errc::RemoteError, f.describe()));
     releaseDeviceBarriers();  // a stream waiting for the failed rank at a device-side barrier goes on
+  }));
+  // A bootstrap wait (a split, a shrink, the lanes' setup) ends once heartbeats find the peer it waits for dead or
+  // stopped, or any peer where every rank must answer, instead of at the bootstrap's timeout. Cleared before
+  // health_ goes (the destructor).
+  bootstrap_->setPeerWatch([health = health_.get()](int peer) -> Status {
+    if (health->failedCount() == 0) return Status();
+    for (const ft::Failure& f : health->failures()) {
+      if (peer < 0 || f.rank == peer) return Status::error(Errc::RemoteError, f.describe());
+    }
+    return Status();
   });
+  return Status();
 }
 
 void Communicator::announceExit() {

@@ -460,6 +460,35 @@ TEST_P(PeerFailureTest, KilledPeerIsReportedToIdleSurvivorsThroughAsyncError) {
   expectNoLeftovers(kRanks);
 }
 
+// (6b) A rank stops (SIGSTOP) while the others split: the split's all-gather needs every rank, and ends once the
+// heartbeats find the stopped one, naming it, rather than at the bootstrap's timeout (set past the job's limit).
+TEST_P(PeerFailureTest, StoppedPeerFailsASplitOnceHeartbeatsFindIt) {
+  constexpr int kRanks = 3;
+  constexpr int kVictim = 1;
+  RunOptions o = options(kFaultTimeoutMs);
+  o.env.emplace_back("CFX_BOOTSTRAP_TIMEOUT_MS", "300000");
+  const RunResult result = runRanks(kRanks, o, [&](RankContext& ctx) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    ASSERT_NE(comm, nullptr);
+    expectAllReduceSum(comm, 1, kRanks);
+    ASSERT_TRUE(ctx.barrier());
+    if (ctx.rank() == kVictim) ctx.killSelf(SIGSTOP);  // SurvivorDone kills it
+    const SurvivorDone done(*shared_, kRanks - 1, kVictim);
+    const int64_t start = nowNs();
+    ncclComm_t child = nullptr;
+    EXPECT_NE(ncclCommSplit(comm, 0, ctx.rank(), &child, nullptr), ncclSuccess);
+    EXPECT_EQ(child, nullptr);
+    const char* last = ncclGetLastError(nullptr);
+    const std::string text = last ? last : "";
+    EXPECT_TRUE(namesRank(text, kVictim)) << text;
+    EXPECT_LT(msBetween(start, nowNs()), kDetectBoundMs) << text;
+    EXPECT_TRUE(succeeded(ncclCommAbort(comm)));
+  });
+  EXPECT_EQ(result.terminationSignal(kVictim), SIGKILL);
+  expectNoLeftovers(kRanks);
+}
+
 // (7) A rank exits normally (exit(0)) without destroying its communicator, as many programs do at their end: that
 // is a departure, not a failure. The survivors' communicator stays healthy past the heartbeat limit and still
 // carries point-to-point traffic between them.

@@ -166,6 +166,12 @@ class Bootstrap {
   // least every 50 ms) on the calling thread, with no lock of this bootstrap held. It is for waits on a peer whose
   // failure another part of the communicator learns first: heartbeats find a stopped rank long before options.timeout.
   virtual Status recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>& alive) = 0;
+  // What the peers' heartbeats know, for every later wait: `watch(peer)` runs between its polls (at least every 50 ms,
+  // no bootstrap lock held) with the rank a recv waits for, or -1 in allGather and barrier, which need every rank;
+  // an error ends the wait with that failure. The communicator sets it once its health monitor runs, so a split, a
+  // shrink or the lanes' setup does not wait out options.timeout for a peer known to have died or stopped. nullptr
+  // clears it. Set only while no other call of this bootstrap runs.
+  virtual void setPeerWatch(std::function<Status(int peer)> watch) = 0;
 
   // Makes every blocked and future call return RemoteError promptly. Idempotent, thread-safe, never blocks.
   virtual void abort() = 0;

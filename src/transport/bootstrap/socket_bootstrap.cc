@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 #include "common/log.h"
 
@@ -201,10 +202,17 @@ Status SocketBootstrap::recvFrom(int peer, FrameKind kind, uint64_t tag, void* d
                       static_cast<long long>(options_.timeout.count()), what.c_str(), peerName(peer).c_str(),
                       inbound_[peer].connected ? "" : ", which never connected"));
       }
-      if (alive != nullptr) {
-        // Unlocked: `alive` reads the communicator's state, under locks of its own.
+      if (alive != nullptr || watch_) {
+        // Unlocked: the watchers read the communicator's state, under locks of their own.
         lk.unlock();
-        Status st = (*alive)();
+        Status st = alive != nullptr ? (*alive)() : Status();
+        if (st.ok() && watch_) {
+          st = watch_(kind == FrameKind::User ? peer : -1);
+          if (!st.ok()) {
+            st = Status::error(st.code(), strprintf("rank %d: bootstrap %s gave up waiting for %s: %s", rank_,
+                                                    what.c_str(), peerName(peer).c_str(), st.message().c_str()));
+          }
+        }
         lk.lock();
         if (!st.ok()) return st;
         if (inbox_.count(key) != 0) continue;
@@ -235,6 +243,8 @@ Status SocketBootstrap::recv(int peer, uint64_t tag, void* data, size_t bytes) {
 Status SocketBootstrap::recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>& alive) {
   return userRecv(peer, tag, data, bytes, &alive);
 }
+
+void SocketBootstrap::setPeerWatch(std::function<Status(int peer)> watch) { watch_ = std::move(watch); }
 
 Status SocketBootstrap::userRecv(int peer, uint64_t tag, void* data, size_t bytes,
                                  const std::function<Status()>* alive) {

@@ -55,6 +55,7 @@ class SocketBootstrap final : public Bootstrap {
   Status send(int peer, uint64_t tag, const void* data, size_t bytes) override;
   Status recv(int peer, uint64_t tag, void* data, size_t bytes) override;
   Status recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>& alive) override;
+  void setPeerWatch(std::function<Status(int peer)> watch) override;
   void abort() override;
 
  private:
@@ -134,6 +135,7 @@ class SocketBootstrap final : public Bootstrap {
   std::vector<crypto::FrameCipher> outKey_;  // seals the frames on out_[peer]
   std::vector<std::string> outBroken_;  // non-empty: why the outgoing connection to that rank is unusable
   std::atomic<uint64_t> collSeq_{0};    // relaxed: only orders this rank's own collective calls
+  std::function<Status(int)> watch_;     // setPeerWatch's; read by the caller thread's waits only
 
   // Shared with the service thread.
   std::mutex mu_;

@@ -65,6 +65,7 @@ class FakeBootstrap final : public Bootstrap {
   Status recv(int, uint64_t, void*, size_t, const std::function<Status()>&) override {
     return Status::error(Errc::InternalError, "unused");
   }
+  void setPeerWatch(std::function<Status(int)>) override {}
   void abort() override {}
 
  private:

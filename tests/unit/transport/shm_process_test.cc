@@ -74,6 +74,7 @@ class PairBootstrap final : public Bootstrap {
   Status send(int, uint64_t, const void*, size_t) override { return unsupported(); }
   Status recv(int, uint64_t, void*, size_t) override { return unsupported(); }
   Status recv(int, uint64_t, void*, size_t, const std::function<Status()>&) override { return unsupported(); }
+  void setPeerWatch(std::function<Status(int)>) override {}
   void abort() override {}
 
   // Out-of-band handshakes between the test's two processes.

@@ -89,6 +89,7 @@ class FakeBootstrap final : public Bootstrap {
   Status recv(int peer, uint64_t tag, void* data, size_t bytes, const std::function<Status()>&) override {
     return recv(peer, tag, data, bytes);
   }
+  void setPeerWatch(std::function<Status(int)>) override {}
   void abort() override {}
 
  private:
