@@ -184,6 +184,19 @@ class PeerFailureTest : public ::testing::TestWithParam<Transport> {
   // In a rank, first thing: the parent checks for leftover processes and segments by these pids.
   void registerRank(const RankContext& ctx) { shared_->pids[ctx.rank()].store(static_cast<int>(::getpid())); }
 
+  // In a rank, before a scenario's fault: registers it, makes the communicator and shows it healthy (an all-reduce,
+  // then a barrier of the job). nullptr, with the failure recorded, when any of that fails.
+  ncclComm_t healthyComm(RankContext& ctx, int nRanks) {
+    registerRank(ctx);
+    ncclComm_t comm = ctx.initComm();
+    if (comm == nullptr) return nullptr;
+    expectAllReduceSum(comm, 1, nRanks);
+    if (ctx.barrier()) return comm;
+    ADD_FAILURE() << "rank " << ctx.rank() << ": the barrier before the fault failed";
+    (void)ncclCommAbort(comm);
+    return nullptr;
+  }
+
   RunResult runFault(Fault fault, int nRanks, int victim, Naming naming);
   void runShrinkAfterKill(int flags, bool revokeFirst = false);
   void printObserved(const RunResult& result, const char* scenario) const;
@@ -427,11 +440,8 @@ TEST_P(PeerFailureTest, KilledPeerIsReportedToIdleSurvivorsThroughAsyncError) {
   constexpr int kRanks = 4;
   constexpr int kVictim = 2;
   const RunResult result = runRanks(kRanks, options(kFaultTimeoutMs), [&](RankContext& ctx) {
-    registerRank(ctx);
-    ncclComm_t comm = ctx.initComm();
+    ncclComm_t comm = healthyComm(ctx, kRanks);
     ASSERT_NE(comm, nullptr);
-    expectAllReduceSum(comm, 1, kRanks);
-    ASSERT_TRUE(ctx.barrier());
     if (ctx.rank() == kVictim) {
       shared_->faultNs.store(nowNs());
       ctx.killSelf(SIGKILL);
@@ -468,11 +478,8 @@ TEST_P(PeerFailureTest, StoppedPeerFailsASplitOnceHeartbeatsFindIt) {
   RunOptions o = options(kFaultTimeoutMs);
   o.env.emplace_back("CFX_BOOTSTRAP_TIMEOUT_MS", "300000");
   const RunResult result = runRanks(kRanks, o, [&](RankContext& ctx) {
-    registerRank(ctx);
-    ncclComm_t comm = ctx.initComm();
+    ncclComm_t comm = healthyComm(ctx, kRanks);
     ASSERT_NE(comm, nullptr);
-    expectAllReduceSum(comm, 1, kRanks);
-    ASSERT_TRUE(ctx.barrier());
     if (ctx.rank() == kVictim) ctx.killSelf(SIGSTOP);  // SurvivorDone kills it
     const SurvivorDone done(*shared_, kRanks - 1, kVictim);
     const int64_t start = nowNs();
@@ -498,11 +505,8 @@ TEST_P(PeerFailureTest, ExitWithoutDestroyIsNotAFailure) {
   RunOptions o = options(kFaultTimeoutMs);
   o.failOnChildError = false;  // the leaver ends its body with exit(0); judged below
   const RunResult result = runRanks(kRanks, o, [&](RankContext& ctx) {
-    registerRank(ctx);
-    ncclComm_t comm = ctx.initComm();
+    ncclComm_t comm = healthyComm(ctx, kRanks);
     ASSERT_NE(comm, nullptr);
-    expectAllReduceSum(comm, 1, kRanks);
-    ASSERT_TRUE(ctx.barrier());
     if (ctx.rank() == kLeaver) {
       std::fflush(stdout);
       std::fflush(stderr);
@@ -543,11 +547,8 @@ TEST_P(PeerFailureTest, AbortFromAnotherThreadUnblocksAllReduce) {
   constexpr int kAbsent = 2;   // never calls the all-reduce
   constexpr int kLongTimeoutMs = 30000;  // so only the abort can end the wait
   const RunResult result = runRanks(kRanks, options(kLongTimeoutMs), [&](RankContext& ctx) {
-    registerRank(ctx);
-    ncclComm_t comm = ctx.initComm();
+    ncclComm_t comm = healthyComm(ctx, kRanks);
     ASSERT_NE(comm, nullptr);
-    expectAllReduceSum(comm, 1, kRanks);
-    ASSERT_TRUE(ctx.barrier());
     if (ctx.rank() == kAbsent) {
       // Keeps its communicator (and so its connections) open until the aborter is done (the first to finish: the
       // other blocks until it sees a closed peer), so only the abort can end the aborter's wait. Its own abort then
