@@ -51,7 +51,8 @@ ncclRedOp_t redOp(const c10d::ReduceOp& op, const at::Tensor& t, const char* nam
 
 void checkTensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.device().is_cpu(), "conflux: ", op, ": the tensor is on ", t.device(),
-              "; this build of the backend takes CPU tensors only (it was built against a PyTorch without CUDA)");
+              "; the conflux backend takes CPU tensors only (for CUDA tensors use the \"nccl\" backend with "
+              "Conflux's libnccl.so.2 preloaded)");
   TORCH_CHECK(t.layout() == at::kStrided, "conflux: ", op, ": ", t.layout(), " tensors are not supported");
   TORCH_CHECK(t.is_contiguous(), "conflux: ", op, ": the tensor is not contiguous (sizes ", t.sizes(), ", strides ",
               t.strides(), "); pass t.contiguous()");
